@@ -1,0 +1,85 @@
+# attn — build with GNU make.
+#   make            library (build/libattn.a, build/libattn.so) and CLI (build/attn)
+#   make test       build and run the test suite (tests/run_tests.sh prints "N passed, N failed")
+#   make SAN=1 BUILD=build-san test   the same under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make install PREFIX=/usr/local    headers, libraries, CLI and attn.pc
+BUILD   ?= build
+PREFIX  ?= /usr/local
+CC      ?= cc
+VERSION := 0.1.0
+
+PKGS    := libcjson libutf8proc libpng
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+OPT     ?= -O2
+CFLAGS  ?= $(OPT) -g
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fPIC -fopenmp \
+           -Iinclude -Isrc $(PKG_CFLAGS) -I/usr/include/x86_64-linux-gnu/openblas-pthread
+LDLIBS  += $(PKG_LIBS) -lopenblas -lm -fopenmp -lpthread
+ifeq ($(SAN),1)
+CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+LIB_SRC   := $(sort $(wildcard src/*/*.c))
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+TOOL_SRC  := $(sort $(wildcard tools/*.c))
+TOOL_OBJ  := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_SRC  := $(sort $(wildcard tests/test_*.c))
+TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+TESTUTIL  := $(BUILD)/obj/tests/testutil.o
+FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+
+.PHONY: all lib test tests install clean fuzz
+all: lib $(BUILD)/attn
+lib: $(BUILD)/libattn.a $(BUILD)/libattn.so
+
+$(BUILD)/obj/%.o: %.c $(wildcard include/*.h) $(wildcard src/*/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libattn.a: $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/libattn.so: $(LIB_OBJ)
+	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/attn: $(TOOL_OBJ) $(BUILD)/libattn.a
+	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libattn.a $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c $(TESTUTIL) $(BUILD)/libattn.a tests/testutil.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(TESTUTIL) $(BUILD)/libattn.a $(LDLIBS)
+
+tests: all $(TEST_BIN)
+
+test: tests
+	ATTN_BUILD=$(BUILD) sh tests/run_tests.sh $(TEST_BIN)
+
+# libFuzzer targets (clang); `make fuzz FUZZ_SECONDS=30` runs each for a bounded time.
+FUZZ_SECONDS ?= 20
+fuzz:
+	@mkdir -p $(BUILD)/fuzz
+	@for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
+	  clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Isrc $(PKG_CFLAGS) \
+	    -I/usr/include/x86_64-linux-gnu/openblas-pthread -fopenmp $$f $(LIB_SRC) -o $(BUILD)/fuzz/$$n $(LDLIBS) || exit 1; \
+	  mkdir -p $(BUILD)/fuzz/corpus_$$n; \
+	  $(BUILD)/fuzz/$$n -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 $(BUILD)/fuzz/corpus_$$n tests/fuzz/seeds_$$n 2>&1 | tail -n 3 || exit 1; \
+	done
+
+$(BUILD)/attn.pc:
+	@mkdir -p $(BUILD)
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: attn\nDescription: Transformer self-attention in C\nVersion: %s\nRequires.private: $(PKGS)\nLibs: -L$${libdir} -lattn\nLibs.private: -lopenblas -lm -fopenmp\nCflags: -I$${includedir}\n' '$(PREFIX)' '$(VERSION)' > $@
+
+install: all $(BUILD)/attn.pc
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 644 include/*.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(BUILD)/libattn.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/libattn.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(BUILD)/attn.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	install -m 755 $(BUILD)/attn $(DESTDIR)$(PREFIX)/bin/
+
+clean:
+	rm -rf $(BUILD) build-san

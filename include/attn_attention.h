@@ -1,0 +1,90 @@
+/*
+ * attn_attention.h — scaled dot-product attention (SDPA).
+ *
+ *   out = softmax(Q·Kᵀ·scale + mask) · V          (Vaswani et al. 2017, eq. 1)
+ *
+ * Shapes (PyTorch order):
+ *   q        [B, H,   Lq, D]    float32, any strides
+ *   k        [B, Hkv, Lk, D]    float32, any strides; H must be a multiple of Hkv
+ *   v        [B, Hkv, Lk, Dv]   float32, any strides
+ *   out      [B, H,   Lq, Dv]   float32, any strides (written)
+ *   weights  [B, H,   Lq, Lk]   float32, optional (written when not NULL)
+ * Grouped-query attention: query head h reads kv head h / (H / Hkv) (Ainslie et al. 2023;
+ * H == Hkv is ordinary multi-head attention, Hkv == 1 is multi-query attention).
+ *
+ * Visibility of key j to query i (all conditions combine with AND):
+ *   - bool mask:   mask[..., i, j] != 0 (true = may attend; torch's boolean attn_mask).
+ *   - float mask:  added to the scaled score. A value of -inf, or <= -FLT_MAX (the
+ *                  "finfo.min" convention of Hugging Face), marks the key as masked; any
+ *                  other finite value (e.g. -6e4, -1e9) is a real additive bias.
+ *                  NaN or +inf in a float mask is rejected (ATTN_E_RANGE).
+ *                  The mask is broadcast to [B, H, Lq, Lk] with NumPy rules (1 to 4 dims,
+ *                  aligned at the right, every extent 1 or the full size).
+ *   - is_causal:   aligned bottom-right (KV-cache convention): j <= i + Lk - Lq.
+ *   - window W>0:  sliding window of W keys ending at the query's own position:
+ *                  i + Lk - Lq - W < j <= i + Lk - Lq (Mistral / Longformer one-sided;
+ *                  implies the causal bound).
+ *   - key_lengths: per batch row b, keys j >= key_lengths[b] are padding (right padding).
+ * A query row with no visible key produces out = 0 and weights = 0 (never NaN); this
+ * differs from torch, which returns NaN there.
+ *
+ * Softmax is computed stably: the row max over visible keys is subtracted before exp.
+ */
+#ifndef ATTN_ATTENTION_H
+#define ATTN_ATTENTION_H
+
+#include "attn_core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    ATTN_IMPL_DEFAULT = 0,   /* the library's best implementation (fused when available) */
+    ATTN_IMPL_REFERENCE = 1, /* plain float64-accumulating reference path (the oracle) */
+    ATTN_IMPL_FUSED = 2      /* tiled online-softmax kernel */
+} attn_impl;
+
+typedef struct {
+    const attn_tensor *mask;    /* NULL, or bool/float32 broadcastable to [B, H, Lq, Lk] */
+    int is_causal;              /* bottom-right causal mask */
+    int64_t window;             /* 0 = none; > 0 = sliding window size W (see above) */
+    const int64_t *key_lengths; /* NULL, or [B] valid key counts (0 <= len <= Lk) */
+    int has_scale;              /* 0: scale = 1/sqrt(D); 1: use `scale` (may be any finite value) */
+    float scale;
+    int n_threads;              /* <= 0: attn_get_num_threads() */
+    attn_impl impl;             /* which implementation attn_sdpa uses */
+} attn_sdpa_params;
+
+/* attn_sdpa_params_default: all fields zero: no mask, not causal, default scale, default
+ * threads, default implementation. */
+attn_sdpa_params attn_sdpa_params_default(void);
+
+/* attn_sdpa: scaled dot-product attention with the semantics above, dispatching on
+ * p->impl (p may be NULL for the defaults).
+ * Errors: ATTN_E_INVALID (NULL q/k/v/out, window < 0, non-finite scale, key_lengths out of
+ * range), ATTN_E_DTYPE (q/k/v/out/weights not float32, mask neither bool nor float32),
+ * ATTN_E_SHAPE (rank != 4, B or D mismatch, H % Hkv != 0, Hkv == 0, mask not broadcastable,
+ * out/weights shape wrong), ATTN_E_RANGE (NaN or +inf in a float mask).
+ * Source: Vaswani et al. 2017 §3.2.1; semantics of torch.nn.functional.scaled_dot_product_attention
+ * (PyTorch 2.x) except the empty-row and -FLT_MAX rules stated above. */
+int attn_sdpa(attn_tensor *out, attn_tensor *weights, const attn_tensor *q, const attn_tensor *k,
+              const attn_tensor *v, const attn_sdpa_params *p);
+
+/* attn_sdpa_reference: the plain reference implementation (float64 accumulation, one
+ * query row at a time, materialises each score row). Same contract as attn_sdpa. */
+int attn_sdpa_reference(attn_tensor *out, attn_tensor *weights, const attn_tensor *q,
+                        const attn_tensor *k, const attn_tensor *v, const attn_sdpa_params *p);
+
+/* attn_sdpa_check: validate shapes, dtypes and parameters exactly as attn_sdpa does,
+ * without computing. On success fills the sizes (any pointer may be NULL).
+ * Errors: as attn_sdpa. */
+int attn_sdpa_check(const attn_tensor *out, const attn_tensor *weights, const attn_tensor *q,
+                    const attn_tensor *k, const attn_tensor *v, const attn_sdpa_params *p,
+                    int64_t *B, int64_t *H, int64_t *Hkv, int64_t *Lq, int64_t *Lk, int64_t *D,
+                    int64_t *Dv);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ATTN_ATTENTION_H */

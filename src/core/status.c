@@ -1,0 +1,36 @@
+/* Status codes and the per-thread last-error message. */
+#include "attn_core.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+static _Thread_local char attn__errbuf[512];
+
+const char *attn_status_str(int status) {
+    switch (status) {
+    case ATTN_OK: return "ok";
+    case ATTN_E_INVALID: return "invalid argument";
+    case ATTN_E_SHAPE: return "shape mismatch";
+    case ATTN_E_DTYPE: return "unsupported dtype";
+    case ATTN_E_NOMEM: return "out of memory";
+    case ATTN_E_IO: return "i/o error";
+    case ATTN_E_FORMAT: return "malformed input";
+    case ATTN_E_RANGE: return "value out of range";
+    case ATTN_E_UNSUPPORTED: return "unsupported";
+    default: return "unknown status";
+    }
+}
+
+const char *attn_last_error(void) { return attn__errbuf; }
+
+void attn_clear_error(void) { attn__errbuf[0] = '\0'; }
+
+int attn_set_error(int status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(attn__errbuf, sizeof attn__errbuf, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+const char *attn_version(void) { return "0.1.0"; }

@@ -8,7 +8,7 @@ PREFIX  ?= /usr/local
 CC      ?= cc
 VERSION := 0.1.0
 
-PKGS    := libcjson libutf8proc libpng
+PKGS    := libcjson libutf8proc libpng freetype2
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -56,7 +56,7 @@ $(BUILD)/tests/%: tests/%.c $(TESTUTIL) $(BUILD)/libattn.a tests/testutil.h
 tests: all $(TEST_BIN)
 
 test: tests
-	ATTN_BUILD=$(BUILD) sh tests/run_tests.sh $(TEST_BIN)
+	ATTN_BIN=$(BUILD)/attn sh tests/run_tests.sh $(TEST_BIN)
 
 # libFuzzer targets (clang); `make fuzz FUZZ_SECONDS=30` runs each for a bounded time.
 FUZZ_SECONDS ?= 20

@@ -1,0 +1,101 @@
+/* Reference scaled dot-product attention: plain loops, float64 accumulation, one query
+ * row at a time. This is the oracle the optimised kernels are tested against; keep it
+ * obviously right rather than fast. */
+#include "attention/sdpa_internal.h"
+#include "core/internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+int attn_sdpa_reference(attn_tensor *out, attn_tensor *weights, const attn_tensor *q, const attn_tensor *k,
+                        const attn_tensor *v, const attn_sdpa_params *p) {
+    int64_t B, H, Hkv, Lq, Lk, D, Dv;
+    ATTN_TRY(attn_sdpa_check(out, weights, q, k, v, p, &B, &H, &Hkv, &Lq, &Lk, &D, &Dv));
+    attn__mask_view mv;
+    ATTN_TRY(attn__sdpa_mask_view(&mv, p ? p->mask : NULL, B, H, Lq, Lk));
+    const double scale = (p && p->has_scale) ? (double)p->scale : 1.0 / sqrt((double)(D > 0 ? D : 1));
+    const int64_t group = Hkv > 0 ? H / Hkv : 1;
+    int nt = (p && p->n_threads > 0) ? p->n_threads : attn_get_num_threads();
+    const int64_t rows = B * H * Lq;
+    if (rows == 0) return ATTN_OK;
+    if (nt > rows) nt = (int)rows;
+    if (nt < 1) nt = 1;
+
+    /* per-thread scratch: scores (double), visibility flags, accumulator */
+    size_t per = (size_t)(Lk > 0 ? Lk : 1);
+    double *sc_all = (double *)malloc(sizeof(double) * per * (size_t)nt);
+    unsigned char *vis_all = (unsigned char *)malloc(per * (size_t)nt);
+    double *acc_all = (double *)malloc(sizeof(double) * (size_t)(Dv > 0 ? Dv : 1) * (size_t)nt);
+    if (!sc_all || !vis_all || !acc_all) {
+        free(sc_all);
+        free(vis_all);
+        free(acc_all);
+        return attn_set_error(ATTN_E_NOMEM, "sdpa reference: out of memory for %lld keys", (long long)Lk);
+    }
+
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        double *sc = sc_all + per * (size_t)tid;
+        unsigned char *vis = vis_all + per * (size_t)tid;
+        double *acc = acc_all + (size_t)(Dv > 0 ? Dv : 1) * (size_t)tid;
+        int64_t b = r / (H * Lq), h = (r / Lq) % H, i = r % Lq;
+        int64_t hk = h / group;
+        int64_t lo, hi;
+        attn__key_range(p, b, i, Lq, Lk, &lo, &hi);
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < Lk; j++) {
+            vis[j] = (unsigned char)(j >= lo && j < hi);
+            if (!vis[j]) continue;
+            double mval = 0.0;
+            if (mv.present) {
+                int64_t mo = b * mv.stride[0] + h * mv.stride[1] + i * mv.stride[2] + j * mv.stride[3];
+                if (mv.is_bool) {
+                    if (!((const unsigned char *)mv.data)[mo]) {
+                        vis[j] = 0;
+                        continue;
+                    }
+                } else {
+                    float m = ((const float *)mv.data)[mo];
+                    if (attn__mask_value_is_masked(m)) {
+                        vis[j] = 0;
+                        continue;
+                    }
+                    mval = m;
+                }
+            }
+            double dot = 0.0;
+            for (int64_t d = 0; d < D; d++)
+                dot += (double)*attn__f32_at4(q, b, h, i, d) * (double)*attn__f32_at4(k, b, hk, j, d);
+            sc[j] = dot * scale + mval;
+            if (sc[j] > mx) mx = sc[j];
+        }
+        double sum = 0.0;
+        for (int64_t j = 0; j < Lk; j++) {
+            if (!vis[j]) continue;
+            sc[j] = exp(sc[j] - mx);
+            sum += sc[j];
+        }
+        /* sum >= 1 whenever a key is visible (the max term is exp(0)); 0 for an empty row */
+        double inv = sum > 0.0 ? 1.0 / sum : 0.0;
+        for (int64_t d = 0; d < Dv; d++) acc[d] = 0.0;
+        for (int64_t j = 0; j < Lk; j++) {
+            double w = vis[j] ? sc[j] * inv : 0.0;
+            if (weights) *attn__f32_at4(weights, b, h, i, j) = (float)w;
+            if (w == 0.0) continue;
+            for (int64_t d = 0; d < Dv; d++) acc[d] += w * (double)*attn__f32_at4(v, b, hk, j, d);
+        }
+        for (int64_t d = 0; d < Dv; d++) *attn__f32_at4(out, b, h, i, d) = (float)acc[d];
+    }
+    free(sc_all);
+    free(vis_all);
+    free(acc_all);
+    return ATTN_OK;
+}

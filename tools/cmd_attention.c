@@ -1,0 +1,220 @@
+/* attn attention: a model's attention weights for one text, as a picture, an interactive
+ * page or a .npy array. */
+#include "cli.h"
+
+#include "attn_bert.h"
+#include "attn_npy.h"
+#include "attn_viz.h"
+#include "attn_viz_html.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "Usage: attn attention --model DIR [--layer L|all] [--head H|mean|all]\n"
+            "                      [--format png|svg|html|npy] TEXT -o FILE\n"
+            "\n"
+            "Runs the encoder on TEXT and writes its softmax attention weights (rows = queries,\n"
+            "columns = keys, tokens on both axes).\n"
+            "  --layer L|all   layer index from 0, or all layers (default: the last layer)\n"
+            "  --head H|mean|all  head index from 0, the mean over heads, or every head (default: mean)\n"
+            "  --format F      png or svg heatmap with a colour bar (several layers/heads give a grid\n"
+            "                  of panels, layers x heads), html (one self-contained page where layer\n"
+            "                  and head are chosen interactively), or npy (float32 [layers?, heads?, L, L]\n"
+            "                  keeping the dims that hold more than one choice). Default: from FILE.\n"
+            "  --threads N     worker threads\n");
+}
+
+enum { F_NONE, F_PNG, F_SVG, F_HTML, F_NPY };
+
+static int parse_sel(const char *verb, const char *opt, const char *s, int64_t n, int allow_mean, int64_t *out) {
+    if (!strcmp(s, "all")) {
+        *out = -1;
+        return CLI_OK;
+    }
+    if (allow_mean && !strcmp(s, "mean")) {
+        *out = -2;
+        return CLI_OK;
+    }
+    return cli_parse_i64(verb, opt, s, 0, n - 1, out);
+}
+
+int cmd_attention(int argc, char **argv) {
+    const char *model = NULL, *outp = NULL, *text = NULL, *layer_s = NULL, *head_s = "mean", *fmt_s = NULL;
+    int64_t threads = 0;
+    cli_args a = cli_args_start(argc, argv, "attention");
+    while (cli_more(&a)) {
+        const char *val;
+        int r;
+        if (cli_help(&a)) {
+            usage(stdout);
+            return CLI_OK;
+        } else if ((r = cli_opt(&a, NULL, "--model", &val))) {
+            if (r < 0) return CLI_USAGE;
+            model = val;
+        } else if ((r = cli_opt(&a, "-o", "--output", &val))) {
+            if (r < 0) return CLI_USAGE;
+            outp = val;
+        } else if ((r = cli_opt(&a, NULL, "--layer", &val))) {
+            if (r < 0) return CLI_USAGE;
+            layer_s = val;
+        } else if ((r = cli_opt(&a, NULL, "--head", &val))) {
+            if (r < 0) return CLI_USAGE;
+            head_s = val;
+        } else if ((r = cli_opt(&a, NULL, "--format", &val))) {
+            if (r < 0) return CLI_USAGE;
+            fmt_s = val;
+        } else if ((r = cli_opt(&a, NULL, "--threads", &val))) {
+            if (r < 0 || cli_parse_i64("attention", "--threads", val, 1, 1024, &threads) != CLI_OK) return CLI_USAGE;
+        } else if (a.argv[a.i][0] == '-' && a.argv[a.i][1] != 0) {
+            return cli_unknown(&a);
+        } else {
+            if (text) return cli_usage_error("attention", "give one TEXT (quote it)");
+            text = a.argv[a.i++];
+        }
+    }
+    if (!model) return cli_usage_error("attention", "--model DIR is required");
+    if (!text) return cli_usage_error("attention", "TEXT is required");
+    if (!outp) return cli_usage_error("attention", "-o FILE is required");
+    int fmt = F_NONE;
+    const char *fs = fmt_s ? fmt_s : "";
+    if (!strcmp(fs, "png") || (!fmt_s && cli_ends_with(outp, ".png"))) fmt = F_PNG;
+    else if (!strcmp(fs, "svg") || (!fmt_s && cli_ends_with(outp, ".svg"))) fmt = F_SVG;
+    else if (!strcmp(fs, "html") || (!fmt_s && (cli_ends_with(outp, ".html") || cli_ends_with(outp, ".htm")))) fmt = F_HTML;
+    else if (!strcmp(fs, "npy") || (!fmt_s && cli_ends_with(outp, ".npy"))) fmt = F_NPY;
+    if (fmt == F_NONE)
+        return fmt_s ? cli_usage_error("attention", "--format must be png, svg, html or npy, not '%s'", fmt_s)
+                     : cli_usage_error("attention", "cannot tell the format from '%s'; give --format", outp);
+    if (threads > 0) attn_set_num_threads((int)threads);
+
+    attn_bert *m = NULL;
+    if (attn_bert_load(&m, model) < 0) return cli_lib_error("loading the model");
+    const attn_bert_config *c = attn_bert_get_config(m);
+    const attn_tokenizer *tok = attn_bert_tokenizer(m);
+    int64_t NL = c->n_layers, H = c->n_heads, E = c->d_model;
+    int64_t lsel = NL - 1, hsel = -2;
+    int rc = CLI_OK;
+    int32_t *ids = NULL;
+    float *att = NULL, *hid = NULL, *sel = NULL;
+    char **caps = NULL;
+    attn_arena arena;
+    attn_arena_init(&arena, 0);
+    if (layer_s && parse_sel("attention", "--layer", layer_s, NL, 0, &lsel) != CLI_OK) {
+        rc = CLI_USAGE;
+        goto done;
+    }
+    if (parse_sel("attention", "--head", head_s, H, 1, &hsel) != CLI_OK) {
+        rc = CLI_USAGE;
+        goto done;
+    }
+    int64_t L = 0;
+    ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)c->max_seq_len);
+    if (!ids) {
+        rc = cli_error("out of memory");
+        goto done;
+    }
+    if (attn_tokenizer_encode(tok, text, strlen(text), 1, c->max_seq_len, ids, &L, c->max_seq_len, NULL) < 0) {
+        rc = cli_lib_error("tokenizing");
+        goto done;
+    }
+    att = (float *)malloc(sizeof(float) * (size_t)(NL * H * L * L));
+    hid = (float *)malloc(sizeof(float) * (size_t)(L * E));
+    if (!att || !hid) {
+        rc = cli_error("out of memory");
+        goto done;
+    }
+    attn_bert_extra ex = {NULL, att};
+    int64_t len = L;
+    if (attn_bert_forward(m, hid, &ex, ids, &len, 1, L, &arena) < 0) {
+        rc = cli_lib_error("running the model");
+        goto done;
+    }
+    const char **tokens = (const char **)malloc(sizeof(char *) * (size_t)L);
+    if (!tokens) {
+        rc = cli_error("out of memory");
+        goto done;
+    }
+    for (int64_t i = 0; i < L; i++) tokens[i] = attn_tokenizer_id_to_token(tok, ids[i]);
+    char title[256];
+    if (fmt == F_HTML) {
+        attn_tensor all = attn_tensor_f32_4d(att, NL, H, L, L);
+        snprintf(title, sizeof title, "Attention weights: %.180s", text);
+        if (attn_attention_html(outp, &all, tokens, title) < 0) rc = cli_lib_error(outp);
+        free(tokens);
+        goto done;
+    }
+    /* selection -> stack of [L, L] panels, layers x heads */
+    int64_t nl = lsel == -1 ? NL : 1, nh = hsel == -1 ? H : 1;
+    sel = (float *)malloc(sizeof(float) * (size_t)(nl * nh * L * L));
+    caps = (char **)calloc((size_t)(nl * nh), sizeof(char *));
+    if (!sel || !caps) {
+        free(tokens);
+        rc = cli_error("out of memory");
+        goto done;
+    }
+    for (int64_t li = 0; li < nl; li++)
+        for (int64_t hi = 0; hi < nh; hi++) {
+            int64_t l = lsel == -1 ? li : lsel;
+            float *dst = sel + (li * nh + hi) * L * L;
+            for (int64_t q = 0; q < L * L; q++) {
+                if (hsel == -2) {
+                    double s = 0;
+                    for (int64_t h = 0; h < H; h++) s += att[((l * H + h) * L * L) + q];
+                    dst[q] = (float)(s / (double)H);
+                } else {
+                    int64_t h = hsel == -1 ? hi : hsel;
+                    dst[q] = att[(l * H + h) * L * L + q];
+                }
+            }
+            caps[li * nh + hi] = (char *)malloc(32);
+            if (caps[li * nh + hi]) {
+                if (hsel == -2) snprintf(caps[li * nh + hi], 32, "layer %lld, mean", (long long)l);
+                else snprintf(caps[li * nh + hi], 32, "L%lld H%lld", (long long)l, (long long)(hsel == -1 ? hi : hsel));
+            }
+        }
+    if (fmt == F_NPY) {
+        int64_t shape[4];
+        int nd = 0;
+        if (nl > 1) shape[nd++] = nl;
+        if (nh > 1) shape[nd++] = nh;
+        shape[nd++] = L;
+        shape[nd++] = L;
+        attn_tensor t;
+        attn_tensor_make(&t, sel, ATTN_F32, nd, shape);
+        if (attn_npy_save(outp, &t) < 0) rc = cli_lib_error(outp);
+    } else {
+        attn_heatmap_opts o = attn_heatmap_opts_default();
+        o.row_labels = tokens;
+        o.col_labels = tokens;
+        o.x_label = "key";
+        o.y_label = "query";
+        o.title = title;
+        int r;
+        if (nl * nh == 1) {
+            if (hsel == -2) snprintf(title, sizeof title, "Attention, layer %lld (mean of %lld heads)", (long long)lsel, (long long)H);
+            else snprintf(title, sizeof title, "Attention, layer %lld head %lld", (long long)lsel, (long long)hsel);
+            attn_tensor t = attn_tensor_f32_2d(sel, L, L);
+            r = fmt == F_PNG ? attn_heatmap_png(outp, &t, &o) : attn_heatmap_svg(outp, &t, &o);
+        } else {
+            snprintf(title, sizeof title, "Attention weights (%s x %s)", nl > 1 ? "layers" : "layer",
+                     nh > 1 ? "heads" : (hsel == -2 ? "mean of heads" : "head"));
+            attn_tensor t = attn_tensor_f32_4d(sel, nl, nh, L, L);
+            r = fmt == F_PNG ? attn_heatmap_grid_png(outp, &t, 0, (const char *const *)caps, &o)
+                             : attn_heatmap_grid_svg(outp, &t, 0, (const char *const *)caps, &o);
+        }
+        if (r < 0) rc = cli_lib_error(outp);
+    }
+    free(tokens);
+done:
+    if (caps)
+        for (int64_t i = 0; i < (lsel == -1 ? NL : 1) * (hsel == -1 ? H : 1); i++) free(caps[i]);
+    free(caps);
+    free(sel);
+    free(ids);
+    free(att);
+    free(hid);
+    attn_arena_free(&arena);
+    attn_bert_free(m);
+    return rc;
+}

@@ -1,0 +1,125 @@
+/* attn embed: sentence embeddings with a BERT sentence-transformers model. */
+#include "cli.h"
+#include "texts.h"
+
+#include "attn_bert.h"
+#include "attn_npy.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "Usage: attn embed --model DIR [-o OUT.npy] [--batch N] [--threads N] [TEXT ...]\n"
+            "\n"
+            "Sentence embeddings as sentence-transformers computes them (tokenize, BERT encoder,\n"
+            "mean pooling over real tokens, L2 normalisation when the model has it).\n"
+            "Without TEXT arguments, reads one sentence per line from standard input.\n"
+            "\n"
+            "Options:\n"
+            "  --model DIR        model directory (config.json, model.safetensors, tokenizer.json, ...)\n"
+            "  -o, --output FILE  write float32 [N, E] as .npy; otherwise one JSON array per line\n"
+            "  --batch N          sentences per forward pass (default 32)\n"
+            "  --threads N        worker threads (default: all cores)\n"
+            "  -h, --help         this help\n"
+            "A progress line (done/total, sentences/s) goes to stderr when it is a terminal.\n");
+}
+
+typedef struct {
+    struct timespec t0;
+} progress_state;
+
+static void progress(int64_t done, int64_t total, void *user) {
+    progress_state *s = (progress_state *)user;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    double dt = (double)(t.tv_sec - s->t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - s->t0.tv_nsec);
+    fprintf(stderr, "\rembedded %lld/%lld sentences (%.1f sentences/s)", (long long)done, (long long)total,
+            dt > 0 ? (double)done / dt : 0.0);
+    if (done == total) fputc('\n', stderr);
+    fflush(stderr);
+}
+
+int cmd_embed(int argc, char **argv) {
+    const char *model = NULL, *outp = NULL;
+    int64_t batch = 32, threads = 0;
+    cli_texts texts = {0};
+    int rc = CLI_OK;
+    cli_args a = cli_args_start(argc, argv, "embed");
+    while (cli_more(&a)) {
+        const char *val;
+        int r;
+        if (cli_help(&a)) {
+            usage(stdout);
+            cli_texts_free(&texts);
+            return CLI_OK;
+        } else if ((r = cli_opt(&a, NULL, "--model", &val))) {
+            if (r < 0) goto usage_err;
+            model = val;
+        } else if ((r = cli_opt(&a, "-o", "--output", &val))) {
+            if (r < 0) goto usage_err;
+            outp = val;
+        } else if ((r = cli_opt(&a, NULL, "--batch", &val))) {
+            if (r < 0 || cli_parse_i64("embed", "--batch", val, 1, 4096, &batch) != CLI_OK) goto usage_err;
+        } else if ((r = cli_opt(&a, NULL, "--threads", &val))) {
+            if (r < 0 || cli_parse_i64("embed", "--threads", val, 1, 1024, &threads) != CLI_OK) goto usage_err;
+        } else if (a.argv[a.i][0] == '-' && a.argv[a.i][1] != 0) {
+            cli_texts_free(&texts);
+            return cli_unknown(&a);
+        } else {
+            if (cli_texts_add(&texts, a.argv[a.i]) < 0) {
+                cli_texts_free(&texts);
+                return cli_error("out of memory");
+            }
+            a.i++;
+        }
+    }
+    if (!model) {
+        cli_texts_free(&texts);
+        return cli_usage_error("embed", "--model DIR is required");
+    }
+    if (threads > 0) attn_set_num_threads((int)threads);
+    if (texts.n == 0 && cli_texts_read_stdin(&texts) < 0) {
+        cli_texts_free(&texts);
+        return cli_error("reading standard input failed");
+    }
+    attn_bert *m = NULL;
+    if (attn_bert_load(&m, model) < 0) {
+        cli_texts_free(&texts);
+        return cli_lib_error("loading the model");
+    }
+    int64_t E = attn_bert_get_config(m)->d_model;
+    float *emb = (float *)malloc(sizeof(float) * (size_t)(texts.n > 0 ? texts.n : 1) * (size_t)E);
+    if (!emb) {
+        rc = cli_error("out of memory");
+        goto done;
+    }
+    progress_state ps;
+    clock_gettime(CLOCK_MONOTONIC, &ps.t0);
+    int show = isatty(2) && texts.n > batch;
+    if (attn_bert_embed(m, emb, (const char *const *)texts.items, texts.n, batch, show ? progress : NULL, &ps) < 0) {
+        rc = cli_lib_error("embedding");
+        goto done;
+    }
+    if (outp) {
+        attn_tensor t = attn_tensor_f32_2d(emb, texts.n, E);
+        if (attn_npy_save(outp, &t) < 0) rc = cli_lib_error(outp);
+    } else {
+        for (int64_t i = 0; i < texts.n; i++) {
+            putchar('[');
+            for (int64_t e = 0; e < E; e++) printf(e ? ", %.9g" : "%.9g", emb[i * E + e]);
+            puts("]");
+        }
+        if (fflush(stdout) != 0) rc = cli_error("writing standard output failed");
+    }
+done:
+    free(emb);
+    attn_bert_free(m);
+    cli_texts_free(&texts);
+    return rc;
+usage_err:
+    cli_texts_free(&texts);
+    return CLI_USAGE;
+}

@@ -1,0 +1,217 @@
+/* attn sdpa: scaled dot-product attention on .npy tensors (attn_sdpa). */
+#include "cli.h"
+
+#include "attn_attention.h"
+#include "attn_npy.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "Usage: attn sdpa -q Q.npy -k K.npy -v V.npy -o OUT.npy [options]\n"
+            "\n"
+            "Computes out = softmax(q k^T * scale + mask) v  (Vaswani et al. 2017, eq. 1).\n"
+            "q, k, v are float32 .npy arrays of the same rank:\n"
+            "  [B, H, Lq, D], [B, Hkv, Lk, D], [B, Hkv, Lk, Dv]   or\n"
+            "  [H, Lq, D] ... (B = 1)   or   [Lq, D] ... (B = H = 1).\n"
+            "H must be a multiple of Hkv (grouped-query attention). OUT has q's rank with the\n"
+            "last dim Dv; the weights have q's rank with the last dim Lk.\n"
+            "\n"
+            "Options:\n"
+            "  -q, --query FILE     queries (float32)\n"
+            "  -k, --key FILE       keys (float32)\n"
+            "  -v, --value FILE     values (float32)\n"
+            "  -o, --output FILE    output .npy (float32)\n"
+            "  -m, --mask FILE      bool (true = may attend) or float32 additive mask, broadcast\n"
+            "                       to [B, H, Lq, Lk]; -inf or <= -FLT_MAX marks a masked key\n"
+            "      --causal         bottom-right causal mask: key j visible to query i iff\n"
+            "                       j <= i + Lk - Lq\n"
+            "      --window W       sliding window of W keys ending at the query's position\n"
+            "                       (W >= 0; 0 = none)\n"
+            "      --scale S        score scale (default 1/sqrt(D))\n"
+            "      --weights FILE   also write the attention weights (float32)\n"
+            "      --threads N      worker threads (1..4096; default: all cores)\n"
+            "      --impl NAME      default | reference | fused\n"
+            "  -h, --help           this help\n"
+            "A query row that sees no key gets zeros in OUT and in the weights.\n");
+}
+
+/* [.., L, D] of rank 2..4 as a 4-D contiguous view [B, H, L, D]. */
+static void as_4d(attn_tensor *out, const attn_tensor *t) {
+    int64_t shape[4] = {1, 1, 1, 1};
+    for (int i = 0; i < t->ndim; i++) shape[4 - t->ndim + i] = t->shape[i];
+    attn_tensor_make(out, t->data, t->dtype, 4, shape);
+}
+
+static int check_input(const attn_tensor *t, const char *what, const char *path, int rank) {
+    if (t->dtype != ATTN_F32)
+        return cli_error("%s: %s has dtype %s; expected float32", path, what, attn_dtype_name(t->dtype));
+    if (t->ndim < 2 || t->ndim > 4)
+        return cli_error("%s: %s has %d dims; expected [B, H, L, D], [H, L, D] or [L, D]", path, what,
+                         t->ndim);
+    if (rank && t->ndim != rank)
+        return cli_error("%s: %s has %d dims but q has %d; q, k and v must have the same rank", path,
+                         what, t->ndim, rank);
+    return CLI_OK;
+}
+
+/* a * b * c * d elements, or -1 on overflow. */
+static int64_t count4(const int64_t *s) {
+    int64_t n = 1;
+    for (int i = 0; i < 4; i++) {
+        if (s[i] == 0) return 0;
+        if (n > INT64_MAX / 8 / s[i]) return -1;
+        n *= s[i];
+    }
+    return n;
+}
+
+int cmd_sdpa(int argc, char **argv) {
+    const char *qp = NULL, *kp = NULL, *vp = NULL, *mp = NULL, *op = NULL, *wp = NULL;
+    attn_sdpa_params p = attn_sdpa_params_default();
+
+    cli_args a = cli_args_start(argc, argv, "sdpa");
+    while (cli_more(&a)) {
+        const char *val = NULL;
+        int r;
+        int64_t n;
+        if (cli_help(&a)) {
+            usage(stdout);
+            return CLI_OK;
+        } else if ((r = cli_opt(&a, "-q", "--query", &val))) {
+            if (r < 0) return CLI_USAGE;
+            qp = val;
+        } else if ((r = cli_opt(&a, "-k", "--key", &val))) {
+            if (r < 0) return CLI_USAGE;
+            kp = val;
+        } else if ((r = cli_opt(&a, "-v", "--value", &val))) {
+            if (r < 0) return CLI_USAGE;
+            vp = val;
+        } else if ((r = cli_opt(&a, "-m", "--mask", &val))) {
+            if (r < 0) return CLI_USAGE;
+            mp = val;
+        } else if ((r = cli_opt(&a, "-o", "--output", &val))) {
+            if (r < 0) return CLI_USAGE;
+            op = val;
+        } else if ((r = cli_opt(&a, NULL, "--weights", &val))) {
+            if (r < 0) return CLI_USAGE;
+            wp = val;
+        } else if (cli_flag(&a, NULL, "--causal")) {
+            p.is_causal = 1;
+        } else if ((r = cli_opt(&a, NULL, "--window", &val))) {
+            if (r < 0 || cli_parse_i64("sdpa", "--window", val, 0, INT64_MAX, &n)) return CLI_USAGE;
+            p.window = n;
+        } else if ((r = cli_opt(&a, NULL, "--scale", &val))) {
+            if (r < 0 || cli_parse_f32("sdpa", "--scale", val, &p.scale)) return CLI_USAGE;
+            p.has_scale = 1;
+        } else if ((r = cli_opt(&a, NULL, "--threads", &val))) {
+            if (r < 0 || cli_parse_i64("sdpa", "--threads", val, 1, 4096, &n)) return CLI_USAGE;
+            p.n_threads = (int)n;
+        } else if ((r = cli_opt(&a, NULL, "--impl", &val))) {
+            if (r < 0) return CLI_USAGE;
+            if (strcmp(val, "default") == 0) p.impl = ATTN_IMPL_DEFAULT;
+            else if (strcmp(val, "reference") == 0) p.impl = ATTN_IMPL_REFERENCE;
+            else if (strcmp(val, "fused") == 0) p.impl = ATTN_IMPL_FUSED;
+            else return cli_usage_error("sdpa", "--impl must be default, reference or fused, got '%s'", val);
+        } else {
+            return cli_unknown(&a);
+        }
+    }
+    if (!qp || !kp || !vp || !op)
+        return cli_usage_error("sdpa", "missing %s", !qp ? "-q Q.npy" : !kp ? "-k K.npy" : !vp ? "-v V.npy" : "-o OUT.npy");
+
+    int rc = CLI_FAIL;
+    attn_tensor q = {0}, k = {0}, v = {0}, m = {0};
+    float *outbuf = NULL, *wbuf = NULL;
+    char s1[96], s2[96];
+
+    if (cli_load_npy(&q, qp) || check_input(&q, "q", qp, 0)) goto done;
+    if (cli_load_npy(&k, kp) || check_input(&k, "k", kp, q.ndim)) goto done;
+    if (cli_load_npy(&v, vp) || check_input(&v, "v", vp, q.ndim)) goto done;
+    if (mp) {
+        if (cli_load_npy(&m, mp)) goto done;
+        if (m.dtype != ATTN_BOOL && m.dtype != ATTN_F32) {
+            cli_error("%s: mask has dtype %s; expected bool or float32", mp, attn_dtype_name(m.dtype));
+            goto done;
+        }
+        if (m.ndim < 1 || m.ndim > 4) {
+            cli_error("%s: mask has %d dims; expected 1 to 4 (broadcast to [B, H, Lq, Lk])", mp, m.ndim);
+            goto done;
+        }
+    }
+
+    attn_tensor q4, k4, v4;
+    as_4d(&q4, &q);
+    as_4d(&k4, &k);
+    as_4d(&v4, &v);
+    int64_t B = q4.shape[0], H = q4.shape[1], Lq = q4.shape[2], D = q4.shape[3];
+    int64_t Hkv = k4.shape[1], Lk = k4.shape[2], Dv = v4.shape[3];
+    /* Clear messages for the common mistakes; attn_sdpa checks everything again. */
+    if (k4.shape[3] != D) {
+        cli_error("head dims differ: q %s has D=%lld but k %s has D=%lld", cli_shape_str(&q, s1, sizeof s1),
+                  (long long)D, cli_shape_str(&k, s2, sizeof s2), (long long)k4.shape[3]);
+        goto done;
+    }
+    if (k4.shape[0] != B || v4.shape[0] != B) {
+        cli_error("batch sizes differ: q has B=%lld, k B=%lld, v B=%lld", (long long)B,
+                  (long long)k4.shape[0], (long long)v4.shape[0]);
+        goto done;
+    }
+    if (v4.shape[1] != Hkv || v4.shape[2] != Lk) {
+        cli_error("k %s and v %s disagree on heads or length", cli_shape_str(&k, s1, sizeof s1),
+                  cli_shape_str(&v, s2, sizeof s2));
+        goto done;
+    }
+    if (Hkv == 0 || H % Hkv != 0) {
+        cli_error("q has H=%lld heads, not a multiple of the Hkv=%lld heads of k and v", (long long)H,
+                  (long long)Hkv);
+        goto done;
+    }
+
+    int64_t oshape[4] = {B, H, Lq, Dv}, wshape[4] = {B, H, Lq, Lk};
+    int64_t on = count4(oshape), wn = wp ? count4(wshape) : 0;
+    if (on < 0 || wn < 0) {
+        cli_error("output too large");
+        goto done;
+    }
+    outbuf = malloc((size_t)on * sizeof(float) + 1);
+    if (wp) wbuf = malloc((size_t)wn * sizeof(float) + 1);
+    if (!outbuf || (wp && !wbuf)) {
+        cli_error("out of memory");
+        goto done;
+    }
+    attn_tensor out4, w4;
+    attn_tensor_make(&out4, outbuf, ATTN_F32, 4, oshape);
+    attn_tensor_make(&w4, wbuf, ATTN_F32, 4, wshape);
+    p.mask = mp ? &m : NULL;
+    if (attn_sdpa(&out4, wp ? &w4 : NULL, &q4, &k4, &v4, &p) < 0) {
+        cli_lib_error(NULL);
+        goto done;
+    }
+
+    /* save with q's rank: [..., Lq, Dv] and [..., Lq, Lk] */
+    int nd = q.ndim;
+    attn_tensor o_save, w_save;
+    attn_tensor_make(&o_save, outbuf, ATTN_F32, nd, oshape + 4 - nd);
+    if (attn_npy_save(op, &o_save) < 0) {
+        cli_lib_error(NULL);
+        goto done;
+    }
+    if (wp) {
+        attn_tensor_make(&w_save, wbuf, ATTN_F32, nd, wshape + 4 - nd);
+        if (attn_npy_save(wp, &w_save) < 0) {
+            cli_lib_error(NULL);
+            goto done;
+        }
+    }
+    rc = CLI_OK;
+done:
+    free(outbuf);
+    free(wbuf);
+    attn_npy_free(&q);
+    attn_npy_free(&k);
+    attn_npy_free(&v);
+    attn_npy_free(&m);
+    return rc;
+}

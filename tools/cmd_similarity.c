@@ -1,0 +1,97 @@
+/* attn similarity: cosine similarity matrix of sentence embeddings, as a table. */
+#include "cli.h"
+#include "texts.h"
+
+#include "attn_bert.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "Usage: attn similarity --model DIR [--threads N] TEXT TEXT [TEXT ...]\n"
+            "\n"
+            "Embeds each TEXT (see attn embed) and prints the matrix of cosine similarities\n"
+            "cos(a, b) = a.b / (|a| |b|) as a table; rows and columns are numbered as the texts.\n");
+}
+
+int cmd_similarity(int argc, char **argv) {
+    const char *model = NULL;
+    int64_t threads = 0;
+    cli_texts texts = {0};
+    cli_args a = cli_args_start(argc, argv, "similarity");
+    while (cli_more(&a)) {
+        const char *val;
+        int r;
+        if (cli_help(&a)) {
+            usage(stdout);
+            cli_texts_free(&texts);
+            return CLI_OK;
+        } else if ((r = cli_opt(&a, NULL, "--model", &val))) {
+            if (r < 0) goto usage_err;
+            model = val;
+        } else if ((r = cli_opt(&a, NULL, "--threads", &val))) {
+            if (r < 0 || cli_parse_i64("similarity", "--threads", val, 1, 1024, &threads) != CLI_OK) goto usage_err;
+        } else if (a.argv[a.i][0] == '-' && a.argv[a.i][1] != 0) {
+            cli_texts_free(&texts);
+            return cli_unknown(&a);
+        } else {
+            if (cli_texts_add(&texts, a.argv[a.i++]) < 0) {
+                cli_texts_free(&texts);
+                return cli_error("out of memory");
+            }
+        }
+    }
+    if (!model) {
+        cli_texts_free(&texts);
+        return cli_usage_error("similarity", "--model DIR is required");
+    }
+    if (texts.n < 2) {
+        cli_texts_free(&texts);
+        return cli_usage_error("similarity", "give at least two texts");
+    }
+    if (threads > 0) attn_set_num_threads((int)threads);
+    attn_bert *m = NULL;
+    if (attn_bert_load(&m, model) < 0) {
+        cli_texts_free(&texts);
+        return cli_lib_error("loading the model");
+    }
+    int rc = CLI_OK;
+    int64_t n = texts.n, E = attn_bert_get_config(m)->d_model;
+    float *emb = (float *)malloc(sizeof(float) * (size_t)(n * E));
+    if (!emb) {
+        rc = cli_error("out of memory");
+    } else if (attn_bert_embed(m, emb, (const char *const *)texts.items, n, 32, NULL, NULL) < 0) {
+        rc = cli_lib_error("embedding");
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            const char *s = texts.items[i];
+            printf("[%lld] %.70s%s\n", (long long)i + 1, s, strlen(s) > 70 ? "..." : "");
+        }
+        printf("\n%6s", "");
+        for (int64_t j = 0; j < n; j++) printf(" %7lld", (long long)j + 1);
+        putchar('\n');
+        for (int64_t i = 0; i < n; i++) {
+            printf("%6lld", (long long)i + 1);
+            for (int64_t j = 0; j < n; j++) {
+                double d = 0, ni = 0, nj = 0;
+                for (int64_t e = 0; e < E; e++) {
+                    d += (double)emb[i * E + e] * emb[j * E + e];
+                    ni += (double)emb[i * E + e] * emb[i * E + e];
+                    nj += (double)emb[j * E + e] * emb[j * E + e];
+                }
+                double den = sqrt(ni) * sqrt(nj);
+                printf(" %7.4f", den > 0 ? d / den : 0.0);
+            }
+            putchar('\n');
+        }
+    }
+    free(emb);
+    attn_bert_free(m);
+    cli_texts_free(&texts);
+    return rc;
+usage_err:
+    cli_texts_free(&texts);
+    return CLI_USAGE;
+}

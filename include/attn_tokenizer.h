@@ -17,8 +17,8 @@
  *      handle_chinese_chars: a CJK ideograph (U+4E00-9FFF, 3400-4DBF, 20000-2A6DF,
  *        2A700-2B73F, 2B740-2B81F, 2B920-2CEAF, F900-FAFF, 2F800-2FA1F — the ranges of the
  *        Rust implementation) is surrounded by spaces;
- *      strip_accents (when unset it follows lowercase): canonical decomposition (NFD) and
- *        removal of non-spacing marks (category Mn);
+ *      strip_accents (when unset it follows lowercase): canonical decomposition (NFD, with
+ *        canonical reordering of combining marks) and removal of non-spacing marks (Mn);
  *      lowercase: Unicode lowercase mapping (U+0130 becomes "i" + U+0307 as in Rust);
  *   3. BertPreTokenizer: split on whitespace (Unicode White_Space, removed) and on
  *      punctuation (ASCII 33-47, 58-64, 91-96, 123-126 and Unicode categories P*), each
@@ -28,8 +28,11 @@
  *      carrying the "##" prefix; a word that cannot be fully split becomes the unk token.
  *   5. post-processing: [CLS] ... [SEP] when add_special is set; truncation keeps the first
  *      pieces so that the whole sequence (specials included) fits in max_len.
- * Character properties come from utf8proc (its Unicode version may differ from the one
- * compiled into `tokenizers` for characters assigned in the newest Unicode versions).
+ * Character data: decompositions, combining-class values and case mappings come from
+ * utf8proc. The punctuation / control / Mn / non-starter sets are tables generated from
+ * `tokenizers` 0.23.3 itself, because it uses older Unicode data than utf8proc for them (see
+ * src/tokenizers/wordpiece.c); tests/test_tokenizer.c checks every code point against
+ * tokenizers. Regenerate the tables if a later tokenizers release updates its Unicode data.
  *
  * Input text must be UTF-8. Invalid UTF-8 (stray continuation bytes, truncated or overlong
  * sequences, surrogates U+D800-DFFF, code points above U+10FFFF) is rejected with
@@ -58,12 +61,15 @@ typedef struct attn_tokenizer attn_tokenizer;
  * passes max_len to attn_tokenizer_encode (note that all-MiniLM-L6-v2's tokenizer.json says
  * 128 while sentence-transformers uses max_seq_length 256 from sentence_bert_config.json).
  * On success *out is a new handle to release with attn_tokenizer_free.
+ * A null normalizer means no normalization; a null post_processor adds nothing.
  * Errors: ATTN_E_INVALID (NULL argument), ATTN_E_IO (cannot open/read), ATTN_E_FORMAT (not
- * JSON, missing/ill-typed fields, ids negative or duplicated in an inconsistent way, unk
- * token absent from the vocabulary), ATTN_E_UNSUPPORTED (a model other than WordPiece, a
- * normalizer other than BertNormalizer, a pre_tokenizer other than BertPreTokenizer, a
- * post_processor other than "[CLS] $A [SEP]"-shaped TemplateProcessing/BertProcessing, or an
- * added token with normalized/lstrip/rstrip/single_word set), ATTN_E_NOMEM. */
+ * JSON, file over 1 GiB, missing/ill-typed fields, ids negative, non-integer or far beyond
+ * the number of entries, a vocab token that is not UTF-8, unk token absent from the
+ * vocabulary), ATTN_E_UNSUPPORTED (a model other than WordPiece, a normalizer other than
+ * BertNormalizer, a pre_tokenizer other than BertPreTokenizer, a post_processor other than
+ * TemplateProcessing (specials around one $A) or BertProcessing, an added token with
+ * normalized/lstrip/rstrip/single_word set, max_input_chars_per_word outside 1..1000000),
+ * ATTN_E_NOMEM. */
 int attn_tokenizer_load_json(attn_tokenizer **out, const char *path);
 
 /* attn_tokenizer_load_json_buffer: as attn_tokenizer_load_json, from `len` bytes of JSON
@@ -71,16 +77,16 @@ int attn_tokenizer_load_json(attn_tokenizer **out, const char *path);
 int attn_tokenizer_load_json_buffer(attn_tokenizer **out, const char *json, size_t len);
 
 /* attn_tokenizer_load_vocab: load a BERT vocab.txt (one token per line, the line number
- * counted from 0 is the id; a trailing "\r" and other trailing ASCII whitespace are removed
- * as Rust's str::trim_end does; when a token appears twice the later id wins for
- * token_to_id, as in WordPiece::read_file). The normalizer is BertNormalizer with
+ * counted from 0 is the id; trailing whitespace, "\r" included, is removed as Rust's
+ * str::trim_end does; an empty line is the token ""; when a token appears twice the later
+ * id wins for token_to_id — all as tokenizers' WordPiece::read_file). The normalizer is BertNormalizer with
  * clean_text and handle_chinese_chars on, the given `lowercase` (0/1) and `strip_accents`
  * (0 off, 1 on, -1 = follow lowercase, like null in tokenizer.json); the unk token is
  * "[UNK]", the prefix "##", max_input_chars_per_word 100. "[PAD]", "[UNK]", "[CLS]",
  * "[SEP]" and "[MASK]", when present in the vocabulary, are added special tokens (matched
  * in raw text), as BertWordPieceTokenizer / BertTokenizerFast set them up.
- * Errors: ATTN_E_INVALID, ATTN_E_IO, ATTN_E_FORMAT (empty file, invalid UTF-8 in a token,
- * no "[UNK]" line, more than 2^31-1 lines), ATTN_E_NOMEM. */
+ * Errors: ATTN_E_INVALID, ATTN_E_IO, ATTN_E_FORMAT (empty file, file over 1 GiB, invalid
+ * UTF-8 (the message gives the byte offset), no "[UNK]" line), ATTN_E_NOMEM. */
 int attn_tokenizer_load_vocab(attn_tokenizer **out, const char *vocab_path, int lowercase,
                               int strip_accents);
 
@@ -94,18 +100,25 @@ int attn_tokenizer_from_tokens(attn_tokenizer **out, const char *const *tokens, 
 void attn_tokenizer_free(attn_tokenizer *tok);
 
 /* attn_tokenizer_encode: tokenize `text_len` bytes of UTF-8 `text` (text may be NULL when
- * text_len is 0) and write the ids.
+ * text_len is 0) and write the ids. Memory use is bounded whatever the text length, and
+ * work stops once max_len ids are produced (the whole text is still checked for valid UTF-8
+ * first).
  *   add_special: 1 = wrap as [CLS] ... [SEP] (TemplateProcessing single), 0 = pieces only.
  *   max_len: > 0 truncates so that the result (specials included) has at most max_len ids,
  *     keeping the first pieces (HF truncation, direction right); <= 0 means no truncation.
+ *     Use 256 for all-MiniLM-L6-v2 as sentence-transformers does. (HF silently skips
+ *     truncation when max_len is smaller than the number of special tokens; attn refuses.)
  *   ids, cap: output buffer of cap ids. Passing ids == NULL and cap == 0 only computes the
  *     count into *n_ids.
  *   n_ids: receives the number of ids of the encoding (also on ATTN_E_RANGE).
  *   offsets: NULL, or room for 2*cap int64 values: for id k, offsets[2k] and offsets[2k+1]
  *     are the [start, end) BYTE offsets of the piece in `text` (HF reports the same spans in
- *     characters); special tokens added by add_special get (0, 0).
- * Errors: ATTN_E_INVALID (NULL tok/n_ids, NULL text with text_len > 0, add_special with
- * 0 < max_len < 2, add_special on a vocabulary without [CLS]/[SEP]), ATTN_E_FORMAT (invalid
+ *     characters; converted to bytes they are identical, including HF's positional
+ *     alignment after canonical reordering); special tokens added by add_special get (0, 0).
+ * Errors: ATTN_E_INVALID (NULL tok/n_ids, NULL text with text_len > 0, cap < 0, NULL ids
+ * with cap > 0, offsets without ids, add_special with 0 < max_len < number of special
+ * tokens (2 for BERT), add_special on a vocab.txt / token list without [CLS] and [SEP]),
+ * ATTN_E_FORMAT (invalid
  * UTF-8; the message gives the byte offset), ATTN_E_RANGE (more than cap ids; *n_ids says
  * how many are needed and the first cap ids are written), ATTN_E_NOMEM.
  * Source: tokenizers' Tokenizer::encode(text, add_special_tokens) with TruncationParams
@@ -136,19 +149,20 @@ const char *attn_tokenizer_id_to_token(const attn_tokenizer *tok, int64_t id);
  * normalization applied), or -1 when it is not in the vocabulary or added tokens. */
 int32_t attn_tokenizer_token_to_id(const attn_tokenizer *tok, const char *token);
 
-/* Special token ids: "[CLS]" / "[SEP]" are the ones of the post-processor (101 and 102 for
- * all-MiniLM-L6-v2), "[PAD]" (0), the model's unk token "[UNK]" (100), "[MASK]" (103).
- * -1 when the tokenizer has no such token (or tok is NULL). */
+/* Special token ids: the ids of the tokens named "[CLS]" (101 for all-MiniLM-L6-v2), "[SEP]"
+ * (102), "[PAD]" (0), "[MASK]" (103), and of the model's unk token (model.unk_token, "[UNK]",
+ * 100). -1 when the tokenizer has no such token (or tok is NULL). The ids that add_special
+ * inserts are those of the tokenizer.json post-processor (the same ones for BERT files). */
 int32_t attn_tokenizer_cls_id(const attn_tokenizer *tok);
 int32_t attn_tokenizer_sep_id(const attn_tokenizer *tok);
 int32_t attn_tokenizer_pad_id(const attn_tokenizer *tok);
 int32_t attn_tokenizer_unk_id(const attn_tokenizer *tok);
 int32_t attn_tokenizer_mask_id(const attn_tokenizer *tok);
 
-/* attn_tokenizer_validate_utf8: 0 when s[0..len) is well-formed UTF-8 (RFC 3629: no overlong forms, no
- * surrogates, nothing above U+10FFFF), else ATTN_E_FORMAT with a message naming the byte
- * offset of the first invalid byte; *bad_offset (if not NULL) receives that offset (len when
- * valid). */
+/* attn_tokenizer_validate_utf8: 0 when s[0..len) is well-formed UTF-8 (RFC 3629 / Unicode
+ * Table 3-7: no overlong forms, no surrogates, nothing above U+10FFFF), else ATTN_E_FORMAT
+ * with the message "invalid UTF-8 at byte offset N (byte 0xXX)"; *bad_offset (if not NULL)
+ * receives N (len when valid). ATTN_E_INVALID for NULL s with len > 0. */
 int attn_tokenizer_validate_utf8(const char *s, size_t len, size_t *bad_offset);
 
 #ifdef __cplusplus

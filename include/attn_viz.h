@@ -33,6 +33,10 @@
  * the automatic size every cell is a square of the same integer number of pixels (at most
  * 48), unless the matrix has more than ATTN_VIZ_MAX_PLOT rows or columns: then that side
  * is ATTN_VIZ_MAX_PLOT pixels and the matrix is sub-sampled (nearest cell).
+ *
+ * All functions are thread-safe (each call opens its own FreeType instance).
+ * Sources: PNG written with libpng's simplified API (libpng 1.6); SVG 1.1 (W3C
+ * Recommendation, 2011); glyphs rasterised by FreeType 2.
  */
 #ifndef ATTN_VIZ_H
 #define ATTN_VIZ_H
@@ -99,7 +103,7 @@ void attn_colormap_rgb(attn_colormap cmap, float t, unsigned char rgb[3]);
  *         +-inf clamp to the ends of the scale).
  *   o     options (NULL = attn_heatmap_opts_default()).
  * Colour range without has_range: [min, max] of the finite values; for ATTN_CMAP_DIVERGING
- * it is symmetric, [-a, a] with a = max |x|, so 0 is white. A constant matrix gets a range
+ * it is symmetric, [-a, a] with a = max |x|, so 0 is the near-white middle colour. A constant matrix gets a range
  * of width 1 around its value; with no finite value the range is [0, 1]. row_labels and
  * col_labels, when given, must hold R and C entries (not checkable here).
  * Errors: ATTN_E_INVALID (NULL path or m, R or C < 1, NULL data, bad option: vmin >= vmax
@@ -120,7 +124,8 @@ int attn_heatmap_svg(const char *path, const attn_tensor *m, const attn_heatmap_
  *   captions   NULL, or one UTF-8 caption per panel in row-major panel order. NULL gives
  *              "L{gr} H{gc}" for a 4-D m (layer, head) and "{p}" for a 3-D m.
  * Labels in o apply to every panel (R row labels, C column labels). Errors: as
- * attn_heatmap_png, ATTN_E_SHAPE when m is not 3-D or 4-D, ATTN_E_INVALID when P == 0. */
+ * attn_heatmap_png; ATTN_E_SHAPE when m is not 3-D or 4-D; ATTN_E_INVALID when there are
+ * no panels or more than 65536. */
 int attn_heatmap_grid_png(const char *path, const attn_tensor *m, int grid_cols,
                           const char *const *captions, const attn_heatmap_opts *o);
 
@@ -134,7 +139,8 @@ int attn_heatmap_grid_svg(const char *path, const attn_tensor *m, int grid_cols,
  * (captions above the panels). Text is measured with the font in o, so the result matches
  * the file written with the same options on the same system, except that the width of
  * the colour-bar tick labels (and so the picture width) depends on the data range; it is
- * exact when o->has_range is set. Errors: ATTN_E_INVALID as attn_heatmap_png. */
+ * exact when o->has_range is set. Errors: ATTN_E_INVALID (NULL out, n_panels < 1, and the
+ * size and option errors of attn_heatmap_png). */
 int attn_heatmap_layout(attn_viz_layout *out, int64_t rows, int64_t cols, int n_panels,
                         int grid_cols, int grid, const attn_heatmap_opts *o);
 

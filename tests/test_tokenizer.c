@@ -119,7 +119,7 @@ static void test_toy_api(attn_tokenizer *t) {
     /* accents: byte offsets span the original (two-byte) characters */
     s = "UnW\xC3\xA4nt\xC3\xA9" "d";
     CHECK_OK(attn_tokenizer_encode(t, s, strlen(s), 0, 0, ids, &n, 16, off));
-    int64_t want_off2[] = {0, 2, 2, 8, 8, 11};
+    int64_t want_off2[] = {0, 2, 2, 7, 7, 10};
     CHECK(n == 3 && memcmp(off, want_off2, sizeof want_off2) == 0, "offsets with accents");
     /* size query, too-small buffer */
     s = "unwanted running";
@@ -209,7 +209,7 @@ static void test_normalize(void) {
     check_norm(strip, doc, strlen(doc), "Hello how are u?", "strip only");
     check_norm(lonly, doc, strlen(doc), "h\xC3\xA9ll\xC3\xB2 h\xC3\xB4w are \xC3\xBC?", "lowercase only");
     check_norm(lo, "\xE4\xB8\xAD\xE6\x96\x87x", 7, " \xE4\xB8\xAD  \xE6\x96\x87 x", "CJK padding");
-    check_norm(lo, "a\0b\x01" "c\xEF\xBF\xBD" "d\x7F", 9, "abcd", "NUL, control, U+FFFD removed");
+    check_norm(lo, "a\0b\x01" "c\xEF\xBF\xBD" "d\x7F", 10, "abcd", "NUL, control, U+FFFD removed");
     check_norm(lo, "a\tb\nc\rd\xC2\xA0" "e\xE3\x80\x80" "f", 14, "a b c d e f", "whitespace to space");
     check_norm(lo, "a\xC2\x85" "b\x0B" "c", 6, "abc", "U+0085 and VT are controls");
     check_norm(lonly, "\xC4\xB0", 2, "i\xCC\x87", "U+0130 lowercase -> i + U+0307");
@@ -445,22 +445,75 @@ static uint64_t fnv64(const char *s, size_t n) {
     return h;
 }
 
-/* Every code point: normalisation hashes per block and pre-tokenizer token counts. */
+/* Normalize into a static buffer; returns the length (or -1). */
+static long norm_to(const attn_tokenizer *t, const char *s, size_t n, char *out, size_t cap) {
+    size_t ol = 0;
+    return attn_tokenizer_normalize(t, s, n, out, cap, &ol) == 0 ? (long)ol : -1;
+}
+
+/* The reordering code of gen_tokenizer_fixtures.py reorder_codes() for code point c. */
+static int reorder_code(const attn_tokenizer *st, uint32_t c) {
+    static const char W216[] = "\xF0\x9D\x85\xA5", W226[] = "\xF0\x9D\x85\xAD";
+    char cs[4], a[16], b[16], na[64], nb[64], alone[32], want[64];
+    size_t lc = put_utf8(cs, c);
+    long nl = norm_to(st, cs, lc, alone, sizeof alone);
+    int32_t ids[8];
+    int64_t off[16], n = 0;
+    /* probe A: "a" + c + U+1D165 */
+    size_t la = 0;
+    a[la++] = 'a';
+    memcpy(a + la, cs, lc);
+    la += lc;
+    memcpy(a + la, W216, 4);
+    la += 4;
+    int fa = attn_tokenizer_encode(st, a, la, 0, 0, ids, &n, 8, off) != 0 || n < 1 || off[2 * n - 1] != (int64_t)la;
+    long l1 = norm_to(st, a, la, na, sizeof na);
+    size_t lw = 0;
+    want[lw++] = 'a';
+    memcpy(want + lw, alone, (size_t)(nl > 0 ? nl : 0));
+    lw += (size_t)(nl > 0 ? nl : 0);
+    memcpy(want + lw, W216, 4);
+    lw += 4;
+    fa = fa || l1 != (long)lw || memcmp(na, want, lw) != 0;
+    /* probe B: "x " + U+1D16D + c */
+    size_t lb = 0;
+    b[lb++] = 'x';
+    b[lb++] = ' ';
+    memcpy(b + lb, W226, 4);
+    lb += 4;
+    memcpy(b + lb, cs, lc);
+    lb += lc;
+    int fb = 1;
+    if (attn_tokenizer_encode(st, b, lb, 0, 0, ids, &n, 8, off) == 0)
+        for (int64_t i = 0; i < n; i++)
+            if (off[2 * i] == 2) fb = 0;
+    long l2 = norm_to(st, b, lb, nb, sizeof nb);
+    memcpy(want, "x ", 2);
+    memcpy(want + 2, W226, 4);
+    memcpy(want + 6, alone, (size_t)(nl > 0 ? nl : 0));
+    lw = 6 + (size_t)(nl > 0 ? nl : 0);
+    fb = fb || l2 != (long)lw || memcmp(nb, want, lw) != 0;
+    return 2 * fa + fb;
+}
+
+/* Every code point: normalisation hashes per block, pre-tokenizer token counts, and
+ * canonical-reordering codes. */
 static void test_unicode(void) {
     size_t len;
     char *data = slurp(attn_test_fixture("tokenizer_unicode.txt"), &len);
     CHECK(data != NULL, "cannot read %s", attn_test_fixture("tokenizer_unicode.txt"));
     if (!data) return;
     const char *tok1[] = {"[UNK]"}, *tok2[] = {"[UNK]", "a"};
-    attn_tokenizer *lo = NULL, *plain = NULL, *pre = NULL;
+    attn_tokenizer *lo = NULL, *plain = NULL, *pre = NULL, *st = NULL;
+    CHECK_OK(attn_tokenizer_from_tokens(&st, tok1, 1, 0, 1));
     CHECK_OK(attn_tokenizer_from_tokens(&lo, tok1, 1, 1, -1));
     CHECK_OK(attn_tokenizer_from_tokens(&plain, tok1, 1, 0, 0));
     CHECK_OK(attn_tokenizer_from_tokens(&pre, tok2, 2, 0, 0));
     char *in = malloc(4096 * 5), *out = malloc(4096 * 40);
-    int blocks = 0, bad_blocks = 0, bad_cps = 0;
-    uint32_t cp = 0;
+    int blocks = 0, bad_blocks = 0, bad_cps = 0, bad_reorder = 0;
+    uint32_t cp = 0, rcp = 0;
     char *save = NULL;
-    for (char *line = strtok_r(data, "\n", &save); line && lo && plain && pre && in && out;
+    for (char *line = strtok_r(data, "\n", &save); line && lo && plain && pre && st && in && out;
          line = strtok_r(NULL, "\n", &save)) {
         if (line[0] == 'N') {
             char mode[16];
@@ -502,16 +555,34 @@ static void test_unicode(void) {
                     cp++;
                 }
             }
+        } else if (line[0] == 'S') {
+            char *p = line + 1;
+            while (*p) {
+                long want = strtol(p, &p, 10);
+                if (*p != 'x') break;
+                long run = strtol(p + 1, &p, 10);
+                for (long r = 0; r < run && rcp < 0x110000; r++) {
+                    if (rcp == 0xD800) rcp = 0xE000;
+                    int got = reorder_code(st, rcp);
+                    if (got != want) {
+                        bad_reorder++;
+                        if (bad_reorder < 5) CHECK(0, "reordering of U+%04X: code %d, tokenizers %ld", rcp, got, want);
+                    }
+                    rcp++;
+                }
+            }
         }
     }
     CHECK(blocks == 2 * 272 && bad_blocks == 0, "%d normalisation blocks, %d differ", blocks, bad_blocks);
     CHECK(cp == 0x110000 && bad_cps == 0, "pre-tokenizer classes up to U+%X, %d differ", cp, bad_cps);
+    CHECK(rcp == 0x110000 && bad_reorder == 0, "reordering codes up to U+%X, %d differ", rcp, bad_reorder);
     free(in);
     free(out);
     free(data);
     attn_tokenizer_free(lo);
     attn_tokenizer_free(plain);
     attn_tokenizer_free(pre);
+    attn_tokenizer_free(st);
 }
 
 static void test_model(void) {

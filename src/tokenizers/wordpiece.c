@@ -161,15 +161,18 @@ static int is_ws(int32_t c) {
     }
 }
 
-/* Character sets that `tokenizers` takes from the unicode_categories crate, whose tables
- * predate current Unicode: characters added or re-categorised since then are NOT
- * punctuation / control / Mn for it, so utf8proc's (newer) general categories would disagree
- * on about 540 code points. The three sets below were generated from tokenizers' own
- * behaviour over every code point (scripts/gen_tokenizer_fixtures.py --c-tables) and are
- * checked exhaustively by tests/test_tokenizer.c against tests/fixtures/tokenizer_unicode.txt.
- *   tbl_punct:   non-ASCII characters BertPreTokenizer isolates (categories Pc Pd Ps Pe Pi Pf Po)
- *   tbl_removed: characters clean_text removes (U+0000, U+FFFD, Cc except \t \n \r, Cf, Co)
- *   tbl_mn:      characters strip_accents removes after NFD (category Mn) */
+/* Character sets for which `tokenizers` uses its own, older Unicode data (general categories
+ * from the unicode_categories crate, combining classes from its normalization crate):
+ * characters added or re-categorised since then are not punctuation / control / Mn /
+ * non-starters for it, so utf8proc's newer data would disagree on about 650 code points.
+ * These sets were generated from tokenizers' behaviour over every code point
+ * (scripts/gen_tokenizer_fixtures.py --c-tables) and are checked exhaustively by
+ * tests/test_tokenizer.c against tests/fixtures/tokenizer_unicode.txt. utf8proc still gives
+ * the decompositions, combining-class values and case mappings.
+ *   tbl_punct:      non-ASCII characters BertPreTokenizer isolates (categories P*)
+ *   tbl_removed:    characters clean_text removes (U+0000, U+FFFD, Cc except \t \n \r, Cf, Co)
+ *   tbl_mn:         characters strip_accents removes after NFD (category Mn)
+ *   tbl_nonstarter: characters NFD's canonical reordering moves (combining class > 0) */
 typedef struct {
     int32_t lo, hi;
 } cp_range;
@@ -271,6 +274,40 @@ static const cp_range tbl_mn[266] = {
     {0x1DA75, 0x1DA75}, {0x1DA84, 0x1DA84}, {0x1DA9B, 0x1DA9F}, {0x1DAA1, 0x1DAAF}, {0x1E8D0, 0x1E8D6},
     {0xE0100, 0xE01EF},
 };
+static const cp_range tbl_nonstarter[160] = {
+    {0x300, 0x34E}, {0x350, 0x36F}, {0x483, 0x487}, {0x591, 0x5BD}, {0x5BF, 0x5BF},
+    {0x5C1, 0x5C2}, {0x5C4, 0x5C5}, {0x5C7, 0x5C7}, {0x610, 0x61A}, {0x64B, 0x65F},
+    {0x670, 0x670}, {0x6D6, 0x6DC}, {0x6DF, 0x6E4}, {0x6E7, 0x6E8}, {0x6EA, 0x6ED},
+    {0x711, 0x711}, {0x730, 0x74A}, {0x7EB, 0x7F3}, {0x816, 0x819}, {0x81B, 0x823},
+    {0x825, 0x827}, {0x829, 0x82D}, {0x859, 0x85B}, {0x8D4, 0x8E1}, {0x8E3, 0x8FF},
+    {0x93C, 0x93C}, {0x94D, 0x94D}, {0x951, 0x954}, {0x9BC, 0x9BC}, {0x9CD, 0x9CD},
+    {0xA3C, 0xA3C}, {0xA4D, 0xA4D}, {0xABC, 0xABC}, {0xACD, 0xACD}, {0xB3C, 0xB3C},
+    {0xB4D, 0xB4D}, {0xBCD, 0xBCD}, {0xC4D, 0xC4D}, {0xC55, 0xC56}, {0xCBC, 0xCBC},
+    {0xCCD, 0xCCD}, {0xD4D, 0xD4D}, {0xDCA, 0xDCA}, {0xE38, 0xE3A}, {0xE48, 0xE4B},
+    {0xEB8, 0xEB9}, {0xEC8, 0xECB}, {0xF18, 0xF19}, {0xF35, 0xF35}, {0xF37, 0xF37},
+    {0xF39, 0xF39}, {0xF71, 0xF75}, {0xF7A, 0xF7D}, {0xF80, 0xF84}, {0xF86, 0xF87},
+    {0xFC6, 0xFC6}, {0x1037, 0x1037}, {0x1039, 0x103A}, {0x108D, 0x108D}, {0x135D, 0x135F},
+    {0x1714, 0x1714}, {0x1734, 0x1734}, {0x17D2, 0x17D2}, {0x17DD, 0x17DD}, {0x18A9, 0x18A9},
+    {0x1939, 0x193B}, {0x1A17, 0x1A18}, {0x1A60, 0x1A60}, {0x1A75, 0x1A7C}, {0x1A7F, 0x1A7F},
+    {0x1AB0, 0x1ABD}, {0x1B34, 0x1B34}, {0x1B44, 0x1B44}, {0x1B6B, 0x1B73}, {0x1BAA, 0x1BAB},
+    {0x1BE6, 0x1BE6}, {0x1BF2, 0x1BF3}, {0x1C37, 0x1C37}, {0x1CD0, 0x1CD2}, {0x1CD4, 0x1CE0},
+    {0x1CE2, 0x1CE8}, {0x1CED, 0x1CED}, {0x1CF4, 0x1CF4}, {0x1CF8, 0x1CF9}, {0x1DC0, 0x1DF5},
+    {0x1DFB, 0x1DFF}, {0x20D0, 0x20DC}, {0x20E1, 0x20E1}, {0x20E5, 0x20F0}, {0x2CEF, 0x2CF1},
+    {0x2D7F, 0x2D7F}, {0x2DE0, 0x2DFF}, {0x302A, 0x302F}, {0x3099, 0x309A}, {0xA66F, 0xA66F},
+    {0xA674, 0xA67D}, {0xA69E, 0xA69F}, {0xA6F0, 0xA6F1}, {0xA806, 0xA806}, {0xA8C4, 0xA8C4},
+    {0xA8E0, 0xA8F1}, {0xA92B, 0xA92D}, {0xA953, 0xA953}, {0xA9B3, 0xA9B3}, {0xA9C0, 0xA9C0},
+    {0xAAB0, 0xAAB0}, {0xAAB2, 0xAAB4}, {0xAAB7, 0xAAB8}, {0xAABE, 0xAABF}, {0xAAC1, 0xAAC1},
+    {0xAAF6, 0xAAF6}, {0xABED, 0xABED}, {0xFB1E, 0xFB1E}, {0xFE20, 0xFE2F}, {0x101FD, 0x101FD},
+    {0x102E0, 0x102E0}, {0x10376, 0x1037A}, {0x10A0D, 0x10A0D}, {0x10A0F, 0x10A0F}, {0x10A38, 0x10A3A},
+    {0x10A3F, 0x10A3F}, {0x10AE5, 0x10AE6}, {0x11046, 0x11046}, {0x1107F, 0x1107F}, {0x110B9, 0x110BA},
+    {0x11100, 0x11102}, {0x11133, 0x11134}, {0x11173, 0x11173}, {0x111C0, 0x111C0}, {0x111CA, 0x111CA},
+    {0x11235, 0x11236}, {0x112E9, 0x112EA}, {0x1133C, 0x1133C}, {0x1134D, 0x1134D}, {0x11366, 0x1136C},
+    {0x11370, 0x11374}, {0x11442, 0x11442}, {0x11446, 0x11446}, {0x114C2, 0x114C3}, {0x115BF, 0x115C0},
+    {0x1163F, 0x1163F}, {0x116B6, 0x116B7}, {0x1172B, 0x1172B}, {0x11C3F, 0x11C3F}, {0x16AF0, 0x16AF4},
+    {0x16B30, 0x16B36}, {0x1BC9E, 0x1BC9E}, {0x1D165, 0x1D169}, {0x1D16D, 0x1D172}, {0x1D17B, 0x1D182},
+    {0x1D185, 0x1D18B}, {0x1D1AA, 0x1D1AD}, {0x1D242, 0x1D244}, {0x1E000, 0x1E006}, {0x1E008, 0x1E018},
+    {0x1E01B, 0x1E021}, {0x1E023, 0x1E024}, {0x1E026, 0x1E02A}, {0x1E8D0, 0x1E8D6}, {0x1E944, 0x1E94A},
+};
 /* END GENERATED TABLES */
 
 static int in_ranges(const cp_range *r, size_t n, int32_t c) {
@@ -326,58 +363,195 @@ static int is_cjk(int32_t c) {
            (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
 }
 
-static int ccc(int32_t c) { return c < 0x300 ? 0 : (int)utf8proc_get_property(c)->combining_class; }
+/* Canonical combining class as tokenizers' NFD sees it: utf8proc's value for the characters
+ * in tbl_nonstarter, 0 (a starter) for everything else, including marks added to Unicode
+ * after tokenizers' normalization tables were made. */
+static int ccc(int32_t c) {
+    if (c < 0x300 || !IN_TABLE(tbl_nonstarter, c)) return 0;
+    return (int)utf8proc_get_property(c)->combining_class;
+}
 
-#define NORM_MAX 64 /* output characters of one input character (NFD is at most 18) */
+/* ------------------------------------------------------------------ streaming normalizer
+ *
+ * BertNormalizer as a stream of characters, each carrying the byte span [s, e) of the input
+ * character it came from (HF's "alignments"). clean_text, handle_chinese_chars and lowercase
+ * work on one character at a time. strip_accents is NFD followed by dropping Mn; NFD also
+ * puts every run of non-starters (combining class > 0) into canonical order, which can move
+ * characters across input characters. As in tokenizers (NormalizedString::transform), spans
+ * stay positional when a run is reordered: the k-th decomposition-initial character of the
+ * sorted run gets the span of the k-th input character of the run, and the other characters
+ * of a decomposition get the span of the last such character before them. The run is held
+ * until the next starter; a run longer than NORM_RUN_MAX characters (never seen in real text)
+ * is sorted and released in pieces. */
 
-/* BertNormalizer on one character: clean_text, handle_chinese_chars, strip_accents (NFD
- * then drop Mn), lowercase. Writes 0..NORM_MAX characters to out and returns the count. */
-static int normalize_char(const attn_tokenizer *t, int32_t c, int32_t *out) {
-    int32_t a[NORM_MAX], b[NORM_MAX];
-    int n = 0;
+#define NORM_DECOMP_MAX 32     /* NFD of one character is at most 18 characters */
+#define NORM_RUN_MAX (1 << 16) /* longest run of non-starters sorted as one */
+
+typedef void (*norm_sink)(void *ctx, int32_t c, size_t s, size_t e);
+
+typedef struct {
+    int32_t c;
+    int ccc;
+    int inserted; /* not the first character of its decomposition */
+    size_t idx;   /* arrival order, for a stable sort */
+    size_t s, e;  /* span of the input character (for !inserted) */
+} norm_item;
+
+typedef struct {
+    const attn_tokenizer *t;
+    norm_sink sink;
+    void *ctx;
+    norm_item *run;
+    size_t run_n, run_cap;
+    size_t last_s, last_e; /* span of the last decomposition-initial character */
+    int nomem;
+} norm_stream;
+
+static void ns_init(norm_stream *ns, const attn_tokenizer *t, norm_sink sink, void *ctx) {
+    memset(ns, 0, sizeof *ns);
+    ns->t = t;
+    ns->sink = sink;
+    ns->ctx = ctx;
+}
+
+static void ns_free(norm_stream *ns) { free(ns->run); }
+
+/* After NFD: drop Mn (strip_accents), lowercase, hand to the sink. */
+static void ns_out(norm_stream *ns, int32_t c, size_t s, size_t e) {
+    if (ns->t->strip_accents && is_mn(c)) return;
+    if (ns->t->lowercase) {
+        if (c == 0x130) { /* Rust's char::to_lowercase: U+0130 -> "i\u0307" */
+            ns->sink(ns->ctx, 'i', s, e);
+            ns->sink(ns->ctx, 0x307, s, e);
+            return;
+        }
+        c = to_lower(c);
+    }
+    ns->sink(ns->ctx, c, s, e);
+}
+
+static int item_cmp(const void *a, const void *b) {
+    const norm_item *x = a, *y = b;
+    if (x->ccc != y->ccc) return x->ccc < y->ccc ? -1 : 1;
+    return x->idx < y->idx ? -1 : (x->idx > y->idx);
+}
+
+static void ns_flush_run(norm_stream *ns) {
+    size_t n = ns->run_n;
+    if (n == 0) return;
+    ns->run_n = 0;
+    norm_item *r = ns->run;
+    int sorted = 1;
+    for (size_t i = 1; i < n && sorted; i++) sorted = r[i - 1].ccc <= r[i].ccc;
+    if (sorted) {
+        for (size_t i = 0; i < n; i++) {
+            if (!r[i].inserted) {
+                ns->last_s = r[i].s;
+                ns->last_e = r[i].e;
+            }
+            ns_out(ns, r[i].c, ns->last_s, ns->last_e);
+        }
+        return;
+    }
+    /* the spans of the decomposition-initial characters in arrival order; after the sort they
+     * are handed out again in this order (positional alignment) */
+    size_t *sp = malloc(2 * n * sizeof *sp);
+    if (!sp) {
+        ns->nomem = 1;
+        return;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!r[i].inserted) {
+            sp[2 * k] = r[i].s;
+            sp[2 * k + 1] = r[i].e;
+            k++;
+        }
+    for (size_t i = 0; i < n; i++) r[i].idx = i;
+    qsort(r, n, sizeof *r, item_cmp);
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!r[i].inserted) {
+            ns->last_s = sp[2 * j];
+            ns->last_e = sp[2 * j + 1];
+            j++;
+        }
+        ns_out(ns, r[i].c, ns->last_s, ns->last_e);
+    }
+    free(sp);
+}
+
+static void ns_nfd_char(norm_stream *ns, int32_t d, int inserted, size_t s, size_t e) {
+    int cc = ccc(d);
+    if (cc == 0) {
+        ns_flush_run(ns);
+        if (!inserted) {
+            ns->last_s = s;
+            ns->last_e = e;
+        }
+        ns_out(ns, d, ns->last_s, ns->last_e);
+        return;
+    }
+    if (ns->run_n == ns->run_cap) {
+        if (ns->run_cap >= NORM_RUN_MAX) {
+            ns_flush_run(ns);
+        } else {
+            size_t nc = ns->run_cap ? 2 * ns->run_cap : 16;
+            norm_item *nr = realloc(ns->run, nc * sizeof *nr);
+            if (!nr) {
+                ns->nomem = 1;
+                return;
+            }
+            ns->run = nr;
+            ns->run_cap = nc;
+        }
+    }
+    norm_item *it = &ns->run[ns->run_n++];
+    it->c = d;
+    it->ccc = cc;
+    it->inserted = inserted;
+    it->idx = 0;
+    it->s = s;
+    it->e = e;
+}
+
+/* Feed one input character with its byte span. */
+static void ns_feed(norm_stream *ns, int32_t c, size_t s, size_t e) {
+    const attn_tokenizer *t = ns->t;
     if (t->clean_text) {
-        if (is_removed(c)) return 0;
+        if (is_removed(c)) return;
         if (is_ws(c)) c = ' ';
     }
+    int32_t xs[3];
+    int nx = 0;
     if (t->chinese && is_cjk(c)) {
-        a[n++] = ' ';
-        a[n++] = c;
-        a[n++] = ' ';
+        xs[nx++] = ' ';
+        xs[nx++] = c;
+        xs[nx++] = ' ';
     } else {
-        a[n++] = c;
+        xs[nx++] = c;
     }
-    if (t->strip_accents) {
-        int m = 0;
-        for (int i = 0; i < n; i++) {
-            int32_t d[NORM_MAX / 2];
-            int last = 0;
-            /* U+11938: tokenizers' NFD tables predate Unicode 13 and keep it whole */
-            utf8proc_ssize_t k = (a[i] < 0xC0 || a[i] == 0x11938) ? 0 : utf8proc_decompose_char(a[i], d, NORM_MAX / 2, UTF8PROC_DECOMPOSE, &last);
-            if (k <= 0 || k > NORM_MAX / 2) { /* ASCII, or defensive: keep the character */
-                d[0] = a[i];
-                k = 1;
-            }
-            for (utf8proc_ssize_t j = 0; j < k && m < NORM_MAX; j++)
-                if (!is_mn(d[j])) b[m++] = d[j];
+    for (int i = 0; i < nx; i++) {
+        if (!t->strip_accents) {
+            ns_out(ns, xs[i], s, e);
+            continue;
         }
-        memcpy(a, b, (size_t)m * sizeof *a);
-        n = m;
-    }
-    if (t->lowercase) {
-        int m = 0;
-        for (int i = 0; i < n && m < NORM_MAX - 1; i++) {
-            if (a[i] == 0x130) { /* Rust's to_lowercase: U+0130 -> "i\u0307" */
-                out[m++] = 'i';
-                out[m++] = 0x307;
-            } else {
-                out[m++] = to_lower(a[i]);
-            }
+        int32_t d[NORM_DECOMP_MAX];
+        int last = 0;
+        /* U+11938: tokenizers' NFD tables predate Unicode 13 and keep it whole */
+        utf8proc_ssize_t k = (xs[i] < 0xC0 || xs[i] == 0x11938)
+                                 ? 0
+                                 : utf8proc_decompose_char(xs[i], d, NORM_DECOMP_MAX, UTF8PROC_DECOMPOSE, &last);
+        if (k <= 0 || k > NORM_DECOMP_MAX) { /* no decomposition (or defensive) */
+            d[0] = xs[i];
+            k = 1;
         }
-        return m;
+        for (utf8proc_ssize_t j = 0; j < k; j++) ns_nfd_char(ns, d[j], j > 0, s, e);
     }
-    memcpy(out, a, (size_t)n * sizeof *a);
-    return n;
 }
+
+/* End of a normalized piece (end of text, or an added token follows). */
+static void ns_end(norm_stream *ns) { ns_flush_run(ns); }
 
 /* ------------------------------------------------------------------ vocabulary hash */
 
@@ -968,8 +1142,8 @@ typedef struct {
     int64_t count; /* content ids emitted so far */
     int64_t limit; /* content ids allowed by truncation */
     int full;      /* limit reached: stop */
-    /* current word: characters and the byte span in the input of the character that
-     * produced each; only the first wcap characters are kept (a longer word is [UNK]) */
+    /* current word: normalized characters and their spans in the input; only the first
+     * wcap characters are kept (a longer word is the unk token anyway) */
     int32_t *wc;
     size_t *ws, *we;
     size_t wcap;
@@ -1007,23 +1181,16 @@ static void word_push(enc_state *st, int32_t c, size_t s, size_t e) {
     if (st->wn == 0) st->wstart = s;
     st->wend = e;
     if ((size_t)st->wn < st->wcap) {
-        size_t k = (size_t)st->wn;
-        int cc = st->t->strip_accents ? ccc(c) : 0;
-        if (cc > 0) /* canonical ordering of NFD: stable sort of a run of non-starters */
-            while (k > 0 && ccc(st->wc[k - 1]) > cc) {
-                st->wc[k] = st->wc[k - 1];
-                st->ws[k] = st->ws[k - 1];
-                st->we[k] = st->we[k - 1];
-                k--;
-            }
-        st->wc[k] = c;
-        st->ws[k] = s;
-        st->we[k] = e;
+        st->wc[st->wn] = c;
+        st->ws[st->wn] = s;
+        st->we[st->wn] = e;
     }
     st->wn++;
 }
 
-/* WordPiece on the current word, then emit its pieces (or the unk token). */
+/* WordPiece on the current word, then emit its pieces (or the unk token). A piece's span
+ * runs from its first character's start to its last character's end, as HF's
+ * expand_alignments does. */
 static void word_flush(enc_state *st) {
     const attn_tokenizer *t = st->t;
     int64_t n = st->wn;
@@ -1043,6 +1210,7 @@ static void word_flush(enc_state *st) {
     while (start < n) {
         size_t plen = start > 0 ? t->prefix_len : 0;
         int64_t end = n;
+        /* longer candidates cannot be in the vocabulary */
         while (end > start && plen + (st->wpos[end] - st->wpos[start]) > t->max_key_len) end--;
         int32_t id = -1;
         if (plen) memcpy(st->cand, t->prefix, plen);
@@ -1062,13 +1230,23 @@ static void word_flush(enc_state *st) {
         start = end;
     }
     st->pchar[np] = n;
-    for (int64_t p = 0; p < np && !st->full; p++) {
-        size_t s = SIZE_MAX, e = 0;
-        for (int64_t i = st->pchar[p]; i < st->pchar[p + 1]; i++) {
-            if (st->ws[i] < s) s = st->ws[i];
-            if (st->we[i] > e) e = st->we[i];
-        }
-        enc_emit(st, st->pid[p], s, e);
+    for (int64_t p = 0; p < np && !st->full; p++)
+        enc_emit(st, st->pid[p], st->ws[st->pchar[p]], st->we[st->pchar[p + 1] - 1]);
+}
+
+/* norm_sink of the encoder: BertPreTokenizer (whitespace splits and is dropped, each
+ * punctuation character is a word of its own). */
+static void pretok_sink(void *ctx, int32_t d, size_t s, size_t e) {
+    enc_state *st = ctx;
+    if (st->full) return;
+    if (is_ws(d)) {
+        word_flush(st);
+    } else if (is_punct(d)) {
+        word_flush(st);
+        word_push(st, d, s, e);
+        word_flush(st);
+    } else {
+        word_push(st, d, s, e);
     }
 }
 
@@ -1119,6 +1297,8 @@ int attn_tokenizer_encode(const attn_tokenizer *t, const char *text, size_t text
     st.cand = malloc(t->prefix_len + 4 * wc);
     st.pid = malloc(wc * sizeof *st.pid);
     st.pchar = malloc((wc + 1) * sizeof *st.pchar);
+    norm_stream ns;
+    ns_init(&ns, t, pretok_sink, &st);
     int rc = ATTN_OK;
     if (!st.wc || !st.ws || !st.we || !st.wbytes || !st.wpos || !st.cand || !st.pid || !st.pchar) {
         rc = attn_set_error(ATTN_E_NOMEM, "tokenizer_encode: out of memory");
@@ -1129,10 +1309,11 @@ int attn_tokenizer_encode(const attn_tokenizer *t, const char *text, size_t text
 
     const unsigned char *u = (const unsigned char *)text;
     size_t i = 0;
-    while (i < text_len && !st.full) {
+    while (i < text_len && !st.full && !ns.nomem) {
         if (t->n_added) {
             int k = added_match(t, text, text_len, i);
             if (k >= 0) {
+                ns_end(&ns);
                 word_flush(&st);
                 enc_emit(&st, t->added[k].id, i, i + t->added[k].len);
                 i += t->added[k].len;
@@ -1140,26 +1321,17 @@ int attn_tokenizer_encode(const attn_tokenizer *t, const char *text, size_t text
             }
         }
         int32_t c;
-        int n = utf8_decode(u, text_len, i, &c); /* validated above: n >= 1 */
-        if (n <= 0) n = 1, c = 0xFFFD;
-        int32_t norm[NORM_MAX];
-        int m = normalize_char(t, c, norm);
-        size_t s = i, e = i + (size_t)n;
-        for (int j = 0; j < m; j++) {
-            int32_t d = norm[j];
-            if (is_ws(d)) {
-                word_flush(&st);
-            } else if (is_punct(d)) {
-                word_flush(&st);
-                word_push(&st, d, s, e);
-                word_flush(&st);
-            } else {
-                word_push(&st, d, s, e);
-            }
-        }
-        i = e;
+        int n = utf8_decode(u, text_len, i, &c);
+        if (n <= 0) n = 1, c = 0xFFFD; /* unreachable: the text was validated */
+        ns_feed(&ns, c, i, i + (size_t)n);
+        i += (size_t)n;
     }
+    ns_end(&ns);
     word_flush(&st);
+    if (ns.nomem) {
+        rc = attn_set_error(ATTN_E_NOMEM, "tokenizer_encode: out of memory");
+        goto done;
+    }
     if (add_special)
         for (int k = 0; k < t->n_post; k++) enc_put(&st, t->post_ids[k], 0, 0);
     *n_ids = st.pos;
@@ -1167,6 +1339,7 @@ int attn_tokenizer_encode(const attn_tokenizer *t, const char *text, size_t text
         rc = attn_set_error(ATTN_E_RANGE, "tokenizer_encode: %lld ids do not fit in cap %lld", (long long)st.pos,
                             (long long)cap);
 done:
+    ns_free(&ns);
     free(st.wc);
     free(st.ws);
     free(st.we);
@@ -1181,49 +1354,16 @@ done:
 /* ------------------------------------------------------------------ normalize only */
 
 typedef struct {
-    int32_t c;
-    int k; /* ccc */
-    size_t idx;
-} ccc_item;
+    char *out;
+    size_t cap, total;
+} norm_buf;
 
-static int ccc_cmp(const void *a, const void *b) {
-    const ccc_item *x = a, *y = b;
-    if (x->k != y->k) return x->k < y->k ? -1 : 1;
-    return x->idx < y->idx ? -1 : (x->idx > y->idx);
-}
-
-/* Canonical ordering (stable sort by combining class) of every run of non-starters. */
-static int reorder_runs(int32_t *cp, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        if (ccc(cp[i]) == 0) {
-            i++;
-            continue;
-        }
-        size_t j = i;
-        int sorted = 1, prev = 0;
-        while (j < n) {
-            int k = ccc(cp[j]);
-            if (k == 0) break;
-            if (k < prev) sorted = 0;
-            prev = k;
-            j++;
-        }
-        if (!sorted) {
-            ccc_item *it = malloc((j - i) * sizeof *it);
-            if (!it) return attn_set_error(ATTN_E_NOMEM, "tokenizer_normalize: out of memory");
-            for (size_t k = i; k < j; k++) {
-                it[k - i].c = cp[k];
-                it[k - i].k = ccc(cp[k]);
-                it[k - i].idx = k;
-            }
-            qsort(it, j - i, sizeof *it, ccc_cmp);
-            for (size_t k = i; k < j; k++) cp[k] = it[k - i].c;
-            free(it);
-        }
-        i = j;
-    }
-    return ATTN_OK;
+static void buf_sink(void *ctx, int32_t c, size_t s, size_t e) {
+    norm_buf *b = ctx;
+    char tmp[4];
+    int l = utf8_encode(c, tmp);
+    if (b->total + (size_t)l < b->cap) memcpy(b->out + b->total, tmp, (size_t)l);
+    b->total += (size_t)l;
 }
 
 int attn_tokenizer_normalize(const attn_tokenizer *t, const char *text, size_t text_len, char *out, size_t cap,
@@ -1233,52 +1373,29 @@ int attn_tokenizer_normalize(const attn_tokenizer *t, const char *text, size_t t
     if (!text && text_len) return attn_set_error(ATTN_E_INVALID, "tokenizer_normalize: NULL text with length %zu", text_len);
     if (!out && cap) return attn_set_error(ATTN_E_INVALID, "tokenizer_normalize: NULL out with cap %zu", cap);
     ATTN_TRY(attn_tokenizer_validate_utf8(text, text_len, NULL));
-    size_t n = 0, ccap = 64;
-    int32_t *cp = malloc(ccap * sizeof *cp);
-    if (!cp) return attn_set_error(ATTN_E_NOMEM, "tokenizer_normalize: out of memory");
+    norm_buf b = {out, cap, 0};
+    norm_stream ns;
+    ns_init(&ns, t, buf_sink, &b);
     const unsigned char *u = (const unsigned char *)text;
     size_t i = 0;
-    while (i < text_len) {
-        int32_t c, norm[NORM_MAX];
-        int nb = utf8_decode(u, text_len, i, &c);
-        if (nb <= 0) nb = 1, c = 0xFFFD;
-        int m = normalize_char(t, c, norm);
-        if (n + (size_t)m > ccap) {
-            if (ccap > SIZE_MAX / 2 / sizeof *cp) {
-                free(cp);
-                return attn_set_error(ATTN_E_NOMEM, "tokenizer_normalize: text too large");
-            }
-            int32_t *ncp = realloc(cp, 2 * ccap * sizeof *cp);
-            if (!ncp) {
-                free(cp);
-                return attn_set_error(ATTN_E_NOMEM, "tokenizer_normalize: out of memory");
-            }
-            cp = ncp;
-            ccap *= 2;
-        }
-        memcpy(cp + n, norm, (size_t)m * sizeof *cp);
-        n += (size_t)m;
-        i += (size_t)nb;
+    while (i < text_len && !ns.nomem) {
+        int32_t c;
+        int n = utf8_decode(u, text_len, i, &c);
+        if (n <= 0) n = 1, c = 0xFFFD; /* unreachable: the text was validated */
+        ns_feed(&ns, c, i, i + (size_t)n);
+        i += (size_t)n;
     }
-    int rc = t->strip_accents ? reorder_runs(cp, n) : ATTN_OK;
-    if (rc == ATTN_OK) {
-        size_t total = 0;
-        char tmp[4];
-        for (size_t k = 0; k < n; k++) {
-            int l = utf8_encode(cp[k], tmp);
-            if (total + (size_t)l < cap) memcpy(out + total, tmp, (size_t)l);
-            total += (size_t)l;
-        }
-        *out_len = total;
-        if (total < cap) {
-            out[total] = '\0';
-        } else {
-            if (cap) out[cap - 1] = '\0';
-            rc = attn_set_error(ATTN_E_RANGE, "tokenizer_normalize: %zu bytes (+1 NUL) do not fit in cap %zu", total, cap);
-        }
+    ns_end(&ns);
+    ns_free(&ns);
+    if (ns.nomem) return attn_set_error(ATTN_E_NOMEM, "tokenizer_normalize: out of memory");
+    *out_len = b.total;
+    if (!out && cap == 0) return ATTN_OK; /* length query */
+    if (b.total < cap) {
+        out[b.total] = '\0';
+        return ATTN_OK;
     }
-    free(cp);
-    return rc;
+    if (cap) out[cap - 1] = '\0';
+    return attn_set_error(ATTN_E_RANGE, "tokenizer_normalize: %zu bytes (+1 NUL) do not fit in cap %zu", b.total, cap);
 }
 
 /* ------------------------------------------------------------------ queries */

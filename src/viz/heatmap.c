@@ -323,7 +323,8 @@ static int compute_layout(layout_ex *X, vtext *t, int64_t rows, int64_t cols, in
     if (rows < 1 || cols < 1)
         return attn_set_error(ATTN_E_INVALID, "heatmap: matrix is %lldx%lld; need at least 1x1",
                               (long long)rows, (long long)cols);
-    if (n_panels < 1) return attn_set_error(ATTN_E_INVALID, "heatmap: no panels to draw");
+    if (n_panels < 1 || n_panels > 65536)
+        return attn_set_error(ATTN_E_INVALID, "heatmap: %d panels (need 1..65536)", n_panels);
     if (o->cell_w < 0 || o->cell_h < 0)
         return attn_set_error(ATTN_E_INVALID, "heatmap: negative cell size");
     if (o->font_px < 0 || o->font_px > 256)
@@ -371,7 +372,6 @@ static int compute_layout(layout_ex *X, vtext *t, int64_t rows, int64_t cols, in
     /* text metrics */
     X->font_px = o->font_px ? o->font_px : 12;
     X->title_px = (X->font_px * 13 + 5) / 10;
-    L->has_text = t->ok;
     X->line = vt_line(t, X->font_px);
     X->title_line = vt_line(t, X->title_px);
     L->has_text = t->ok;

@@ -55,7 +55,7 @@ typedef enum {
  * Errors: ATTN_E_INVALID (unknown act), ATTN_E_DTYPE, ATTN_E_SHAPE. */
 int attn_activate(attn_tensor *out, const attn_tensor *x, attn_activation act);
 
-/* Scalar forms (double precision internally). */
+/* Scalar forms (gelu in float with erff; gelu_tanh and silu in double). */
 float attn_gelu(float x);
 float attn_gelu_tanh(float x);
 float attn_silu(float x);

@@ -2,8 +2,12 @@
  * Each verb lives in tools/cmd_VERB.c; this file only dispatches. */
 #include "cli.h"
 
+#include <cblas.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 /* One line per verb: X(name, one-line summary). The function is cmd_<name>. */
 #define ATTN_CLI_COMMANDS(X)                                                              \
@@ -45,7 +49,33 @@ static const cli_command *find(const char *name) {
     return NULL;
 }
 
+/* OpenBLAS 0.3.21 (Debian 12) does not recognise some CPUs — e.g. AMD Zen 4 in a VM that
+ * reports a generic model — and falls back to its SSE3 "Prescott" kernels, about 2x slower
+ * than its AVX-512 ones here. Unless the user set OPENBLAS_CORETYPE (or
+ * ATTN_KEEP_BLAS_CORETYPE), pick the kernel family from the CPU's own feature flags and
+ * re-execute once; OpenBLAS reads the variable when it is loaded, before main(). */
+static void blas_coretype(char **argv) {
+    if (getenv("OPENBLAS_CORETYPE") || getenv("ATTN_KEEP_BLAS_CORETYPE")) return;
+    const char *cur = openblas_get_corename();
+    static const char *generic[] = {"prescott", "core2", "penryn", "dunnington", "nehalem", "atom", "sandybridge",
+                                    "barcelona", "bulldozer", "piledriver", "steamroller", "excavator", "unknown"};
+    int weak = 0;
+    for (size_t i = 0; cur && i < sizeof generic / sizeof generic[0]; i++) weak |= strcasecmp(cur, generic[i]) == 0;
+    if (!weak) return;
+    const char *ct = NULL;
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512dq"))
+        ct = "SkylakeX";
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        ct = "Haswell";
+    if (!ct) return;
+    setenv("OPENBLAS_CORETYPE", ct, 1);
+    execv("/proc/self/exe", argv); /* returns only on failure: carry on with the detected kernels */
+}
+
 int main(int argc, char **argv) {
+    blas_coretype(argv);
     if (argc < 2) {
         usage(stderr);
         return CLI_USAGE;

@@ -191,6 +191,20 @@ int attn_tensor_copy(attn_tensor *dst, const attn_tensor *src) {
     int64_t idx[ATTN_MAX_DIMS] = {0};
     char *d = (char *)dst->data;
     const char *s = (const char *)src->data;
+    int last = src->ndim - 1;
+    if (last >= 0 && (src->shape[last] == 1 || (src->stride[last] == 1 && dst->stride[last] == 1))) {
+        /* rows along the last dim are contiguous in both: copy a row at a time */
+        int64_t row = src->shape[last], rows = n / row;
+        for (int64_t r = 0; r < rows; r++) {
+            memcpy(d + attn_tensor_offset(dst, idx) * (int64_t)es, s + attn_tensor_offset(src, idx) * (int64_t)es,
+                   es * (size_t)row);
+            for (int i = last - 1; i >= 0; i--) {
+                if (++idx[i] < src->shape[i]) break;
+                idx[i] = 0;
+            }
+        }
+        return ATTN_OK;
+    }
     for (int64_t e = 0; e < n; e++) {
         memcpy(d + attn_tensor_offset(dst, idx) * (int64_t)es, s + attn_tensor_offset(src, idx) * (int64_t)es, es);
         for (int i = src->ndim - 1; i >= 0; i--) {

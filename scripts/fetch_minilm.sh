@@ -75,7 +75,8 @@ fi
 "$PY" -m pip --version >/dev/null 2>&1 || die "'$PY -m pip' is not available (Debian: apt-get install python3-pip)"
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/fetch_minilm.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT INT TERM
+trap 'rm -rf "$TMP"' EXIT
+trap 'exit 130' INT TERM
 
 unpack() { # unpack ARCHIVE DIR
     mkdir -p "$2"

@@ -193,6 +193,27 @@ static void test_loaders(void) {
         check_ids(t, "Abc ab<s>Abccccc", 1, 0, w, 7, "custom json (no lowercase, @@ prefix, max 5 chars)");
         attn_tokenizer_free(t);
     }
+    /* an added token missing from the model vocab gets the next id (tokenizers ignores the
+     * "id" in the file) and is only matched in raw text, never by WordPiece; reference values
+     * from tokenizers 0.23.3 */
+    const char *added = "{\"added_tokens\": [{\"id\": 5, \"content\": \"zz\", \"special\": false, \"normalized\": false}],"
+                        " \"normalizer\": {\"type\": \"BertNormalizer\"}, \"pre_tokenizer\": {\"type\": \"BertPreTokenizer\"},"
+                        " \"post_processor\": null, \"model\": {\"type\": \"WordPiece\","
+                        " \"vocab\": {\"[UNK]\": 0, \"a\": 1, \"z\": 2, \"##z\": 3}}}";
+    CHECK_OK(attn_tokenizer_load_json_buffer(&t, added, strlen(added)));
+    if (t) {
+        int32_t ids2[8];
+        int64_t off[16], n2 = 0;
+        CHECK_OK(attn_tokenizer_encode(t, "ZZ zz azzb", 10, 1, 0, ids2, &n2, 8, off));
+        int32_t w[] = {2, 3, 4, 1, 4, 0};
+        int64_t wo[] = {0, 1, 1, 2, 3, 5, 6, 7, 7, 9, 9, 10};
+        CHECK(n2 == 6 && memcmp(ids2, w, sizeof w) == 0 && memcmp(off, wo, sizeof wo) == 0,
+              "added token outside the model vocab");
+        CHECK(attn_tokenizer_token_to_id(t, "zz") == 4 && attn_tokenizer_vocab_size(t) == 5, "added token id 4");
+        const char *z = attn_tokenizer_id_to_token(t, 4);
+        CHECK(z && strcmp(z, "zz") == 0, "id_to_token of an added token");
+        attn_tokenizer_free(t);
+    }
 }
 
 static void test_normalize(void) {

@@ -4,11 +4,12 @@
  * pre_tokenizers/bert.rs, models/wordpiece, processors/template.rs, added_vocabulary.rs);
  * see include/attn_tokenizer.h for the pipeline. The text is processed as a stream: each
  * input character is normalized on its own (every BertNormalizer step is per character,
- * except the canonical reordering of NFD, which is applied inside the current word), the
- * characters are grouped into words, and each finished word goes through WordPiece. Memory
- * use is therefore bounded by the longest word that WordPiece can still split
- * (max_input_chars_per_word), whatever the input size, and encoding stops as soon as the
- * truncation length is reached. */
+ * except the canonical reordering of NFD, which holds back a run of combining marks until
+ * the next starter), the characters are grouped into words, and each finished word goes
+ * through WordPiece. Memory use is therefore bounded (by the longest word WordPiece can
+ * still split, max_input_chars_per_word, and the longest reordered run), whatever the input
+ * size, and encoding stops as soon as the truncation length is reached. Every character
+ * carries the byte span of the input character it came from, which gives HF's offsets. */
 #include "attn_tokenizer.h"
 #include "core/internal.h"
 
@@ -39,7 +40,8 @@ struct attn_tokenizer {
     int64_t vocab_size;
     const char **key;   /* hash slots: key string (NULL = empty) */
     uint32_t *key_len;
-    int32_t *key_id;
+    int32_t *key_id;    /* id for token_to_id (an added token wins, as in HF) */
+    int32_t *key_model; /* id in the WordPiece model vocab, or -1 (added token only) */
     size_t n_slots; /* power of two */
     size_t max_key_len;
 
@@ -564,30 +566,45 @@ static uint64_t hash_bytes(const char *s, size_t n) {
     return h ^ (h >> 29);
 }
 
-static int32_t vocab_lookup(const attn_tokenizer *t, const char *s, size_t n) {
+/* Slot of string s[0..n), or -1. */
+static int64_t vocab_slot(const attn_tokenizer *t, const char *s, size_t n) {
     if (!t->n_slots || n > t->max_key_len) return -1;
     size_t mask = t->n_slots - 1, i = (size_t)hash_bytes(s, n) & mask;
     while (t->key[i]) {
-        if (t->key_len[i] == n && memcmp(t->key[i], s, n) == 0) return t->key_id[i];
+        if (t->key_len[i] == n && memcmp(t->key[i], s, n) == 0) return (int64_t)i;
         i = (i + 1) & mask;
     }
     return -1;
 }
 
-/* Insert or overwrite (later entries win, like a Rust HashMap insert). */
-static void vocab_insert(attn_tokenizer *t, const char *s, size_t n, int32_t id) {
+/* Id of a token among the model vocab and the added tokens (Tokenizer::token_to_id). */
+static int32_t vocab_lookup(const attn_tokenizer *t, const char *s, size_t n) {
+    int64_t i = vocab_slot(t, s, n);
+    return i < 0 ? -1 : t->key_id[i];
+}
+
+/* Id of a token in the WordPiece model vocab only (what WordPiece::tokenize looks up). */
+static int32_t model_lookup(const attn_tokenizer *t, const char *s, size_t n) {
+    int64_t i = vocab_slot(t, s, n);
+    return i < 0 ? -1 : t->key_model[i];
+}
+
+/* Insert or overwrite (later entries win, like a Rust HashMap insert); model = 1 for the
+ * WordPiece vocab, 0 for an added token. */
+static void vocab_insert(attn_tokenizer *t, const char *s, size_t n, int32_t id, int model) {
     size_t mask = t->n_slots - 1, i = (size_t)hash_bytes(s, n) & mask;
     while (t->key[i]) {
-        if (t->key_len[i] == n && memcmp(t->key[i], s, n) == 0) {
-            t->key_id[i] = id;
-            return;
-        }
+        if (t->key_len[i] == n && memcmp(t->key[i], s, n) == 0) break;
         i = (i + 1) & mask;
     }
-    t->key[i] = s;
-    t->key_len[i] = (uint32_t)n;
+    if (!t->key[i]) {
+        t->key[i] = s;
+        t->key_len[i] = (uint32_t)n;
+        t->key_model[i] = -1;
+        if (n > t->max_key_len) t->max_key_len = n;
+    }
     t->key_id[i] = id;
-    if (n > t->max_key_len) t->max_key_len = n;
+    if (model) t->key_model[i] = id;
 }
 
 /* Entries gathered by a loader before the tokenizer is built. */
@@ -599,7 +616,6 @@ typedef struct {
 
 typedef struct {
     const char *content;
-    int32_t id;
 } tok_added_spec;
 
 static void tokenizer_init_defaults(attn_tokenizer *t) {
@@ -611,8 +627,11 @@ static void tokenizer_init_defaults(attn_tokenizer *t) {
     t->max_chars = 100;
 }
 
-/* Build the hash / id table from entries and the added tokens. unk names the unk token;
- * prefix the continuation prefix. */
+/* Build the hash / id table from the model vocab entries and the added tokens. unk names the
+ * unk token, prefix the continuation prefix. As in tokenizers' AddedVocabulary::add_tokens,
+ * an added token takes the id of the same string in the model vocab; one that is not there
+ * gets the next id after the model vocab (entry count) and the previous new added tokens —
+ * the "id" written in tokenizer.json is not used. */
 static int tokenizer_build(attn_tokenizer *t, const tok_entry *e, size_t n, const tok_added_spec *add,
                            int n_add, const char *unk, const char *prefix) {
     size_t total = 0;
@@ -626,47 +645,62 @@ static int tokenizer_build(attn_tokenizer *t, const tok_entry *e, size_t n, cons
     for (int i = 0; i < n_add; i++) {
         size_t l = strlen(add[i].content);
         if (l == 0) return attn_set_error(ATTN_E_FORMAT, "tokenizer: empty added token");
+        if (l > UINT32_MAX - 1 || total > SIZE_MAX / 2 - l)
+            return attn_set_error(ATTN_E_FORMAT, "tokenizer: vocabulary too large");
         total += l + 1;
-        if (add[i].id > max_id) max_id = add[i].id;
     }
-    if (max_id < 0) return attn_set_error(ATTN_E_FORMAT, "tokenizer: empty vocabulary");
+    if (n == 0) return attn_set_error(ATTN_E_FORMAT, "tokenizer: empty vocabulary");
     /* bound the id table by the entry count so a hostile file cannot ask for gigabytes */
-    if ((uint64_t)max_id > 16 * (uint64_t)(n + (size_t)n_add) + 1024)
+    if ((uint64_t)max_id > 16 * (uint64_t)n + 1024)
         return attn_set_error(ATTN_E_FORMAT, "tokenizer: id %lld is far beyond the %zu vocabulary entries",
-                              (long long)max_id, n + (size_t)n_add);
-    t->vocab_size = max_id + 1;
+                              (long long)max_id, n);
     size_t slots = 16;
     while (slots < 2 * (n + (size_t)n_add) + 2) slots *= 2;
     t->n_slots = slots;
     t->blob = malloc(total ? total : 1);
-    t->id_tok = calloc((size_t)t->vocab_size, sizeof *t->id_tok);
     t->key = calloc(slots, sizeof *t->key);
     t->key_len = calloc(slots, sizeof *t->key_len);
     t->key_id = calloc(slots, sizeof *t->key_id);
+    t->key_model = calloc(slots, sizeof *t->key_model);
     t->added = n_add ? calloc((size_t)n_add, sizeof *t->added) : NULL;
-    if (!t->blob || !t->id_tok || !t->key || !t->key_len || !t->key_id || (n_add && !t->added))
+    if (!t->blob || !t->key || !t->key_len || !t->key_id || !t->key_model || (n_add && !t->added))
         return attn_set_error(ATTN_E_NOMEM, "tokenizer: out of memory for %zu tokens", n);
     char *p = t->blob;
     for (size_t i = 0; i < n; i++) {
         memcpy(p, e[i].s, e[i].len);
         p[e[i].len] = '\0';
-        vocab_insert(t, p, e[i].len, e[i].id);
-        if (!t->id_tok[e[i].id]) t->id_tok[e[i].id] = p;
+        vocab_insert(t, p, e[i].len, e[i].id, 1);
         p += e[i].len + 1;
     }
+    size_t n_model = 0; /* distinct strings of the model vocab (WordPiece::get_vocab_size) */
+    for (size_t i = 0; i < slots; i++) n_model += t->key[i] != NULL;
+    int64_t max_added = -1;
     for (int i = 0; i < n_add; i++) {
         size_t l = strlen(add[i].content);
         memcpy(p, add[i].content, l + 1);
-        vocab_insert(t, p, l, add[i].id);
-        if (!t->id_tok[add[i].id]) t->id_tok[add[i].id] = p;
+        int32_t id = vocab_lookup(t, p, l);
+        if (id < 0) {
+            if (max_added >= 0 && (max_added >= (int64_t)n_model || n_model == 0)) id = (int32_t)(max_added + 1);
+            else id = (int32_t)n_model;
+        }
+        if (id > max_added) max_added = id;
+        vocab_insert(t, p, l, id, 0);
         t->added[i].s = p;
         t->added[i].len = l;
-        t->added[i].id = add[i].id;
+        t->added[i].id = id;
         t->added_first[(unsigned char)p[0] >> 3] |= (unsigned char)(1u << ((unsigned char)p[0] & 7));
+        if (id > max_id) max_id = id;
         p += l + 1;
     }
     t->n_added = n_add;
-    t->unk_id = vocab_lookup(t, unk, strlen(unk));
+    t->vocab_size = max_id + 1;
+    t->id_tok = calloc((size_t)t->vocab_size, sizeof *t->id_tok);
+    if (!t->id_tok) return attn_set_error(ATTN_E_NOMEM, "tokenizer: out of memory for %zu tokens", n);
+    for (size_t i = 0; i < slots; i++) /* id -> string; with duplicate ids the first slot wins */
+        if (t->key[i] && t->key_model[i] >= 0 && !t->id_tok[t->key_model[i]]) t->id_tok[t->key_model[i]] = t->key[i];
+    for (int i = 0; i < n_add; i++)
+        if (!t->id_tok[t->added[i].id]) t->id_tok[t->added[i].id] = t->added[i].s;
+    t->unk_id = model_lookup(t, unk, strlen(unk));
     if (t->unk_id < 0)
         return attn_set_error(ATTN_E_FORMAT, "tokenizer: unk token \"%s\" is not in the vocabulary", unk);
     t->prefix = strdup(prefix);
@@ -686,6 +720,7 @@ void attn_tokenizer_free(attn_tokenizer *t) {
     free((void *)t->key);
     free(t->key_len);
     free(t->key_id);
+    free(t->key_model);
     free(t->added);
     free(t->prefix);
     free(t);
@@ -745,15 +780,10 @@ static int finish_plain(attn_tokenizer **out, attn_tokenizer *t, tok_entry *e, s
     int n_add = 0;
     /* like BertWordPieceTokenizer: the standard special tokens present in the vocabulary */
     for (int k = 0; k < 5; k++) {
-        int32_t id = -1;
-        for (size_t i = 0; i < n; i++) /* last occurrence wins, as in the hash */
-            if (e[i].len == strlen(std_specials[k]) && memcmp(e[i].s, std_specials[k], e[i].len) == 0)
-                id = e[i].id;
-        if (id >= 0) {
-            add[n_add].content = std_specials[k];
-            add[n_add].id = id;
-            n_add++;
-        }
+        int found = 0;
+        for (size_t i = 0; i < n && !found; i++)
+            found = e[i].len == strlen(std_specials[k]) && memcmp(e[i].s, std_specials[k], e[i].len) == 0;
+        if (found) add[n_add++].content = std_specials[k];
     }
     int rc = tokenizer_build(t, e, n, add, n_add, "[UNK]", "##");
     if (rc < 0) {
@@ -1048,7 +1078,8 @@ static int load_json_root(attn_tokenizer *t, const cJSON *root) {
             if (ka >= na) break;
             const cJSON *content = cJSON_GetObjectItemCaseSensitive(it, "content");
             const cJSON *idv = cJSON_GetObjectItemCaseSensitive(it, "id");
-            if (!cJSON_IsString(content) || !json_id(idv, &add[ka].id)) {
+            int32_t unused_id; /* required by the format, but tokenizers assigns the id itself */
+            if (!cJSON_IsString(content) || !json_id(idv, &unused_id)) {
                 rc = attn_set_error(ATTN_E_FORMAT, "tokenizer.json: added_tokens[%d] needs content and id", ka);
                 break;
             }
@@ -1217,7 +1248,7 @@ static void word_flush(enc_state *st) {
         for (; end > start; end--) {
             size_t l = st->wpos[end] - st->wpos[start];
             memcpy(st->cand + plen, st->wbytes + st->wpos[start], l);
-            id = vocab_lookup(t, st->cand, plen + l);
+            id = model_lookup(t, st->cand, plen + l);
             if (id >= 0) break;
         }
         if (id < 0) {

@@ -20,6 +20,7 @@
 #include "attn_attention.h"
 #include "attn_ops.h"
 #include "attn_tokenizer.h"
+#include "attn_variants.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -56,7 +57,20 @@ void attn_bert_free(attn_bert *m);
 
 /* attn_bert_get_config / attn_bert_tokenizer: borrowed pointers valid until attn_bert_free. */
 const attn_bert_config *attn_bert_get_config(const attn_bert *m);
+/* attn_bert_tokenizer: the model's WordPiece tokenizer (borrowed; NULL for a NULL model). */
 const attn_tokenizer *attn_bert_tokenizer(const attn_bert *m);
+
+/* attn_bert_set_attention: run the encoder's self-attention with an efficient variant
+ * (attn_variants.h: linear, performer, sliding, longformer, bigbird) instead of exact
+ * attention in attn_bert_forward and attn_bert_embed; v NULL or kind ATTN_VARIANT_EXACT
+ * restores exact attention. The params are copied. Their mask, key_padding_mask and
+ * key_lengths must be NULL: the encoder marks padding with key_lengths from the batch (and
+ * pads to a multiple of bigbird's block internally). With a variant, attn_bert_extra's
+ * attentions are the variant's dense weights. Do not call it while another thread runs a
+ * forward pass on the same model.
+ * Errors: ATTN_E_INVALID (NULL model, a pointer field set, or params rejected by
+ * attn_variant_validate), ATTN_E_UNSUPPORTED (see attn_variant_validate). */
+int attn_bert_set_attention(attn_bert *m, const attn_variant_params *v);
 
 /* Optional outputs of attn_bert_forward (any pointer may be NULL). */
 typedef struct {

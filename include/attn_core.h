@@ -98,8 +98,11 @@ int attn_tensor_make(attn_tensor *out, void *data, attn_dtype dtype, int ndim,
 /* Convenience constructors for contiguous float32 views (no error: shapes are trusted;
  * use attn_tensor_make to validate user input). */
 attn_tensor attn_tensor_f32_1d(float *data, int64_t d0);
+/* [d0, d1] */
 attn_tensor attn_tensor_f32_2d(float *data, int64_t d0, int64_t d1);
+/* [d0, d1, d2], e.g. [B, L, E] */
 attn_tensor attn_tensor_f32_3d(float *data, int64_t d0, int64_t d1, int64_t d2);
+/* [d0, d1, d2, d3], e.g. [B, H, L, D] */
 attn_tensor attn_tensor_f32_4d(float *data, int64_t d0, int64_t d1, int64_t d2, int64_t d3);
 
 /* attn_tensor_numel: product of the extents (1 for a 0-dim tensor). */
@@ -168,6 +171,7 @@ float *attn_arena_alloc_f32(attn_arena *a, size_t n);
 /* attn_arena_mark / attn_arena_release: remember the current top and later free
  * everything allocated after the mark (blocks chained after it are freed). */
 attn_arena_mark attn_arena_get_mark(const attn_arena *a);
+/* attn_arena_release: free everything allocated after mark m (see above). */
 void attn_arena_release(attn_arena *a, attn_arena_mark m);
 
 /* attn_arena_reset: free every block (the arena stays usable). */
@@ -183,6 +187,7 @@ void attn_arena_free(attn_arena *a);
  * regions and lets OpenBLAS use the same count outside them, so threads are never
  * oversubscribed. Returns the count in effect. */
 int attn_set_num_threads(int n);
+/* attn_get_num_threads: the count in effect (number of cores until set). */
 int attn_get_num_threads(void);
 
 /* attn_version: "MAJOR.MINOR.PATCH". */

@@ -55,6 +55,7 @@ int attn_kv_cache_init(attn_kv_cache *c, int64_t batch, int64_t n_kv_heads, int6
 
 /* attn_kv_cache_free: release the memory (NULL-safe); attn_kv_cache_reset: len = 0. */
 void attn_kv_cache_free(attn_kv_cache *c);
+/* attn_kv_cache_reset: forget every position (len = 0), keep the memory. NULL-safe. */
 void attn_kv_cache_reset(attn_kv_cache *c);
 
 /* attn_mha_check: validate a config against weights (shapes and dtypes of every present
@@ -145,6 +146,7 @@ typedef struct {
  * Errors: ATTN_E_INVALID, ATTN_E_NOMEM. */
 int attn_decoder_state_init(attn_decoder_state *s, const attn_layer_config *cfg, const attn_mha_config *cross_cfg,
                             int64_t batch, int64_t max_len, int64_t src_len);
+/* attn_decoder_state_free: release both caches (NULL-safe). */
 void attn_decoder_state_free(attn_decoder_state *s);
 /* attn_decoder_state_reset: forget all positions (a new sequence; also recomputes cross K/V). */
 void attn_decoder_state_reset(attn_decoder_state *s);

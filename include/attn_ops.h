@@ -57,7 +57,9 @@ int attn_activate(attn_tensor *out, const attn_tensor *x, attn_activation act);
 
 /* Scalar forms (gelu in float with erff; gelu_tanh and silu in double). */
 float attn_gelu(float x);
+/* attn_gelu_tanh: the tanh approximation of GELU (see ATTN_ACT_GELU_TANH). */
 float attn_gelu_tanh(float x);
+/* attn_silu: x * sigmoid(x). */
 float attn_silu(float x);
 
 /* ---------------------------------------------------------------- softmax */

@@ -154,9 +154,13 @@ int32_t attn_tokenizer_token_to_id(const attn_tokenizer *tok, const char *token)
  * 100). -1 when the tokenizer has no such token (or tok is NULL). The ids that add_special
  * inserts are those of the tokenizer.json post-processor (the same ones for BERT files). */
 int32_t attn_tokenizer_cls_id(const attn_tokenizer *tok);
+/* attn_tokenizer_sep_id: id of [SEP], or -1 when the vocabulary has none. */
 int32_t attn_tokenizer_sep_id(const attn_tokenizer *tok);
+/* attn_tokenizer_pad_id: id of [PAD], or -1 when the vocabulary has none. */
 int32_t attn_tokenizer_pad_id(const attn_tokenizer *tok);
+/* attn_tokenizer_unk_id: id of [UNK], or -1 when the vocabulary has none. */
 int32_t attn_tokenizer_unk_id(const attn_tokenizer *tok);
+/* attn_tokenizer_mask_id: id of [MASK], or -1 when the vocabulary has none. */
 int32_t attn_tokenizer_mask_id(const attn_tokenizer *tok);
 
 /* attn_tokenizer_validate_utf8: 0 when s[0..len) is well-formed UTF-8 (RFC 3629 / Unicode

@@ -1,5 +1,6 @@
 /* attn_sdpa: argument validation shared by every implementation, and dispatch. */
 #include "attn_attention.h"
+#include "attention/fused_internal.h"
 #include "attention/sdpa_internal.h"
 #include "core/internal.h"
 
@@ -23,18 +24,37 @@ static int attn__check_f32_4d(const attn_tensor *t, const char *name) {
     return ATTN_OK;
 }
 
-/* Scan a float32 4-D view for NaN / inf; report the first index. */
+/* 1 if any of the n floats at p (stride s) is NaN or +-inf: exponent bits all ones. */
+static int attn__any_nonfinite(const float *p, int64_t n, int64_t s) {
+    unsigned bad = 0;
+    if (s == 1) {
+#pragma omp simd reduction(| : bad)
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t b;
+            memcpy(&b, p + i, 4);
+            bad |= (b & 0x7f800000u) == 0x7f800000u;
+        }
+    } else {
+        for (int64_t i = 0; i < n; i++) bad |= !isfinite(p[i * s]);
+    }
+    return bad != 0;
+}
+
+/* Scan a float32 4-D view for NaN / inf (a vectorised pass per row); report the first index. */
 static int attn__check_finite(const attn_tensor *t, const char *name) {
     for (int64_t a = 0; a < t->shape[0]; a++)
         for (int64_t b = 0; b < t->shape[1]; b++)
-            for (int64_t c = 0; c < t->shape[2]; c++)
+            for (int64_t c = 0; c < t->shape[2]; c++) {
+                const float *row = attn__f32_at4(t, a, b, c, 0);
+                if (!attn__any_nonfinite(row, t->shape[3], t->stride[3])) continue;
                 for (int64_t d = 0; d < t->shape[3]; d++) {
-                    float x = *attn__f32_at4(t, a, b, c, d);
+                    float x = row[d * t->stride[3]];
                     if (!isfinite(x))
                         return attn_set_error(ATTN_E_RANGE, "sdpa: %s[%lld, %lld, %lld, %lld] is %s", name,
                                               (long long)a, (long long)b, (long long)c, (long long)d,
                                               isnan(x) ? "NaN" : "infinite");
                 }
+            }
     return ATTN_OK;
 }
 
@@ -155,5 +175,9 @@ int attn_sdpa_check(const attn_tensor *out, const attn_tensor *weights, const at
 
 int attn_sdpa(attn_tensor *out, attn_tensor *weights, const attn_tensor *q, const attn_tensor *k,
               const attn_tensor *v, const attn_sdpa_params *p) {
-    return attn_sdpa_reference(out, weights, q, k, v, p);
+    /* ATTN_IMPL_DEFAULT and ATTN_IMPL_FUSED: the tiled online-softmax kernel (sdpa_fused.c; the
+     * SIMD path follows ATTN_SIMD, else the best the CPU supports). An unknown impl value is
+     * rejected by attn_sdpa_check inside either path. */
+    if (p && p->impl == ATTN_IMPL_REFERENCE) return attn_sdpa_reference(out, weights, q, k, v, p);
+    return attn__sdpa_fused(out, weights, q, k, v, p);
 }

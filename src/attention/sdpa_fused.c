@@ -1,0 +1,829 @@
+/* Fused scaled dot-product attention: tiled online softmax (FlashAttention, Dao et al. 2022,
+ * and its "FlashAttention-2" loop order: query blocks outer, key blocks inner), multi-threaded
+ * with OpenMP and vectorised with AVX-512 / AVX2+FMA kernels picked at run time, plus plain C.
+ *
+ * Semantics are those of attn_sdpa_reference (include/attn_attention.h): masks with broadcasting,
+ * -inf or <= -FLT_MAX = masked, bottom-right causal, sliding window, key_lengths, GQA, Dv != D,
+ * empty rows -> 0, arbitrary strides. Memory is O(L): per-thread scratch of a few tiles; the
+ * Lq x Lk score matrix only exists when the caller asks for the weights (then it *is* the output).
+ *
+ * ---- Tile path (Lq > row_max_lq) -------------------------------------------------------------
+ * Work item = (batch b, head h, query block of BQ = 64 rows, key split s). For an item:
+ *   QT[d][i] = q[b,h,i0+i,d]·scale           packed transposed (SIMD 16x16 / 8x8 transposes when
+ *                                            q's last dim is unit-stride), padded to 16 rows
+ *   for each key block [j0, j0+BK) (BK = 96 for AVX-512, 64 otherwise) inside the union of the
+ *   rows' visible key ranges:
+ *     ST[j][i] = sum_d K[j][d]·QT[d][i]      (s_block; K read in place through broadcasts; for a
+ *                                            block that needs no masking it also returns the
+ *                                            column max from its registers)
+ *     mask: float mask added / bool or <= -FLT_MAX -> -inf; causal / window / key_lengths: -inf
+ *           written into exactly the cells outside each row's [lo, hi) (blocks wholly inside
+ *           every row's range skip this)
+ *     online softmax per query column i (softmax_block):
+ *       m' = max(m, max_j ST[j][i]);  alpha = exp(m - m');  P = exp(ST - m');  l = l·alpha + sum P
+ *     OT[e][i] = OT[e][i]·alpha[i] + sum_j V[j][e]·P[j][i]   (pv_block; V read in place)
+ *   out[i][e] = OT[e][i] / l[i]  (0 when l = 0: a row that saw no key; transposed back by SIMD
+ *                                 when out's last dim is unit-stride).
+ * Key blocks wholly outside the causal / window / key_lengths region of every row of the query
+ * block are never visited. The transposed layout puts query rows in the SIMD lanes, so the row
+ * max, exp, row sum and the alpha rescale are all element-wise — no horizontal reductions — and
+ * K and V never have to be packed, whatever their strides.
+ *
+ * ---- Row (decode) path (Lq <= row_max_lq, e.g. Lq = 1 against a long KV cache) -------------
+ * One query row at a time, vectorised along D / Dv; keys in chunks of 256 with the same online
+ * softmax (scalar m, l). K / V chunks are copied to unit stride when their last dim is strided.
+ *
+ * ---- Split-K (both paths) --------------------------------------------------------------------
+ * When there are fewer work items than 2 x threads (decode with few heads, short Lq), the visible
+ * key range of each row is split into `nsplit` pieces processed by different threads; each piece
+ * leaves (m_s, l_s, O_s = unnormalised output) and a merge pass computes
+ *   M = max_s m_s,  L = sum_s l_s·exp(m_s - M),  out = sum_s O_s·exp(m_s - M) / L.
+ * Not used when the weights are requested.
+ *
+ * ---- Weights ---------------------------------------------------------------------------------
+ * When weights are requested the masked scores of every visited block are stored into the
+ * weights tensor as they are produced; after the last block the row is finalised in place as
+ * exp(s - m_final) / l_final, and entries of skipped blocks are set to 0.
+ *
+ * ---- Vectorised exp --------------------------------------------------------------------------
+ * exp(x) = 2^n · p(r), n = round(x·log2 e), r = x - n·ln2 with ln2 split in two constants
+ * (0.693359375 - 2.12194440e-4; Cody & Waite), |r| <= ln2/2, p = a degree-6 polynomial fitted for
+ * minimum maximum relative error (2e-9 in exact arithmetic; coefficients in fused_internal.h).
+ * x < -87 gives 0 (results stay normal floats: no denormal slow-downs), exp(0) = 1 exactly,
+ * exp(-inf) = 0; arguments above 88 are outside the contract (the kernel only uses x <= 0). The maximum
+ * relative error over [-87, 0] — the range used: arguments are always score - running max — is
+ * measured by tests/test_fused.c against exp() in double for every path (2^21 points) and asserted
+ * to be below ATTN__FUSED_EXP_MAX_REL_ERR = 1.5e-7 (1.26 ulp); measured: 8.5e-8 for the AVX-512
+ * and AVX2 paths (FMA), 1.1e-7 for the portable path (no FMA).
+ *
+ * ---- Threads and OpenBLAS ---------------------------------------------------------------------
+ * One OpenMP parallel region per call with p->n_threads threads (<= 0: attn_get_num_threads()),
+ * capped at the number of work items; items are handed out dynamically, heaviest (last causal
+ * query block) first. Scratch is allocated once per call, one slice per thread, before the region
+ * (so allocation failures are reported on the calling thread). Oversubscription policy: this
+ * kernel never calls BLAS. The tile products are done by register-blocked kernels: measured on
+ * a 64 x 96 x 64 tile on one core, cblas_sgemm (OpenBLAS 0.3.21, one thread) ran at 27-30 GFLOP/s
+ * for Q·K^T and P·V while the two kernels here run at ~170 GFLOP/s together (at this size the
+ * per-call operand packing and dispatch dominate), and they also fuse the column max and the
+ * alpha rescale.
+ * Should a BLAS call ever be added inside the parallel region, it must run single-threaded
+ * (openblas_set_num_threads(1) around the region, restoring attn_get_num_threads() after), as
+ * the library-wide policy in core/threads.c states: attn threads x OpenBLAS threads must never
+ * exceed the thread count.
+ */
+#include "attention/fused_internal.h"
+#include "attention/sdpa_internal.h"
+#include "core/internal.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define FUSED_BQ 64          /* default query rows per tile */
+#define FUSED_ROW_CHUNK 256  /* keys per chunk in the row (decode) path */
+#define FUSED_ROW_MAX_LQ 4   /* default: Lq <= 4 uses the row path */
+#define FUSED_SPLIT_MIN_ROW 512
+#define FUSED_ALIGN 64
+
+/* ================================================================== portable kernels */
+
+/* Plain C kernels. They are written as fixed 16-wide inner loops over independent lanes (nqp is a
+ * multiple of 16) with a branch-free exp, so that the compiler's -O2 vectoriser turns them into
+ * SSE / NEON code; accumulation orders are fixed in the source (no reassociation needed). */
+#define PB 16
+
+/* Lanes of a fixed 16-wide loop are independent: let the vectoriser have them (-fopenmp is part of
+ * the build; without OpenMP the pragma is simply absent and the loops stay scalar). */
+#ifdef _OPENMP
+#define PSIMD _Pragma("omp simd")
+#else
+#define PSIMD
+#endif
+#if defined(__clang__) /* at -O0/-O1 (e.g. `make fuzz`) clang cannot vectorise and would warn on each loop */
+#pragma clang diagnostic ignored "-Wpass-failed"
+#endif
+
+typedef union {
+    float f;
+    uint32_t u;
+    int32_t i;
+} attn__fbits;
+
+/* Scalar exp with the same algorithm as the SIMD ones (no FMA needed: n·0.693359375 is exact).
+ * Branch-free, with the clamps and the underflow-to-0 done on the bit patterns (integer
+ * compares, which the vectoriser can if-convert); round-to-nearest-even of t through the
+ * 1.5·2^23 trick, whose low bits also give n as an integer (|t| < 2^22 here). */
+static inline float attn__exp_scalar(float x) {
+    attn__fbits in, xc, tb, sc, y;
+    in.f = x;
+    const uint32_t under = 0u - (uint32_t)(in.u > 0xC2AE0000u); /* x < -87 (-87.0f = 0xC2AE0000), -inf */
+    const uint32_t over = 0u - (uint32_t)(in.i > 0x42B00000);   /* x > 88 (88.0f = 0x42B00000) */
+    xc.u = (0xC2AE0000u & under) | (0x42B00000u & over) | (in.u & ~(under | over));
+    tb.f = xc.f * 1.44269504088896341f + 12582912.0f;
+    const float n = tb.f - 12582912.0f;
+    float r = xc.f - n * 0.693359375f;
+    r = r + n * 2.12194440054690583e-4f;
+    float p = ATTN__EXP_C6;
+    p = p * r + ATTN__EXP_C5;
+    p = p * r + ATTN__EXP_C4;
+    p = p * r + ATTN__EXP_C3;
+    p = p * r + ATTN__EXP_C2;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    sc.u = (tb.u - 0x4B400000u + 127u) << 23; /* 2^n */
+    y.f = p * sc.f;
+    y.u &= ~under; /* exactly 0 below -87 and for -inf */
+    return y.f;
+}
+
+static void attn__s_block_portable(float *ST, int ld, int nqp, const float *QT, const float *K, int64_t ksj,
+                                   int64_t ksd, int nk, int64_t D, float *colmax) {
+    int j = 0;
+    for (; j + 2 <= nk; j += 2) { /* two keys at a time: each QT row is used twice */
+        const float *k0 = K + j * ksj, *k1 = k0 + ksj;
+        for (int i0 = 0; i0 < nqp; i0 += PB) {
+            float a0[PB], a1[PB];
+            PSIMD
+            for (int u = 0; u < PB; u++) a0[u] = a1[u] = 0.0f;
+            for (int64_t d = 0; d < D; d++) {
+                const float x0 = k0[d * ksd], x1 = k1[d * ksd];
+                const float *qt = QT + d * ld + i0;
+                PSIMD
+                for (int u = 0; u < PB; u++) {
+                    a0[u] += x0 * qt[u];
+                    a1[u] += x1 * qt[u];
+                }
+            }
+            float *s0 = ST + (int64_t)j * ld + i0, *s1 = s0 + ld;
+            PSIMD
+            for (int u = 0; u < PB; u++) {
+                s0[u] = a0[u];
+                s1[u] = a1[u];
+            }
+            if (colmax)
+                PSIMD
+                for (int u = 0; u < PB; u++) {
+                    const float mx = a0[u] > a1[u] ? a0[u] : a1[u];
+                    colmax[i0 + u] = mx > colmax[i0 + u] ? mx : colmax[i0 + u];
+                }
+        }
+    }
+    for (; j < nk; j++) {
+        const float *k0 = K + j * ksj;
+        for (int i0 = 0; i0 < nqp; i0 += PB) {
+            float a0[PB];
+            PSIMD
+            for (int u = 0; u < PB; u++) a0[u] = 0.0f;
+            for (int64_t d = 0; d < D; d++) {
+                const float x0 = k0[d * ksd];
+                const float *qt = QT + d * ld + i0;
+                PSIMD
+                for (int u = 0; u < PB; u++) a0[u] += x0 * qt[u];
+            }
+            float *s0 = ST + (int64_t)j * ld + i0;
+            PSIMD
+            for (int u = 0; u < PB; u++) s0[u] = a0[u];
+            if (colmax)
+                PSIMD
+                for (int u = 0; u < PB; u++) colmax[i0 + u] = a0[u] > colmax[i0 + u] ? a0[u] : colmax[i0 + u];
+        }
+    }
+}
+
+static void attn__softmax_block_portable(float *ST, int ld, int nqp, int nk, const float *colmax, float *m, float *l,
+                                         float *alpha) {
+    for (int i0 = 0; i0 < nqp; i0 += PB) {
+        float mx[PB], ms[PB], sum[PB];
+        PSIMD
+        for (int u = 0; u < PB; u++) {
+            mx[u] = colmax ? colmax[i0 + u] : -INFINITY;
+            sum[u] = 0.0f;
+        }
+        if (!colmax)
+            for (int j = 0; j < nk; j++) {
+                const float *st = ST + (int64_t)j * ld + i0;
+                PSIMD
+                for (int u = 0; u < PB; u++) mx[u] = st[u] > mx[u] ? st[u] : mx[u];
+            }
+        PSIMD
+        for (int u = 0; u < PB; u++) {
+            const float mnew = m[i0 + u] > mx[u] ? m[i0 + u] : mx[u];
+            attn__fbits mb;
+            mb.f = mnew;
+            mb.u &= 0u - (uint32_t)(mb.u != 0xFF800000u); /* -inf -> 0 */
+            ms[u] = mb.f;
+            alpha[i0 + u] = attn__exp_scalar(m[i0 + u] - ms[u]);
+            m[i0 + u] = mnew;
+        }
+        for (int j = 0; j < nk; j++) {
+            float *st = ST + (int64_t)j * ld + i0;
+            PSIMD
+            for (int u = 0; u < PB; u++) {
+                st[u] = attn__exp_scalar(st[u] - ms[u]);
+                sum[u] += st[u];
+            }
+        }
+        PSIMD
+        for (int u = 0; u < PB; u++) l[i0 + u] = l[i0 + u] * alpha[i0 + u] + sum[u];
+    }
+}
+
+static void attn__pv_block_portable(float *OT, int ld, int nqp, const float *PT, const float *alpha, const float *V,
+                                    int64_t vsj, int64_t vsd, int nk, int64_t Dv) {
+    int64_t e = 0;
+    for (; e + 2 <= Dv; e += 2) { /* two value columns at a time: each PT row is used twice */
+        const float *v0 = V + e * vsd, *v1 = v0 + vsd;
+        for (int i0 = 0; i0 < nqp; i0 += PB) {
+            float a0[PB], a1[PB];
+            PSIMD
+            for (int u = 0; u < PB; u++) a0[u] = a1[u] = 0.0f;
+            for (int j = 0; j < nk; j++) {
+                const float x0 = v0[j * vsj], x1 = v1[j * vsj];
+                const float *pt = PT + (int64_t)j * ld + i0;
+                PSIMD
+                for (int u = 0; u < PB; u++) {
+                    a0[u] += x0 * pt[u];
+                    a1[u] += x1 * pt[u];
+                }
+            }
+            float *o0 = OT + e * ld + i0, *o1 = o0 + ld;
+            PSIMD
+            for (int u = 0; u < PB; u++) {
+                o0[u] = o0[u] * alpha[i0 + u] + a0[u];
+                o1[u] = o1[u] * alpha[i0 + u] + a1[u];
+            }
+        }
+    }
+    for (; e < Dv; e++) {
+        const float *v0 = V + e * vsd;
+        for (int i0 = 0; i0 < nqp; i0 += PB) {
+            float a0[PB];
+            PSIMD
+            for (int u = 0; u < PB; u++) a0[u] = 0.0f;
+            for (int j = 0; j < nk; j++) {
+                const float x0 = v0[j * vsj];
+                const float *pt = PT + (int64_t)j * ld + i0;
+                PSIMD
+                for (int u = 0; u < PB; u++) a0[u] += x0 * pt[u];
+            }
+            float *o0 = OT + e * ld + i0;
+            PSIMD
+            for (int u = 0; u < PB; u++) o0[u] = o0[u] * alpha[i0 + u] + a0[u];
+        }
+    }
+}
+
+static void attn__row_dots_portable(float *s, const float *q, const float *K, int64_t ksj, int nk, int64_t D) {
+    const int64_t Df = D / PB * PB;
+    for (int j = 0; j < nk; j++) {
+        const float *kj = K + j * ksj;
+        float a[PB];
+        PSIMD
+        for (int u = 0; u < PB; u++) a[u] = 0.0f;
+        for (int64_t d = 0; d < Df; d += PB)
+            PSIMD
+            for (int u = 0; u < PB; u++) a[u] += q[d + u] * kj[d + u];
+        for (int64_t d = Df; d < D; d++) a[d - Df] += q[d] * kj[d];
+        float r = 0.0f;
+        PSIMD
+        for (int u = 0; u < PB; u++) r += a[u];
+        s[j] = r;
+    }
+}
+
+static float attn__row_max_portable(const float *s, int n) {
+    float r = -INFINITY;
+    for (int j = 0; j < n; j++) r = s[j] > r ? s[j] : r;
+    return r;
+}
+
+static float attn__row_exp_sum_portable(float *s, int n, float msub) {
+    float a[PB];
+    PSIMD
+    for (int u = 0; u < PB; u++) a[u] = 0.0f;
+    int j = 0;
+    for (; j + PB <= n; j += PB)
+        PSIMD
+        for (int u = 0; u < PB; u++) {
+            s[j + u] = attn__exp_scalar(s[j + u] - msub);
+            a[u] += s[j + u];
+        }
+    for (; j < n; j++) {
+        s[j] = attn__exp_scalar(s[j] - msub);
+        a[0] += s[j];
+    }
+    float r = 0.0f;
+    PSIMD
+    for (int u = 0; u < PB; u++) r += a[u];
+    return r;
+}
+
+static void attn__row_pv_portable(float *acc, const float *p, const float *V, int64_t vsj, int nk, int64_t Dv) {
+    const int64_t Df = Dv / PB * PB;
+    for (int64_t e0 = 0; e0 < Df; e0 += PB) {
+        float a[PB];
+        PSIMD
+        for (int u = 0; u < PB; u++) a[u] = 0.0f;
+        for (int j = 0; j < nk; j++) {
+            const float pj = p[j];
+            const float *vj = V + j * vsj + e0;
+            PSIMD
+            for (int u = 0; u < PB; u++) a[u] += pj * vj[u];
+        }
+        PSIMD
+        for (int u = 0; u < PB; u++) acc[e0 + u] = a[u];
+    }
+    for (int64_t e = Df; e < Dv; e++) {
+        float a = 0.0f;
+        for (int j = 0; j < nk; j++) a += p[j] * V[j * vsj + e];
+        acc[e] = a;
+    }
+}
+
+static void attn__exp_scale_portable(float *x, int64_t n, float msub, float mul) {
+    int64_t j = 0;
+    for (; j + PB <= n; j += PB)
+        PSIMD
+        for (int u = 0; u < PB; u++) x[j + u] = attn__exp_scalar(x[j + u] - msub) * mul;
+    for (; j < n; j++) x[j] = attn__exp_scalar(x[j] - msub) * mul;
+}
+
+static void attn__pack_qt_portable(float *QT, int ld, int nq, int nqp, const float *q, int64_t qsi, int64_t D,
+                                   float scale) {
+    for (int i = 0; i < nq; i++)
+        for (int64_t d = 0; d < D; d++) QT[d * ld + i] = q[i * qsi + d] * scale;
+    for (int64_t d = 0; d < D; d++)
+        for (int i = nq; i < nqp; i++) QT[d * ld + i] = 0.0f;
+}
+
+static void attn__store_out_portable(float *o, int64_t osi, const float *OT, int ld, int nq, const float *l,
+                                     int64_t Dv) {
+    for (int i = 0; i < nq; i++) {
+        const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+        for (int64_t e = 0; e < Dv; e++) o[i * osi + e] = OT[e * ld + i] * inv;
+    }
+}
+
+static void attn__exp_n_portable(float *y, const float *x, int64_t n) {
+    int64_t j = 0;
+    for (; j + PB <= n; j += PB)
+        PSIMD
+        for (int u = 0; u < PB; u++) y[j + u] = attn__exp_scalar(x[j + u]);
+    for (; j < n; j++) y[j] = attn__exp_scalar(x[j]);
+}
+
+static const attn__fused_kernels attn__kernels_portable = {
+    ATTN__SIMD_PORTABLE,        "portable",
+    attn__s_block_portable,     attn__softmax_block_portable,
+    attn__pv_block_portable,    attn__row_dots_portable,
+    attn__row_max_portable,     attn__row_exp_sum_portable,
+    attn__row_pv_portable,      attn__exp_scale_portable,
+    attn__pack_qt_portable,     attn__store_out_portable,
+    attn__exp_n_portable,
+};
+
+const attn__fused_kernels *attn__fused_kernels_portable(void) { return &attn__kernels_portable; }
+
+/* ================================================================== path selection */
+
+int attn__fused_path_supported(int path) {
+    switch (path) {
+    case ATTN__SIMD_PORTABLE:
+        return 1;
+#if defined(__x86_64__) || defined(__i386__)
+    case ATTN__SIMD_AVX2:
+        __builtin_cpu_init();
+        return attn__fused_kernels_avx2() != NULL && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case ATTN__SIMD_AVX512:
+        __builtin_cpu_init();
+        return attn__fused_kernels_avx512() != NULL && __builtin_cpu_supports("avx512f");
+#endif
+    default:
+        return 0;
+    }
+}
+
+int attn__fused_best_path(void) {
+    if (attn__fused_path_supported(ATTN__SIMD_AVX512)) return ATTN__SIMD_AVX512;
+    if (attn__fused_path_supported(ATTN__SIMD_AVX2)) return ATTN__SIMD_AVX2;
+    return ATTN__SIMD_PORTABLE;
+}
+
+static const char *attn__path_name(int path) {
+    return path == ATTN__SIMD_AVX512 ? "avx512" : path == ATTN__SIMD_AVX2 ? "avx2" : "portable";
+}
+
+int attn__fused_resolve_path(int path) {
+    if (path == ATTN__SIMD_AUTO) {
+        const char *env = getenv("ATTN_SIMD");
+        if (!env || !*env || strcmp(env, "auto") == 0) return attn__fused_best_path();
+        if (strcmp(env, "avx512") == 0) path = ATTN__SIMD_AVX512;
+        else if (strcmp(env, "avx2") == 0) path = ATTN__SIMD_AVX2;
+        else if (strcmp(env, "portable") == 0) path = ATTN__SIMD_PORTABLE;
+        else
+            return attn_set_error(ATTN_E_INVALID, "sdpa: ATTN_SIMD='%s' is not one of avx512, avx2, portable, auto",
+                                  env);
+    }
+    if (path != ATTN__SIMD_PORTABLE && path != ATTN__SIMD_AVX2 && path != ATTN__SIMD_AVX512)
+        return attn_set_error(ATTN_E_INVALID, "sdpa: unknown SIMD path %d", path);
+    if (!attn__fused_path_supported(path))
+        return attn_set_error(ATTN_E_UNSUPPORTED, "sdpa: the %s kernel is not available on this CPU/build",
+                              attn__path_name(path));
+    return path;
+}
+
+static const attn__fused_kernels *attn__kernels_for(int path) {
+    switch (path) {
+    case ATTN__SIMD_AVX512:
+        return attn__fused_kernels_avx512();
+    case ATTN__SIMD_AVX2:
+        return attn__fused_kernels_avx2();
+    default:
+        return attn__fused_kernels_portable();
+    }
+}
+
+attn__fused_opts attn__fused_opts_default(void) {
+    attn__fused_opts o;
+    memset(&o, 0, sizeof o);
+    o.path = ATTN__SIMD_AUTO;
+    return o;
+}
+
+/* ================================================================== driver */
+
+typedef struct {
+    const attn_tensor *q, *k, *v;
+    attn_tensor *out, *w;
+    const attn_sdpa_params *p;
+    attn__mask_view mv;
+    const attn__fused_kernels *kern;
+    int64_t B, H, Hkv, Lq, Lk, D, Dv, group;
+    float scale;
+    int bq, bk, nsplit, row_path;
+    int64_t nqb;        /* query blocks per (b, h) in the tile path */
+    float *partial;     /* split-K partials: [B*H*Lq][nsplit][Dv + 2] = (m, l, O[Dv]) */
+} attn__fctx;
+
+static inline size_t attn__round16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+/* carve n floats (64-byte aligned) from *cur */
+static inline float *attn__carve(float **cur, size_t n) {
+    float *r = *cur;
+    *cur += attn__round16(n ? n : 1);
+    return r;
+}
+
+static size_t attn__tile_scratch_floats(const attn__fctx *c) {
+    size_t ld = (size_t)c->bq;
+    return attn__round16(ld * (size_t)c->D + 1) + attn__round16(ld * (size_t)c->bk + 1) +
+           attn__round16(ld * (size_t)c->Dv + 1) + 4 * attn__round16(ld) + 2 * attn__round16(2 * ld) + 16;
+}
+
+static size_t attn__row_scratch_floats(const attn__fctx *c) {
+    size_t dp = attn__round16((size_t)c->D), dvp = attn__round16((size_t)c->Dv);
+    size_t n = attn__round16(dp + 1) + attn__round16(FUSED_ROW_CHUNK) + 2 * attn__round16(dvp + 1) + 16;
+    if (c->k->stride[3] != 1) n += attn__round16(FUSED_ROW_CHUNK * (size_t)(c->D ? c->D : 1));
+    if (c->v->stride[3] != 1) n += attn__round16(FUSED_ROW_CHUNK * (size_t)(c->Dv ? c->Dv : 1));
+    return n;
+}
+
+/* mask value for (b, h, i, j): apply to a score */
+static inline float attn__apply_mask(const attn__mask_view *mv, int64_t off, float s) {
+    if (mv->is_bool) return ((const unsigned char *)mv->data)[off] ? s : -INFINITY;
+    const float m = ((const float *)mv->data)[off];
+    return attn__mask_value_is_masked(m) ? -INFINITY : s + m;
+}
+
+/* Final weights of one row: W[j] = exp(W[j] - m)·inv for j in [jlo, jhi), 0 elsewhere. */
+static void attn__finish_weights_row(const attn__fctx *c, float *wrow, int64_t ws, int64_t jlo, int64_t jhi, float m,
+                                     float inv, int have) {
+    const int64_t Lk = c->Lk;
+    if (!have) jlo = jhi = 0;
+    if (ws == 1) {
+        if (jlo > 0) memset(wrow, 0, sizeof(float) * (size_t)jlo);
+        if (jhi > jlo) c->kern->exp_scale(wrow + jlo, jhi - jlo, m, inv);
+        if (jhi < Lk) memset(wrow + jhi, 0, sizeof(float) * (size_t)(Lk - jhi));
+    } else {
+        for (int64_t j = 0; j < Lk; j++) {
+            float *x = wrow + j * ws;
+            *x = (j >= jlo && j < jhi) ? attn__exp_scalar(*x - m) * inv : 0.0f;
+        }
+    }
+}
+
+static void attn__tile_item(const attn__fctx *c, float *scr, int64_t b, int64_t h, int64_t qb, int s) {
+    const int64_t Lq = c->Lq, Lk = c->Lk, D = c->D, Dv = c->Dv;
+    const int64_t i0 = qb * c->bq;
+    const int nq = (int)(Lq - i0 < c->bq ? Lq - i0 : c->bq);
+    const int nqp = (int)attn__round16((size_t)nq), ld = nqp;
+    float *cur = scr;
+    float *QT = attn__carve(&cur, (size_t)ld * (size_t)D);
+    float *ST = attn__carve(&cur, (size_t)ld * (size_t)c->bk);
+    float *OT = attn__carve(&cur, (size_t)ld * (size_t)Dv);
+    float *m = attn__carve(&cur, (size_t)ld), *l = attn__carve(&cur, (size_t)ld), *al = attn__carve(&cur, (size_t)ld);
+    float *cmax = attn__carve(&cur, (size_t)ld);
+    int64_t *lo = (int64_t *)attn__carve(&cur, 2 * (size_t)ld), *hi = (int64_t *)attn__carve(&cur, 2 * (size_t)ld);
+    const int64_t hk = h / c->group;
+
+    /* visible key ranges of the rows, their union [jlo, jhi) and intersection [maxlo, minhi) */
+    int64_t jlo = Lk, jhi = 0, maxlo = 0, minhi = Lk;
+    for (int i = 0; i < nq; i++) {
+        attn__key_range(c->p, b, i0 + i, Lq, Lk, &lo[i], &hi[i]);
+        if (lo[i] < hi[i]) {
+            if (lo[i] < jlo) jlo = lo[i];
+            if (hi[i] > jhi) jhi = hi[i];
+        }
+        if (lo[i] > maxlo) maxlo = lo[i];
+        if (hi[i] < minhi) minhi = hi[i];
+    }
+    if (jlo >= jhi) jlo = jhi = 0;
+    const int64_t a = jlo + (jhi - jlo) * s / c->nsplit, e = jlo + (jhi - jlo) * (s + 1) / c->nsplit;
+
+    /* pack the query block transposed and scaled; padded rows are 0 */
+    const float *qbase = (const float *)c->q->data + b * c->q->stride[0] + h * c->q->stride[1];
+    const int64_t qs2 = c->q->stride[2], qs3 = c->q->stride[3];
+    if (qs3 == 1) {
+        c->kern->pack_qt(QT, ld, nq, nqp, qbase + i0 * qs2, qs2, D, c->scale);
+    } else {
+        for (int i = 0; i < nq; i++) {
+            const float *qr = qbase + (i0 + i) * qs2;
+            for (int64_t d = 0; d < D; d++) QT[d * ld + i] = qr[d * qs3] * c->scale;
+        }
+        for (int64_t d = 0; d < D; d++)
+            for (int i = nq; i < nqp; i++) QT[d * ld + i] = 0.0f;
+    }
+    for (int i = 0; i < nqp; i++) {
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+    }
+    memset(OT, 0, sizeof(float) * (size_t)ld * (size_t)Dv);
+
+    const float *kbase = (const float *)c->k->data + b * c->k->stride[0] + hk * c->k->stride[1];
+    const float *vbase = (const float *)c->v->data + b * c->v->stride[0] + hk * c->v->stride[1];
+    const int64_t ks2 = c->k->stride[2], ks3 = c->k->stride[3], vs2 = c->v->stride[2], vs3 = c->v->stride[3];
+    const attn__mask_view *mv = &c->mv;
+    float *wbase = c->w ? (float *)c->w->data + b * c->w->stride[0] + h * c->w->stride[1] : NULL;
+    const int64_t ws2 = c->w ? c->w->stride[2] : 0, ws3 = c->w ? c->w->stride[3] : 0;
+
+    for (int64_t j0 = a; j0 < e; j0 += c->bk) {
+        const int nk = (int)(e - j0 < c->bk ? e - j0 : c->bk);
+        /* a block that needs no masking: the score kernel also gives the column max */
+        const int clean = !mv->present && j0 >= maxlo && j0 + nk <= minhi;
+        if (clean)
+            for (int i = 0; i < nqp; i++) cmax[i] = -INFINITY;
+        c->kern->s_block(ST, ld, nqp, QT, kbase + j0 * ks2, ks2, ks3, nk, D, clean ? cmax : NULL);
+        if (mv->present) {
+            for (int i = 0; i < nq; i++) {
+                const int64_t mo = b * mv->stride[0] + h * mv->stride[1] + (i0 + i) * mv->stride[2];
+                for (int j = 0; j < nk; j++) {
+                    float *x = ST + (int64_t)j * ld + i;
+                    *x = attn__apply_mask(mv, mo + (j0 + j) * mv->stride[3], *x);
+                }
+            }
+        }
+        if (!(j0 >= maxlo && j0 + nk <= minhi)) { /* a boundary block of causal / window / key_lengths */
+            for (int i = 0; i < nq; i++) { /* -inf into exactly the cells outside row i's [lo, hi) */
+                int64_t a1 = lo[i] - j0, b1 = hi[i] - j0;
+                a1 = a1 < 0 ? 0 : a1 > nk ? nk : a1;
+                b1 = b1 < a1 ? a1 : b1 > nk ? nk : b1;
+                float *x = ST + i;
+                for (int64_t j = 0; j < a1; j++) x[j * ld] = -INFINITY;
+                for (int64_t j = b1; j < nk; j++) x[j * ld] = -INFINITY;
+            }
+        }
+        if (wbase) {
+            for (int i = 0; i < nq; i++) {
+                float *wr = wbase + (i0 + i) * ws2 + j0 * ws3;
+                for (int j = 0; j < nk; j++) wr[j * ws3] = ST[(int64_t)j * ld + i];
+            }
+        }
+        c->kern->softmax_block(ST, ld, nqp, nk, clean ? cmax : NULL, m, l, al);
+        c->kern->pv_block(OT, ld, nqp, ST, al, vbase + j0 * vs2, vs2, vs3, nk, Dv);
+    }
+
+    if (c->nsplit > 1) {
+        for (int i = 0; i < nq; i++) {
+            float *rec = c->partial + (((b * c->H + h) * Lq + i0 + i) * c->nsplit + s) * (Dv + 2);
+            rec[0] = m[i];
+            rec[1] = l[i];
+            for (int64_t x = 0; x < Dv; x++) rec[2 + x] = OT[x * ld + i];
+        }
+        return;
+    }
+    float *obase = (float *)c->out->data + b * c->out->stride[0] + h * c->out->stride[1];
+    const int64_t os2 = c->out->stride[2], os3 = c->out->stride[3];
+    if (os3 == 1) {
+        c->kern->store_out(obase + i0 * os2, os2, OT, ld, nq, l, Dv);
+    } else {
+        for (int i = 0; i < nq; i++) {
+            const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+            float *orow = obase + (i0 + i) * os2;
+            for (int64_t x = 0; x < Dv; x++) orow[x * os3] = OT[x * ld + i] * inv;
+        }
+    }
+    if (wbase)
+        for (int i = 0; i < nq; i++)
+            attn__finish_weights_row(c, wbase + (i0 + i) * ws2, ws3, jlo, jhi, m[i], l[i] > 0.0f ? 1.0f / l[i] : 0.0f,
+                                     l[i] > 0.0f);
+}
+
+static void attn__row_item(const attn__fctx *c, float *scr, int64_t b, int64_t h, int64_t i, int s) {
+    const int64_t Lq = c->Lq, Lk = c->Lk, D = c->D, Dv = c->Dv;
+    const size_t dp = attn__round16((size_t)D), dvp = attn__round16((size_t)Dv);
+    float *cur = scr;
+    float *qs = attn__carve(&cur, dp + 1), *sc = attn__carve(&cur, FUSED_ROW_CHUNK);
+    float *acc = attn__carve(&cur, dvp + 1), *O = attn__carve(&cur, dvp + 1);
+    const int64_t ks2 = c->k->stride[2], ks3 = c->k->stride[3], vs2 = c->v->stride[2], vs3 = c->v->stride[3];
+    float *kbuf = ks3 != 1 ? attn__carve(&cur, FUSED_ROW_CHUNK * (size_t)(D ? D : 1)) : NULL;
+    float *vbuf = vs3 != 1 ? attn__carve(&cur, FUSED_ROW_CHUNK * (size_t)(Dv ? Dv : 1)) : NULL;
+    const int64_t hk = h / c->group;
+
+    int64_t lo, hi;
+    attn__key_range(c->p, b, i, Lq, Lk, &lo, &hi);
+    const int64_t a = lo + (hi - lo) * s / c->nsplit, e = lo + (hi - lo) * (s + 1) / c->nsplit;
+
+    const float *qr = (const float *)c->q->data + b * c->q->stride[0] + h * c->q->stride[1] + i * c->q->stride[2];
+    for (int64_t d = 0; d < D; d++) qs[d] = qr[d * c->q->stride[3]] * c->scale;
+    for (size_t d = (size_t)D; d < dp; d++) qs[d] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
+    for (int64_t x = 0; x < Dv; x++) O[x] = 0.0f;
+
+    const float *kbase = (const float *)c->k->data + b * c->k->stride[0] + hk * c->k->stride[1];
+    const float *vbase = (const float *)c->v->data + b * c->v->stride[0] + hk * c->v->stride[1];
+    const attn__mask_view *mv = &c->mv;
+    const int64_t mo = mv->present ? b * mv->stride[0] + h * mv->stride[1] + i * mv->stride[2] : 0;
+    float *wrow = c->w ? (float *)c->w->data + b * c->w->stride[0] + h * c->w->stride[1] + i * c->w->stride[2] : NULL;
+    const int64_t ws3 = c->w ? c->w->stride[3] : 0;
+
+    for (int64_t j0 = a; j0 < e; j0 += FUSED_ROW_CHUNK) {
+        const int nk = (int)(e - j0 < FUSED_ROW_CHUNK ? e - j0 : FUSED_ROW_CHUNK);
+        const float *kp = kbase + j0 * ks2;
+        int64_t ksj = ks2;
+        if (kbuf) {
+            for (int j = 0; j < nk; j++)
+                for (int64_t d = 0; d < D; d++) kbuf[j * D + d] = kp[j * ks2 + d * ks3];
+            kp = kbuf;
+            ksj = D;
+        }
+        c->kern->row_dots(sc, qs, kp, ksj, nk, D);
+        if (mv->present)
+            for (int j = 0; j < nk; j++) sc[j] = attn__apply_mask(mv, mo + (j0 + j) * mv->stride[3], sc[j]);
+        if (wrow)
+            for (int j = 0; j < nk; j++) wrow[(j0 + j) * ws3] = sc[j];
+        const float bm = c->kern->row_max(sc, nk);
+        if (bm == -INFINITY) continue; /* nothing visible in this chunk */
+        const float mnew = bm > m ? bm : m;
+        const float alpha = m == -INFINITY ? 0.0f : attn__exp_scalar(m - mnew);
+        const float sum = c->kern->row_exp_sum(sc, nk, mnew);
+        const float *vp = vbase + j0 * vs2;
+        int64_t vsj = vs2;
+        if (vbuf) {
+            for (int j = 0; j < nk; j++)
+                for (int64_t x = 0; x < Dv; x++) vbuf[j * Dv + x] = vp[j * vs2 + x * vs3];
+            vp = vbuf;
+            vsj = Dv;
+        }
+        c->kern->row_pv(acc, sc, vp, vsj, nk, Dv);
+        for (int64_t x = 0; x < Dv; x++) O[x] = O[x] * alpha + acc[x];
+        l = l * alpha + sum;
+        m = mnew;
+    }
+
+    if (c->nsplit > 1) {
+        float *rec = c->partial + (((b * c->H + h) * Lq + i) * c->nsplit + s) * (Dv + 2);
+        rec[0] = m;
+        rec[1] = l;
+        for (int64_t x = 0; x < Dv; x++) rec[2 + x] = O[x];
+        return;
+    }
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    float *orow = (float *)c->out->data + b * c->out->stride[0] + h * c->out->stride[1] + i * c->out->stride[2];
+    for (int64_t x = 0; x < Dv; x++) orow[x * c->out->stride[3]] = O[x] * inv;
+    if (wrow) attn__finish_weights_row(c, wrow, ws3, lo, hi, m, inv, l > 0.0f);
+}
+
+/* Merge split-K partials of one output row. */
+static void attn__merge_row(const attn__fctx *c, int64_t r) {
+    const int64_t Dv = c->Dv, Lq = c->Lq, H = c->H;
+    const int64_t b = r / (H * Lq), h = (r / Lq) % H, i = r % Lq;
+    const float *recs = c->partial + r * c->nsplit * (Dv + 2);
+    float M = -INFINITY;
+    for (int s = 0; s < c->nsplit; s++)
+        if (recs[s * (Dv + 2)] > M) M = recs[s * (Dv + 2)];
+    float *orow = (float *)c->out->data + b * c->out->stride[0] + h * c->out->stride[1] + i * c->out->stride[2];
+    const int64_t os3 = c->out->stride[3];
+    float L = 0.0f;
+    for (int64_t x = 0; x < Dv; x++) orow[x * os3] = 0.0f;
+    if (M == -INFINITY) return;
+    for (int s = 0; s < c->nsplit; s++) {
+        const float *rec = recs + s * (Dv + 2);
+        if (rec[0] == -INFINITY) continue;
+        const float f = attn__exp_scalar(rec[0] - M);
+        L += rec[1] * f;
+        for (int64_t x = 0; x < Dv; x++) orow[x * os3] += rec[2 + x] * f;
+    }
+    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+    for (int64_t x = 0; x < Dv; x++) orow[x * os3] *= inv;
+}
+
+int attn__sdpa_fused_ex(attn_tensor *out, attn_tensor *weights, const attn_tensor *q, const attn_tensor *k,
+                        const attn_tensor *v, const attn_sdpa_params *p, const attn__fused_opts *opts) {
+    attn__fctx c;
+    memset(&c, 0, sizeof c);
+    ATTN_TRY(attn_sdpa_check(out, weights, q, k, v, p, &c.B, &c.H, &c.Hkv, &c.Lq, &c.Lk, &c.D, &c.Dv));
+    ATTN_TRY(attn__sdpa_mask_view(&c.mv, p ? p->mask : NULL, c.B, c.H, c.Lq, c.Lk));
+    attn__fused_opts o = opts ? *opts : attn__fused_opts_default();
+    const int path = attn__fused_resolve_path(o.path);
+    if (path < 0) return path;
+    c.kern = attn__kernels_for(path);
+    c.q = q;
+    c.k = k;
+    c.v = v;
+    c.out = out;
+    c.w = weights;
+    c.p = p;
+    c.group = c.Hkv > 0 ? c.H / c.Hkv : 1;
+    c.scale = (p && p->has_scale) ? p->scale : (float)(1.0 / sqrt((double)(c.D > 0 ? c.D : 1)));
+    const int64_t rows = c.B * c.H * c.Lq;
+    if (rows == 0) return ATTN_OK;
+    if (c.Dv == 0 && !weights) return ATTN_OK;
+
+    c.bq = o.block_q > 0 ? (int)attn__round16((size_t)o.block_q) : FUSED_BQ;
+    c.bk = o.block_k > 0 ? o.block_k : (path == ATTN__SIMD_AVX512 ? 96 : 64);
+    const int row_max = o.row_max_lq == 0 ? FUSED_ROW_MAX_LQ : o.row_max_lq;
+    c.row_path = c.Lq <= row_max;
+    c.nqb = (c.Lq + c.bq - 1) / c.bq;
+
+    int nt = (p && p->n_threads > 0) ? p->n_threads : attn_get_num_threads();
+    if (nt < 1) nt = 1;
+    const int64_t base = c.row_path ? rows : c.B * c.H * c.nqb;
+    int64_t nsplit = 1;
+    if (o.split > 0) nsplit = o.split;
+    else if (base < 2 * (int64_t)nt) {
+        int64_t want = (2 * nt + base - 1) / base;
+        int64_t cap = c.Lk / (c.row_path ? FUSED_SPLIT_MIN_ROW : 4 * c.bk);
+        nsplit = want < cap ? want : cap;
+        if (nsplit < 1) nsplit = 1;
+    }
+    if (weights || nsplit > 4096) nsplit = weights ? 1 : 4096;
+    c.nsplit = (int)nsplit;
+    const int64_t items = base * nsplit;
+    if (nt > items) nt = (int)items;
+
+    const size_t per = c.row_path ? attn__row_scratch_floats(&c) : attn__tile_scratch_floats(&c);
+    float *scratch = (float *)aligned_alloc(FUSED_ALIGN, sizeof(float) * per * (size_t)nt);
+    if (!scratch)
+        return attn_set_error(ATTN_E_NOMEM, "sdpa fused: out of memory for %d x %zu bytes of scratch", nt,
+                              sizeof(float) * per);
+    if (c.nsplit > 1) {
+        size_t np = (size_t)rows * (size_t)c.nsplit * (size_t)(c.Dv + 2);
+        c.partial = (float *)malloc(sizeof(float) * np);
+        if (!c.partial) {
+            free(scratch);
+            return attn_set_error(ATTN_E_NOMEM, "sdpa fused: out of memory for split-K partials");
+        }
+    }
+
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        float *scr = scratch + per * (size_t)tid;
+        if (c.row_path) {
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t it = 0; it < items; it++) {
+                const int s = (int)(it % c.nsplit);
+                const int64_t r = it / c.nsplit;
+                attn__row_item(&c, scr, r / (c.H * c.Lq), (r / c.Lq) % c.H, r % c.Lq, s);
+            }
+        } else {
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t it = 0; it < items; it++) {
+                const int s = (int)(it % c.nsplit);
+                const int64_t rest = it / c.nsplit;
+                const int64_t qb = c.nqb - 1 - rest % c.nqb; /* heaviest causal block first */
+                const int64_t bh = rest / c.nqb;
+                attn__tile_item(&c, scr, bh / c.H, bh % c.H, qb, s);
+            }
+        }
+        if (c.nsplit > 1) {
+#pragma omp for schedule(static)
+            for (int64_t r = 0; r < rows; r++) attn__merge_row(&c, r);
+        }
+    }
+    free(c.partial);
+    free(scratch);
+    return ATTN_OK;
+}
+
+int attn__sdpa_fused(attn_tensor *out, attn_tensor *weights, const attn_tensor *q, const attn_tensor *k,
+                     const attn_tensor *v, const attn_sdpa_params *p) {
+    return attn__sdpa_fused_ex(out, weights, q, k, v, p, NULL);
+}

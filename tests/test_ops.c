@@ -58,6 +58,21 @@ static void test_activations(void) {
     CHECK_NEAR(attn_gelu_tanh(1.0f), 0.8411919906, 1e-7, "gelu_tanh(1)");
     CHECK_NEAR(attn_silu(1.0f), 0.7310585786, 1e-7, "silu(1)");
     CHECK_NEAR(attn_silu(-2.0f), -2 * 0.1192029220, 1e-7, "silu(-2)");
+    /* vectorised GELU of attn_activate against float64 erf over [-12, 12]: the A&S 7.1.26 erf
+     * (|err| <= 1.5e-7) gives <= 7.5e-8 |x|, plus float rounding of the result */
+    enum { NG = 4801 };
+    static float gx[NG], gy[NG];
+    for (int i = 0; i < NG; i++) gx[i] = -12.0f + 24.0f * (float)i / (NG - 1);
+    attn_tensor tgx = attn_tensor_f32_2d(gx, 1, NG), tgy = attn_tensor_f32_2d(gy, 1, NG);
+    CHECK_OK(attn_activate(&tgy, &tgx, ATTN_ACT_GELU));
+    double gerr = 0;
+    for (int i = 0; i < NG; i++) {
+        double xd = gx[i], want = 0.5 * xd * erfc(-xd / sqrt(2.0));
+        double tol = 1e-7 * fmax(1.0, fabs(xd)) + 1.2e-7 * fabs(want);
+        gerr = fmax(gerr, fabs(gy[i] - want) / tol);
+    }
+    CHECK(gerr <= 1.0, "vectorised GELU within 1e-7 max(1,|x|) + float rounding (worst ratio %.3f)", gerr);
+    CHECK(gy[0] == -0.0f || fabsf(gy[0]) < 1e-30f, "gelu(-12) is 0 to float precision (%g)", gy[0]);
     float x[5] = {-2, -0.5f, 0, 0.5f, 2}, y[5];
     attn_tensor tx = attn_tensor_f32_1d(x, 5), ty = attn_tensor_f32_1d(y, 5);
     CHECK_OK(attn_activate(&ty, &tx, ATTN_ACT_RELU));

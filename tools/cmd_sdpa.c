@@ -3,6 +3,7 @@
 
 #include "attn_attention.h"
 #include "attn_npy.h"
+#include "attn_variants.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +35,23 @@ static void usage(FILE *f) {
             "      --threads N      worker threads (1..4096; default: all cores)\n"
             "      --impl NAME      default | reference | fused\n"
             "  -h, --help           this help\n"
-            "A query row that sees no key gets zeros in OUT and in the weights.\n");
+            "A query row that sees no key gets zeros in OUT and in the weights.\n"
+            "\n"
+            "Efficient variants (attn_variants.h; see docs/variants.md):\n"
+            "      --variant NAME   exact (default) | linear | performer | sliding | longformer | bigbird\n"
+            "        linear      elu(x)+1 feature map on raw q, k (Katharopoulos et al. 2020); --causal\n"
+            "        performer   FAVOR+ random features (Choromanski et al. 2021); --features M\n"
+            "                    (default 256), --seed S, --causal, --scale\n"
+            "        sliding     exact softmax over --window W keys ending at the query (default 256)\n"
+            "        longformer  |i - j| <= --window w (default 128) plus --global G first tokens\n"
+            "                    (default 1) that attend to and are attended by all (Beltagy et al. 2020)\n"
+            "        bigbird     --block b (default 64; must divide Lk), 3 sliding blocks,\n"
+            "                    --global-blocks g (default 1), --random r (default 3) random blocks\n"
+            "                    per block row drawn with --seed S (Zaheer et al. 2020)\n"
+            "      --key-padding FILE  bool [B, Lk] (true = real token; left padding works) for the\n"
+            "                       variants; the sparse patterns are laid out on the real tokens\n"
+            "--mask applies to exact, sliding, longformer and bigbird; --weights gives the dense\n"
+            "weights (zeros outside the pattern; the implied weights for linear and performer).\n");
 }
 
 /* [.., L, D] of rank 2..4 as a 4-D contiguous view [B, H, L, D]. */
@@ -70,6 +87,10 @@ static int64_t count4(const int64_t *s) {
 int cmd_sdpa(int argc, char **argv) {
     const char *qp = NULL, *kp = NULL, *vp = NULL, *mp = NULL, *op = NULL, *wp = NULL;
     attn_sdpa_params p = attn_sdpa_params_default();
+    /* --variant and its options (vopt: the first variant-only option seen) */
+    const char *variant = NULL, *kpmp = NULL, *vopt = NULL;
+    int window_set = 0, impl_set = 0;
+    attn_variant_params var = attn_variant_params_default(ATTN_VARIANT_EXACT);
 
     cli_args a = cli_args_start(argc, argv, "sdpa");
     while (cli_more(&a)) {
@@ -102,6 +123,7 @@ int cmd_sdpa(int argc, char **argv) {
         } else if ((r = cli_opt(&a, NULL, "--window", &val))) {
             if (r < 0 || cli_parse_i64("sdpa", "--window", val, 0, INT64_MAX, &n)) return CLI_USAGE;
             p.window = n;
+            window_set = 1;
         } else if ((r = cli_opt(&a, NULL, "--scale", &val))) {
             if (r < 0 || cli_parse_f32("sdpa", "--scale", val, &p.scale)) return CLI_USAGE;
             p.has_scale = 1;
@@ -114,15 +136,65 @@ int cmd_sdpa(int argc, char **argv) {
             else if (strcmp(val, "reference") == 0) p.impl = ATTN_IMPL_REFERENCE;
             else if (strcmp(val, "fused") == 0) p.impl = ATTN_IMPL_FUSED;
             else return cli_usage_error("sdpa", "--impl must be default, reference or fused, got '%s'", val);
+            impl_set = 1;
+        } else if ((r = cli_opt(&a, NULL, "--variant", &val))) {
+            if (r < 0) return CLI_USAGE;
+            variant = val;
+        } else if ((r = cli_opt(&a, NULL, "--key-padding", &val))) {
+            if (r < 0) return CLI_USAGE;
+            kpmp = val;
+            vopt = "--key-padding";
+        } else if ((r = cli_opt(&a, NULL, "--global", &val))) {
+            if (r < 0 || cli_parse_i64("sdpa", "--global", val, INT64_MIN, INT64_MAX, &var.n_global)) return CLI_USAGE;
+            vopt = "--global";
+        } else if ((r = cli_opt(&a, NULL, "--block", &val))) {
+            if (r < 0 || cli_parse_i64("sdpa", "--block", val, INT64_MIN, INT64_MAX, &var.block)) return CLI_USAGE;
+            vopt = "--block";
+        } else if ((r = cli_opt(&a, NULL, "--global-blocks", &val))) {
+            if (r < 0 || cli_parse_i64("sdpa", "--global-blocks", val, INT64_MIN, INT64_MAX, &var.global_blocks))
+                return CLI_USAGE;
+            vopt = "--global-blocks";
+        } else if ((r = cli_opt(&a, NULL, "--random", &val))) {
+            if (r < 0 || cli_parse_i64("sdpa", "--random", val, INT64_MIN, INT64_MAX, &var.random_blocks)) return CLI_USAGE;
+            vopt = "--random";
+        } else if ((r = cli_opt(&a, NULL, "--features", &val))) {
+            if (r < 0 || cli_parse_i64("sdpa", "--features", val, INT64_MIN, INT64_MAX, &var.features)) return CLI_USAGE;
+            vopt = "--features";
+        } else if ((r = cli_opt(&a, NULL, "--seed", &val))) {
+            if (r < 0 || cli_parse_i64("sdpa", "--seed", val, 0, INT64_MAX, &n)) return CLI_USAGE;
+            var.seed = (uint64_t)n;
+            vopt = "--seed";
         } else {
             return cli_unknown(&a);
         }
     }
     if (!qp || !kp || !vp || !op)
         return cli_usage_error("sdpa", "missing %s", !qp ? "-q Q.npy" : !kp ? "-k K.npy" : !vp ? "-v V.npy" : "-o OUT.npy");
+    if (variant) {
+        attn_variant_kind kind;
+        if (attn_variant_from_name(variant, &kind) < 0) return cli_usage_error("sdpa", "%s", attn_last_error());
+        attn_variant_params d = attn_variant_params_default(kind);
+        var.kind = kind;
+        if (kind == ATTN_VARIANT_EXACT) {
+            variant = NULL; /* the plain attn_sdpa path below */
+        } else {
+            if (impl_set) return cli_usage_error("sdpa", "--impl applies to exact attention only, not --variant %s", variant);
+            if (window_set && kind != ATTN_VARIANT_SLIDING && kind != ATTN_VARIANT_LONGFORMER)
+                return cli_usage_error("sdpa", "--window applies to exact, sliding and longformer attention, not %s", variant);
+            var.window = window_set ? p.window : d.window;
+            p.window = 0;
+            var.is_causal = p.is_causal;
+            var.has_scale = p.has_scale;
+            var.scale = p.scale;
+            var.n_threads = p.n_threads;
+            if (attn_variant_validate(&var) < 0) return cli_usage_error("sdpa", "%s", attn_last_error());
+        }
+    }
+    if (!variant && vopt)
+        return cli_usage_error("sdpa", "%s needs --variant (linear, performer, sliding, longformer or bigbird)", vopt);
 
     int rc = CLI_FAIL;
-    attn_tensor q = {0}, k = {0}, v = {0}, m = {0};
+    attn_tensor q = {0}, k = {0}, v = {0}, m = {0}, kpm = {0};
     float *outbuf = NULL, *wbuf = NULL;
     char s1[96], s2[96];
 
@@ -138,6 +210,19 @@ int cmd_sdpa(int argc, char **argv) {
         if (m.ndim < 1 || m.ndim > 4) {
             cli_error("%s: mask has %d dims; expected 1 to 4 (broadcast to [B, H, Lq, Lk])", mp, m.ndim);
             goto done;
+        }
+    }
+
+    if (kpmp) {
+        if (cli_load_npy(&kpm, kpmp)) goto done;
+        if (kpm.dtype != ATTN_BOOL || kpm.ndim < 1 || kpm.ndim > 2) {
+            cli_error("%s: key-padding mask must be bool [B, Lk] (or [Lk] when B = 1), got %s with %d dims", kpmp,
+                      attn_dtype_name(kpm.dtype), kpm.ndim);
+            goto done;
+        }
+        if (kpm.ndim == 1) { /* [Lk] -> [1, Lk] */
+            int64_t ks[2] = {1, kpm.shape[0]};
+            attn_tensor_make(&kpm, kpm.data, ATTN_BOOL, 2, ks);
         }
     }
 
@@ -185,7 +270,10 @@ int cmd_sdpa(int argc, char **argv) {
     attn_tensor_make(&out4, outbuf, ATTN_F32, 4, oshape);
     attn_tensor_make(&w4, wbuf, ATTN_F32, 4, wshape);
     p.mask = mp ? &m : NULL;
-    if (attn_sdpa(&out4, wp ? &w4 : NULL, &q4, &k4, &v4, &p) < 0) {
+    var.mask = p.mask;
+    var.key_padding_mask = kpmp ? &kpm : NULL;
+    if (variant ? attn_variant_attention(&out4, wp ? &w4 : NULL, &q4, &k4, &v4, &var) < 0
+                : attn_sdpa(&out4, wp ? &w4 : NULL, &q4, &k4, &v4, &p) < 0) {
         cli_lib_error(NULL);
         goto done;
     }
@@ -213,5 +301,6 @@ done:
     attn_npy_free(&k);
     attn_npy_free(&v);
     attn_npy_free(&m);
+    attn_npy_free(&kpm);
     return rc;
 }

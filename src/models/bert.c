@@ -19,6 +19,8 @@ struct attn_bert {
     attn_tensor word, pos, type, emb_ln_g, emb_ln_b;
     attn_encoder_weights *layers;
     attn_layer_config lcfg;
+    int use_variant;             /* 1: self-attention by attn_variant_encoder_layer */
+    attn_variant_params variant; /* set by attn_bert_set_attention */
 };
 
 /* ---------------------------------------------------------------- loading */
@@ -242,6 +244,20 @@ int attn_bert_load(attn_bert **out, const char *model_dir) {
 const attn_bert_config *attn_bert_get_config(const attn_bert *m) { return m ? &m->cfg : NULL; }
 const attn_tokenizer *attn_bert_tokenizer(const attn_bert *m) { return m ? m->tok : NULL; }
 
+int attn_bert_set_attention(attn_bert *m, const attn_variant_params *v) {
+    if (!m) return attn_set_error(ATTN_E_INVALID, "bert_set_attention: model is NULL");
+    if (!v || v->kind == ATTN_VARIANT_EXACT) {
+        m->use_variant = 0;
+        return ATTN_OK;
+    }
+    if (v->mask || v->key_padding_mask || v->key_lengths)
+        return attn_set_error(ATTN_E_INVALID, "bert_set_attention: mask, key_padding_mask and key_lengths must be NULL (the encoder supplies the padding)");
+    ATTN_TRY(attn_variant_validate(v));
+    m->variant = *v;
+    m->use_variant = 1;
+    return ATTN_OK;
+}
+
 /* ---------------------------------------------------------------- forward */
 
 int attn_bert_forward(const attn_bert *m, float *last_hidden, attn_bert_extra *extra, const int32_t *ids,
@@ -291,7 +307,13 @@ int attn_bert_forward(const attn_bert *m, float *last_hidden, attn_bert_extra *e
             wt = attn_tensor_f32_4d(extra->attentions + l * B * H * L * L, B, H, L, L);
             wp = &wt;
         }
-        rc = attn_encoder_layer(&ty, wp, &tx, &m->lcfg, &m->layers[l], &p, arena);
+        if (m->use_variant) {
+            attn_variant_params vp = m->variant;
+            vp.key_lengths = lengths;
+            rc = attn_variant_encoder_layer(&ty, wp, &tx, &m->lcfg, &m->layers[l], &vp, arena);
+        } else {
+            rc = attn_encoder_layer(&ty, wp, &tx, &m->lcfg, &m->layers[l], &p, arena);
+        }
         attn_tensor t = tx;
         tx = ty;
         ty = t;

@@ -9,6 +9,7 @@
 #include "attn_safetensors.h"
 #include "attn_tokenizer.h"
 #include "attn_bert.h"
+#include "attn_variants.h"
 #include "attn_viz.h"
 #include "attn_viz_html.h"
 #endif

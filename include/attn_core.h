@@ -182,10 +182,9 @@ void attn_arena_free(attn_arena *a);
 
 /* ---------------------------------------------------------------- threads */
 
-/* attn_set_num_threads: default OpenMP thread count used by attn kernels (n <= 0 ->
- * number of cores). attn calls OpenBLAS single-threaded from inside its own parallel
- * regions and lets OpenBLAS use the same count outside them, so threads are never
- * oversubscribed. Returns the count in effect. */
+/* attn_set_num_threads: the OpenMP thread count used by attn kernels (n <= 0 -> number of
+ * cores). attn keeps OpenBLAS single-threaded and splits large GEMMs across its own threads,
+ * so only one thread pool is ever busy (no oversubscription). Returns the count in effect. */
 int attn_set_num_threads(int n);
 /* attn_get_num_threads: the count in effect (number of cores until set). */
 int attn_get_num_threads(void);

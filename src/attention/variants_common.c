@@ -459,7 +459,6 @@ int attn_variant_mask(attn_tensor *mask, const attn_variant_params *p, int64_t B
 
 /* ---------------------------------------------------------------- dispatch */
 
-void attn__variant_blas_single(int on) { openblas_set_num_threads(on ? 1 : attn_get_num_threads()); }
 
 static int attn__variant_exact(attn_tensor *out, attn_tensor *weights, const attn_tensor *q, const attn_tensor *k,
                                const attn_tensor *v, const attn_variant_params *p) {

@@ -80,9 +80,6 @@ static inline int attn__variant_threads(const attn_variant_params *p, int64_t wo
     return nt < 1 ? 1 : nt;
 }
 
-/* OpenBLAS runs single-threaded inside attn's own parallel regions (see core/threads.c). */
-void attn__variant_blas_single(int on);
-
 /* Copy rows r0 .. r0+n-1 of t[b, h] (a 4-D float32 view, any strides) into dst [n, cols]. */
 static inline void attn__gather_rows(float *dst, const attn_tensor *t, int64_t b, int64_t h, int64_t r0, int64_t n,
                                      int64_t cols) {

@@ -96,7 +96,7 @@ int attn__variant_linear(attn_tensor *out, attn_tensor *weights, const attn_tens
     const int64_t items = B * Hkv;
     int nt = attn__variant_threads(c->p, items);
     int failed = 0;
-    attn__variant_blas_single(1);
+    attn__blas_init(); /* OpenBLAS single-threaded inside our regions (core/threads.c) */
 #pragma omp parallel num_threads(nt)
     {
         size_t CK = ATTN__LIN_CHUNK;
@@ -198,7 +198,6 @@ int attn__variant_linear(attn_tensor *out, attn_tensor *weights, const attn_tens
         free(ob);
         free(phik);
     }
-    attn__variant_blas_single(0);
     if (failed) return attn_set_error(ATTN_E_NOMEM, "linear: out of memory");
     return ATTN_OK;
 }

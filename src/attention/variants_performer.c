@@ -183,7 +183,7 @@ int attn__variant_performer(attn_tensor *out, attn_tensor *weights, const attn_t
     const int64_t items = B * Hkv;
     int nt = attn__variant_threads(p, items);
     int failed = 0;
-    attn__variant_blas_single(1);
+    attn__blas_init(); /* OpenBLAS single-threaded inside our regions (core/threads.c) */
 #pragma omp parallel num_threads(nt)
     {
         attn__pf_buf fk, fq;
@@ -346,7 +346,6 @@ int attn__variant_performer(attn_tensor *out, attn_tensor *weights, const attn_t
         free(phik_all);
         free(wrow);
     }
-    attn__variant_blas_single(0);
     free(omega);
     if (failed) return attn_set_error(ATTN_E_NOMEM, "performer: out of memory");
     return ATTN_OK;

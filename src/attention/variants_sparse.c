@@ -172,7 +172,7 @@ int attn__variant_sparse(attn_tensor *out, attn_tensor *weights, const attn_tens
     const int64_t items = B * H * nchunk;
     int nt = attn__variant_threads(p, items);
     int failed = 0;
-    attn__variant_blas_single(1);
+    attn__blas_init(); /* OpenBLAS single-threaded inside our regions (core/threads.c) */
 #pragma omp parallel num_threads(nt)
     {
         attn__sp_ws ws;
@@ -202,7 +202,6 @@ int attn__variant_sparse(attn_tensor *out, attn_tensor *weights, const attn_tens
         }
         attn__sp_ws_free(&ws);
     }
-    attn__variant_blas_single(0);
     if (failed)
         return attn_set_error(ATTN_E_NOMEM, "%s: out of memory for the score tiles (Lk = %lld)", attn_variant_name(p->kind),
                               (long long)c->Lk);

@@ -12,6 +12,10 @@
         if (attn__rc < 0) return attn__rc; \
     } while (0)
 
+/* attn__blas_init: put OpenBLAS in single-thread mode once (see core/threads.c); called by
+ * attn_get_num_threads / attn_set_num_threads, so any path that asks for a thread count is covered. */
+void attn__blas_init(void);
+
 /* IEEE binary16 / bfloat16 <-> binary32 (exact for f16->f32 and bf16->f32; f32->bf16
  * rounds to nearest even, NaN stays NaN). */
 float attn__f16_to_f32(uint16_t h);

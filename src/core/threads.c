@@ -1,6 +1,8 @@
-/* Thread-count policy: attn's OpenMP regions use attn_get_num_threads(); OpenBLAS is
- * given the same count, and is called with one thread from inside attn's own parallel
- * regions (see attn__blas_threads_begin/end in core/internal.h). */
+/* Thread-count policy: every parallel loop in attn is an OpenMP region of
+ * attn_get_num_threads() threads, and OpenBLAS is always run with ONE thread (set once, before
+ * attn's first GEMM): large GEMMs are split across attn's own threads (attn_linear), the rest
+ * run inside attn's regions. Two thread pools that both spin-wait on 2 cores (libgomp's and
+ * OpenBLAS's pthreads) made 2 threads no faster than 1; one pool avoids oversubscription. */
 #include "attn_core.h"
 #include "core/internal.h"
 
@@ -8,9 +10,15 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#include <pthread.h>
 #include <unistd.h>
 
 static int attn__nthreads = 0;
+static pthread_once_t attn__blas_once = PTHREAD_ONCE_INIT;
+
+static void attn__blas_single(void) { openblas_set_num_threads(1); }
+
+void attn__blas_init(void) { pthread_once(&attn__blas_once, attn__blas_single); }
 
 static int attn__ncores(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -18,12 +26,13 @@ static int attn__ncores(void) {
 }
 
 int attn_set_num_threads(int n) {
+    attn__blas_init();
     attn__nthreads = n > 0 ? n : attn__ncores();
-    openblas_set_num_threads(attn__nthreads);
     return attn__nthreads;
 }
 
 int attn_get_num_threads(void) {
+    attn__blas_init();
     if (attn__nthreads <= 0) attn__nthreads = attn__ncores();
     return attn__nthreads;
 }

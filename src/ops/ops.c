@@ -80,11 +80,30 @@ int attn_linear(attn_tensor *out, const attn_tensor *x, const attn_tensor *w, co
     int64_t M = attn__rows(x);
     if (M == 0 || of == 0) return ATTN_OK;
     float *o = (float *)out->data;
+    const float *xp = (const float *)x->data, *wp = (const float *)w->data;
+    int nt = attn_get_num_threads(); /* also puts OpenBLAS in single-thread mode */
     if (in == 0) {
         memset(o, 0, sizeof(float) * (size_t)(M * of));
+    } else if (nt > 1 && (double)M * (double)of * (double)in >= 1e6) {
+        /* split the GEMM across attn's threads: by rows of x when there are enough, else by
+         * output features (rows of W); each piece is one single-threaded OpenBLAS call */
+        int by_rows = M >= 8 * nt;
+        int64_t total = by_rows ? M : of, chunk = (total + nt - 1) / nt;
+        if (!by_rows) chunk = (chunk + 15) / 16 * 16;
+#pragma omp parallel for num_threads(nt) schedule(static)
+        for (int t = 0; t < nt; t++) {
+            int64_t a = t * chunk, b = a + chunk < total ? a + chunk : total;
+            if (a >= b) continue;
+            if (by_rows)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(b - a), (int)of, (int)in, 1.0f, xp + a * in,
+                            (int)in, wp, (int)in, 0.0f, o + a * of, (int)of);
+            else
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)(b - a), (int)in, 1.0f, xp, (int)in,
+                            wp + a * in, (int)in, 0.0f, o + a, (int)of);
+        }
     } else {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)of, (int)in, 1.0f, (const float *)x->data,
-                    (int)in, (const float *)w->data, (int)in, 0.0f, o, (int)of);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)of, (int)in, 1.0f, xp, (int)in, wp, (int)in,
+                    0.0f, o, (int)of);
     }
     if (b) {
         const float *bb = (const float *)b->data;

@@ -168,6 +168,10 @@ void *attn_arena_alloc(attn_arena *a, size_t bytes);
 /* attn_arena_alloc_f32: n floats, zero-initialised. NULL on failure. */
 float *attn_arena_alloc_f32(attn_arena *a, size_t n);
 
+/* attn_arena_alloc_f32_uninit: n floats, NOT initialised (for buffers that are fully
+ * overwritten, e.g. GEMM outputs). NULL on failure (size overflow / out of memory). */
+float *attn_arena_alloc_f32_uninit(attn_arena *a, size_t n);
+
 /* attn_arena_mark / attn_arena_release: remember the current top and later free
  * everything allocated after the mark (blocks chained after it are freed). */
 attn_arena_mark attn_arena_get_mark(const attn_arena *a);

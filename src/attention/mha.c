@@ -118,8 +118,8 @@ int attn_mha_append_kv(attn_kv_cache *cache, const attn_tensor *x, const attn_mh
     if (L == 0) return ATTN_OK;
     attn_arena_mark m = attn_arena_get_mark(arena);
     int rc = ATTN_OK;
-    float *kb = attn_arena_alloc_f32(arena, (size_t)(B * L * Hkv * D));
-    float *vb = attn_arena_alloc_f32(arena, (size_t)(B * L * Hkv * D));
+    float *kb = attn_arena_alloc_f32_uninit(arena, (size_t)(B * L * Hkv * D));
+    float *vb = attn_arena_alloc_f32_uninit(arena, (size_t)(B * L * Hkv * D));
     if (!kb || !vb) {
         attn_arena_release(arena, m);
         return ATTN_E_NOMEM;
@@ -175,9 +175,9 @@ int attn_mha_attend(attn_tensor *out, attn_tensor *weights, const attn_tensor *x
                                   (long long)Lk);
     }
     attn_arena_mark m = attn_arena_get_mark(arena);
-    float *qb = attn_arena_alloc_f32(arena, (size_t)(B * Lq * H * D));
-    float *ob = attn_arena_alloc_f32(arena, (size_t)(B * Lq * H * D));
-    float *wb = avg ? attn_arena_alloc_f32(arena, (size_t)(B * H * Lq * (Lk > 0 ? Lk : 1))) : NULL;
+    float *qb = attn_arena_alloc_f32_uninit(arena, (size_t)(B * Lq * H * D));
+    float *ob = attn_arena_alloc_f32_uninit(arena, (size_t)(B * Lq * H * D));
+    float *wb = avg ? attn_arena_alloc_f32_uninit(arena, (size_t)(B * H * Lq * (Lk > 0 ? Lk : 1))) : NULL;
     if (!qb || !ob || (avg && !wb)) {
         attn_arena_release(arena, m);
         return ATTN_E_NOMEM;
@@ -238,8 +238,8 @@ int attn_mha_forward(attn_tensor *out, attn_tensor *weights, const attn_tensor *
     attn_kv_cache c;
     memset(&c, 0, sizeof c);
     size_t n = (size_t)(B * Hkv * (Lk > 0 ? Lk : 1) * D);
-    c.k = attn_arena_alloc_f32(arena, n);
-    c.v = attn_arena_alloc_f32(arena, n);
+    c.k = attn_arena_alloc_f32_uninit(arena, n);
+    c.v = attn_arena_alloc_f32_uninit(arena, n);
     if (!c.k || !c.v) {
         attn_arena_release(arena, m);
         return ATTN_E_NOMEM;

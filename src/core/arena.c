@@ -93,3 +93,11 @@ void attn_arena_reset(attn_arena *a) {
 }
 
 void attn_arena_free(attn_arena *a) { attn_arena_reset(a); }
+
+float *attn_arena_alloc_f32_uninit(attn_arena *a, size_t n) {
+    if (n > ((size_t)1 << 44)) {
+        attn_set_error(ATTN_E_NOMEM, "attn_arena_alloc_f32_uninit: %zu floats is too large", n);
+        return NULL;
+    }
+    return (float *)attn_arena_alloc(a, n * sizeof(float));
+}

@@ -38,7 +38,7 @@ typedef int (*attn__sublayer_fn)(attn_tensor *y, const attn_tensor *x, void *ctx
 static int attn__residual(attn_tensor *out, const attn_tensor *in, attn__sublayer_fn f, void *ctx, int norm_first,
                           const attn_tensor *g, const attn_tensor *b, float eps, attn_arena *arena) {
     attn_arena_mark m = attn_arena_get_mark(arena);
-    float *tb = attn_arena_alloc_f32(arena, (size_t)attn_tensor_numel(in) + 1);
+    float *tb = attn_arena_alloc_f32_uninit(arena, (size_t)attn_tensor_numel(in) + 1);
     if (!tb) return ATTN_E_NOMEM;
     attn_tensor tmp = *in;
     tmp.data = tb;
@@ -96,7 +96,7 @@ int attn_encoder_layer(attn_tensor *out, attn_tensor *attn_weights, const attn_t
     ATTN_TRY(attn__check_x(out, x, cfg->attn.d_model, "encoder_layer"));
     ATTN_TRY(attn_mha_check(&cfg->attn, &w->attn));
     attn_arena_mark m = attn_arena_get_mark(arena);
-    float *hb = attn_arena_alloc_f32(arena, (size_t)attn_tensor_numel(x) + 1);
+    float *hb = attn_arena_alloc_f32_uninit(arena, (size_t)attn_tensor_numel(x) + 1);
     if (!hb) return ATTN_E_NOMEM;
     attn_tensor h = *x;
     h.data = hb;
@@ -178,8 +178,8 @@ int attn_decoder_layer(attn_tensor *out, const attn_tensor *x, const attn_tensor
         if (enc->ndim != 3) rc = attn_set_error(ATTN_E_SHAPE, "decoder_layer: enc must be [B, Ls, E_enc]");
         if (rc == 0) {
             int64_t B = enc->shape[0], Ls = enc->shape[1] > 0 ? enc->shape[1] : 1;
-            cross_tmp.k = attn_arena_alloc_f32(arena, (size_t)(B * Hkv * Ls * D));
-            cross_tmp.v = attn_arena_alloc_f32(arena, (size_t)(B * Hkv * Ls * D));
+            cross_tmp.k = attn_arena_alloc_f32_uninit(arena, (size_t)(B * Hkv * Ls * D));
+            cross_tmp.v = attn_arena_alloc_f32_uninit(arena, (size_t)(B * Hkv * Ls * D));
             if (!cross_tmp.k || !cross_tmp.v) rc = ATTN_E_NOMEM;
             cross_tmp.batch = B;
             cross_tmp.n_kv_heads = Hkv;
@@ -189,8 +189,8 @@ int attn_decoder_layer(attn_tensor *out, const attn_tensor *x, const attn_tensor
         if (rc == 0) rc = attn_mha_append_kv(&cross_tmp, enc, cross_cfg, &w->cross_attn, arena);
         cross_cache = &cross_tmp;
     }
-    float *b1 = rc == 0 ? attn_arena_alloc_f32(arena, (size_t)attn_tensor_numel(x) + 1) : NULL;
-    float *b2 = rc == 0 ? attn_arena_alloc_f32(arena, (size_t)attn_tensor_numel(x) + 1) : NULL;
+    float *b1 = rc == 0 ? attn_arena_alloc_f32_uninit(arena, (size_t)attn_tensor_numel(x) + 1) : NULL;
+    float *b2 = rc == 0 ? attn_arena_alloc_f32_uninit(arena, (size_t)attn_tensor_numel(x) + 1) : NULL;
     if (rc == 0 && (!b1 || !b2)) rc = ATTN_E_NOMEM;
     attn_tensor h1 = *x, h2 = *x;
     h1.data = b1;

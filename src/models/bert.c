@@ -274,8 +274,8 @@ int attn_bert_forward(const attn_bert *m, float *last_hidden, attn_bert_extra *e
                                   (long long)lengths[b], (long long)L);
     int64_t E = c->d_model, H = c->n_heads;
     attn_arena_mark mk = attn_arena_get_mark(arena);
-    float *x = attn_arena_alloc_f32(arena, (size_t)(B * L * E));
-    float *y = attn_arena_alloc_f32(arena, (size_t)(B * L * E));
+    float *x = attn_arena_alloc_f32_uninit(arena, (size_t)(B * L * E));
+    float *y = attn_arena_alloc_f32_uninit(arena, (size_t)(B * L * E));
     if (!x || !y) {
         attn_arena_release(arena, mk);
         return ATTN_E_NOMEM;
@@ -382,7 +382,7 @@ int attn_bert_embed(const attn_bert *m, float *out, const char *const *texts, in
         attn_arena_mark mk = attn_arena_get_mark(&arena);
         int32_t *bid = (int32_t *)attn_arena_alloc(&arena, sizeof(int32_t) * (size_t)(B * L));
         int64_t *blen = (int64_t *)attn_arena_alloc(&arena, sizeof(int64_t) * (size_t)B);
-        float *h = attn_arena_alloc_f32(&arena, (size_t)(B * L * E));
+        float *h = attn_arena_alloc_f32_uninit(&arena, (size_t)(B * L * E));
         if (!bid || !blen || !h) {
             rc = ATTN_E_NOMEM;
             break;

@@ -423,6 +423,29 @@ static void test_errors(void) {
     qn[5] = NAN;
     attn_tensor qq = attn_tensor_f32_4d(qn, 1, 2, 2, 4);
     CHECK_ERR(attn_sdpa(&o, NULL, &qq, &k, &v, NULL), ATTN_E_RANGE);
+    /* non-finite k / v through the default (fused) path: named in the error */
+    float kn[16] = {0}, vn[16] = {0};
+    kn[9] = INFINITY;
+    attn_tensor kk = attn_tensor_f32_4d(kn, 1, 2, 2, 4), vv = attn_tensor_f32_4d(vn, 1, 2, 2, 4);
+    CHECK_ERR(attn_sdpa(&o, NULL, &q, &kk, &v, NULL), ATTN_E_RANGE);
+    CHECK(strstr(attn_last_error(), "k[0, 1, 0, 1]") != NULL, "inf in k is named: %s", attn_last_error());
+    vn[14] = NAN;
+    CHECK_ERR(attn_sdpa(&o, NULL, &q, &k, &vv, NULL), ATTN_E_RANGE);
+    CHECK(strstr(attn_last_error(), "v[0, 1, 1, 2]") != NULL, "NaN in v is named: %s", attn_last_error());
+    attn_sdpa_params pr = attn_sdpa_params_default();
+    pr.impl = ATTN_IMPL_REFERENCE;
+    CHECK_ERR(attn_sdpa(&o, NULL, &q, &k, &vv, &pr), ATTN_E_RANGE);
+    /* scores beyond float32 range: the fused path reports the overflow instead of returning NaN;
+     * the float64 reference computes them */
+    float qb[4] = {1e20f, 0, 0, 0}, kb[8] = {1e20f, 0, 0, 0, 0, 0, 0, 0}, vb[8] = {1, 2, 3, 4, 5, 6, 7, 8}, ob[4];
+    attn_tensor tq1 = attn_tensor_f32_4d(qb, 1, 1, 1, 4), tk1 = attn_tensor_f32_4d(kb, 1, 1, 2, 4);
+    attn_tensor tv1 = attn_tensor_f32_4d(vb, 1, 1, 2, 4), to1 = attn_tensor_f32_4d(ob, 1, 1, 1, 4);
+    attn_sdpa_params pf = attn_sdpa_params_default();
+    pf.impl = ATTN_IMPL_FUSED;
+    CHECK_ERR(attn_sdpa(&to1, NULL, &tq1, &tk1, &tv1, &pf), ATTN_E_RANGE);
+    CHECK(strstr(attn_last_error(), "overflow") != NULL, "overflow is reported: %s", attn_last_error());
+    CHECK_OK(attn_sdpa(&to1, NULL, &tq1, &tk1, &tv1, &pr));
+    CHECK(ob[0] == 1.0f && ob[3] == 4.0f, "reference: the huge score takes all the weight");
     CHECK(strcmp(attn_status_str(ATTN_E_SHAPE), "shape mismatch") == 0, "status strings");
 }
 

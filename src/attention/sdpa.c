@@ -113,6 +113,34 @@ int attn__sdpa_mask_view(attn__mask_view *mv, const attn_tensor *mask, int64_t B
 int attn_sdpa_check(const attn_tensor *out, const attn_tensor *weights, const attn_tensor *q,
                     const attn_tensor *k, const attn_tensor *v, const attn_sdpa_params *p, int64_t *pB,
                     int64_t *pH, int64_t *pHkv, int64_t *pLq, int64_t *pLk, int64_t *pD, int64_t *pDv) {
+    return attn__sdpa_check_ex(out, weights, q, k, v, p, 1, pB, pH, pHkv, pLq, pLk, pD, pDv);
+}
+
+int attn__sdpa_post_check(const attn_tensor *out, const attn_tensor *weights, const attn_tensor *q,
+                          const attn_tensor *k, const attn_tensor *v) {
+    const attn_tensor *res[2] = {out, weights};
+    for (int r = 0; r < 2; r++) {
+        const attn_tensor *t = res[r];
+        if (!t) continue;
+        for (int64_t a = 0; a < t->shape[0]; a++)
+            for (int64_t b = 0; b < t->shape[1]; b++)
+                for (int64_t c = 0; c < t->shape[2]; c++)
+                    if (attn__any_nonfinite(attn__f32_at4(t, a, b, c, 0), t->shape[3], t->stride[3])) {
+                        /* name the input responsible, if any */
+                        ATTN_TRY(attn__check_finite(q, "q"));
+                        ATTN_TRY(attn__check_finite(k, "k"));
+                        ATTN_TRY(attn__check_finite(v, "v"));
+                        return attn_set_error(ATTN_E_RANGE,
+                                              "sdpa: the result overflowed float32 (scores or values too large); out is undefined");
+                    }
+    }
+    return ATTN_OK;
+}
+
+int attn__sdpa_check_ex(const attn_tensor *out, const attn_tensor *weights, const attn_tensor *q,
+                        const attn_tensor *k, const attn_tensor *v, const attn_sdpa_params *p, int scan_inputs,
+                        int64_t *pB, int64_t *pH, int64_t *pHkv, int64_t *pLq, int64_t *pLk, int64_t *pD,
+                        int64_t *pDv) {
     if (!q || !k || !v || !out) return attn_set_error(ATTN_E_INVALID, "sdpa: q, k, v and out must not be NULL");
     ATTN_TRY(attn__check_f32_4d(q, "q"));
     ATTN_TRY(attn__check_f32_4d(k, "k"));
@@ -160,9 +188,11 @@ int attn_sdpa_check(const attn_tensor *out, const attn_tensor *weights, const at
         attn__mask_view mv;
         ATTN_TRY(attn__sdpa_mask_view(&mv, p->mask, B, H, Lq, Lk));
     }
-    ATTN_TRY(attn__check_finite(q, "q"));
-    ATTN_TRY(attn__check_finite(k, "k"));
-    ATTN_TRY(attn__check_finite(v, "v"));
+    if (scan_inputs) {
+        ATTN_TRY(attn__check_finite(q, "q"));
+        ATTN_TRY(attn__check_finite(k, "k"));
+        if (scan_inputs == 1) ATTN_TRY(attn__check_finite(v, "v"));
+    }
     if (pB) *pB = B;
     if (pH) *pH = H;
     if (pHkv) *pHkv = Hkv;

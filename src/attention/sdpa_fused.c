@@ -735,7 +735,7 @@ int attn__sdpa_fused_ex(attn_tensor *out, attn_tensor *weights, const attn_tenso
                         const attn_tensor *v, const attn_sdpa_params *p, const attn__fused_opts *opts) {
     attn__fctx c;
     memset(&c, 0, sizeof c);
-    ATTN_TRY(attn_sdpa_check(out, weights, q, k, v, p, &c.B, &c.H, &c.Hkv, &c.Lq, &c.Lk, &c.D, &c.Dv));
+    ATTN_TRY(attn__sdpa_check_ex(out, weights, q, k, v, p, 2, &c.B, &c.H, &c.Hkv, &c.Lq, &c.Lk, &c.D, &c.Dv));
     ATTN_TRY(attn__sdpa_mask_view(&c.mv, p ? p->mask : NULL, c.B, c.H, c.Lq, c.Lk));
     attn__fused_opts o = opts ? *opts : attn__fused_opts_default();
     const int path = attn__fused_resolve_path(o.path);
@@ -820,7 +820,7 @@ int attn__sdpa_fused_ex(attn_tensor *out, attn_tensor *weights, const attn_tenso
     }
     free(c.partial);
     free(scratch);
-    return ATTN_OK;
+    return attn__sdpa_post_check(out, weights, q, k, v);
 }
 
 int attn__sdpa_fused(attn_tensor *out, attn_tensor *weights, const attn_tensor *q, const attn_tensor *k,

@@ -36,45 +36,18 @@ static const char *fx(const char *name) {
     return buf[k];
 }
 
-static void slurp(const char *path, char *buf, size_t cap) {
-    buf[0] = '\0';
-    FILE *f = fopen(path, "rb");
-    if (!f) return;
-    size_t n = fread(buf, 1, cap - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-}
-
 /* Run attn with the given arguments (NULL-terminated); returns the exit code, or -1 if
  * it could not be started, or 128 + signal if it crashed. stdout/stderr land in
  * out_text/err_text. */
 static int run_attn(const char *first, ...) {
-    char *argv[64];
+    const char *args[64];
     int n = 0;
-    argv[n++] = (char *)attn_bin;
     va_list ap;
     va_start(ap, first);
-    for (const char *a = first; a && n < 63; a = va_arg(ap, const char *)) argv[n++] = (char *)a;
+    for (const char *a = first; a && n < 63; a = va_arg(ap, const char *)) args[n++] = a;
     va_end(ap);
-    argv[n] = NULL;
-
-    char op[512], ep[512];
-    snprintf(op, sizeof op, "%s/stdout.txt", tmpdir);
-    snprintf(ep, sizeof ep, "%s/stderr.txt", tmpdir);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, op, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, ep, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid;
-    int rc = posix_spawn(&pid, attn_bin, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) return -1;
-    int st;
-    if (waitpid(pid, &st, 0) < 0) return -1;
-    slurp(op, out_text, sizeof out_text);
-    slurp(ep, err_text, sizeof err_text);
-    if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    args[n] = NULL;
+    return attn_test_run(attn_bin, tmpdir, out_text, sizeof out_text, err_text, sizeof err_text, args);
 }
 
 /* exit code `code` and stderr starting with "attn: error:" and containing `needle` */
@@ -320,12 +293,12 @@ static void test_pe(void) {
     rc = run_attn("pe", "--d-model", "16", "--len", "10", "-o", tmp_path("pe.png"), (const char *)NULL);
     CHECK(rc == 0, "attn pe png: exit %d: %s", rc, err_text);
     char buf[64];
-    slurp(tmp_path("pe.png"), buf, sizeof buf);
+    attn_test_read_file(tmp_path("pe.png"), buf, sizeof buf);
     CHECK(memcmp(buf, "\x89PNG\r\n\x1a\n", 8) == 0, "pe.png has the PNG signature");
     rc = run_attn("pe", "--d-model", "7", "--len", "4", "--format", "svg", "-o", tmp_path("pe.out"),
                   (const char *)NULL);
     CHECK(rc == 0, "attn pe svg: exit %d: %s", rc, err_text);
-    slurp(tmp_path("pe.out"), buf, sizeof buf);
+    attn_test_read_file(tmp_path("pe.out"), buf, sizeof buf);
     CHECK(strncmp(buf, "<?xml", 5) == 0, "pe svg starts with <?xml");
     /* errors */
     EXPECT_FAIL(2, "format", "unknown extension", "pe", "--d-model", "4", "--len", "2", "-o", tmp_path("pe.txt"));
@@ -338,14 +311,7 @@ static void test_pe(void) {
 
 int main(void) {
     attn_test_name = "cli";
-    /* $ATTN_BIN, else $ATTN_BUILD/attn (set by tests/run_tests.sh), else build/attn */
-    static char binbuf[512];
-    attn_bin = getenv("ATTN_BIN");
-    if (!attn_bin || !*attn_bin) {
-        const char *b = getenv("ATTN_BUILD");
-        snprintf(binbuf, sizeof binbuf, "%s/attn", b && *b ? b : "build");
-        attn_bin = binbuf;
-    }
+    attn_bin = attn_test_cli_path(); /* $ATTN_BIN, else $ATTN_BUILD/attn, else build/attn */
     snprintf(tmpdir, sizeof tmpdir, "/tmp/attn_test_cli_XXXXXX");
     if (!mkdtemp(tmpdir)) {
         CHECK(0, "mkdtemp failed");

@@ -909,36 +909,14 @@ static const char *tmp_path(const char *name) {
 }
 
 static int run_attn(const char *first, ...) {
-    char *argv[64];
+    const char *args[64];
     int n = 0;
-    argv[n++] = (char *)attn_bin;
     va_list ap;
     va_start(ap, first);
-    for (const char *a = first; a && n < 63; a = va_arg(ap, const char *)) argv[n++] = (char *)a;
+    for (const char *a = first; a && n < 63; a = va_arg(ap, const char *)) args[n++] = a;
     va_end(ap);
-    argv[n] = NULL;
-    char op[512], ep[512];
-    snprintf(op, sizeof op, "%s/stdout.txt", tmpdir);
-    snprintf(ep, sizeof ep, "%s/stderr.txt", tmpdir);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, op, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, ep, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid;
-    int rc = posix_spawn(&pid, attn_bin, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) return -1;
-    int st;
-    if (waitpid(pid, &st, 0) < 0) return -1;
-    err_text[0] = 0;
-    FILE *f = fopen(ep, "rb");
-    if (f) {
-        size_t m = fread(err_text, 1, sizeof err_text - 1, f);
-        err_text[m] = 0;
-        fclose(f);
-    }
-    if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    args[n] = NULL;
+    return attn_test_run(attn_bin, tmpdir, NULL, 0, err_text, sizeof err_text, args);
 }
 
 #define EXPECT_CLI(code, needle, what, ...)                                                                \
@@ -950,13 +928,7 @@ static int run_attn(const char *first, ...) {
     } while (0)
 
 static void test_cli(void) {
-    static char binbuf[512];
-    attn_bin = getenv("ATTN_BIN");
-    if (!attn_bin || !*attn_bin) {
-        const char *b = getenv("ATTN_BUILD");
-        snprintf(binbuf, sizeof binbuf, "%s/attn", b && *b ? b : "build");
-        attn_bin = binbuf;
-    }
+    attn_bin = attn_test_cli_path();
     if (access(attn_bin, X_OK) != 0) {
         CHECK(0, "%s is not an executable (set ATTN_BIN)", attn_bin);
         return;

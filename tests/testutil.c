@@ -1,9 +1,16 @@
 #include "testutil.h"
 #include "attn_core.h"
 
+#include <fcntl.h>
 #include <math.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
 
 int attn_test_passed = 0, attn_test_failed = 0;
 const char *attn_test_name = "test";
@@ -76,5 +83,50 @@ const char *attn_test_fixture(const char *name) {
     static _Thread_local char buf[1024];
     const char *dir = getenv("ATTN_FIXTURES");
     snprintf(buf, sizeof buf, "%s/%s", dir ? dir : "tests/fixtures", name);
+    return buf;
+}
+
+void attn_test_read_file(const char *path, char *buf, size_t cap) {
+    if (!buf || cap == 0) return;
+    buf[0] = '\0';
+    FILE *f = fopen(path, "rb");
+    if (!f) return;
+    size_t n = fread(buf, 1, cap - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+}
+
+int attn_test_run(const char *bin, const char *dir, char *out, size_t out_cap, char *err, size_t err_cap,
+                  const char *const *args) {
+    char *argv[128];
+    int n = 0;
+    argv[n++] = (char *)bin;
+    for (; args && args[n - 1] && n < 127; n++) argv[n] = (char *)args[n - 1];
+    argv[n] = NULL;
+    char op[1024], ep[1024];
+    snprintf(op, sizeof op, "%s/stdout.txt", dir);
+    snprintf(ep, sizeof ep, "%s/stderr.txt", dir);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, op, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, ep, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid;
+    int rc = posix_spawn(&pid, bin, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) return -1;
+    int st;
+    if (waitpid(pid, &st, 0) < 0) return -1;
+    attn_test_read_file(op, out, out_cap);
+    attn_test_read_file(ep, err, err_cap);
+    if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+const char *attn_test_cli_path(void) {
+    static char buf[1024];
+    const char *b = getenv("ATTN_BIN");
+    if (b && *b) return b;
+    const char *d = getenv("ATTN_BUILD");
+    snprintf(buf, sizeof buf, "%s/attn", d && *d ? d : "build");
     return buf;
 }

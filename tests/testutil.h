@@ -23,6 +23,17 @@ double attn_test_max_abs(const float *a, size_t n);
 int attn_test_has_nonfinite(const float *a, size_t n);
 /* Deterministic uniform floats in [lo, hi) (xorshift64*; seed != 0). */
 void attn_test_fill_uniform(float *x, size_t n, float lo, float hi, uint64_t *seed);
+/* Run the program `bin` with arguments args (NULL-terminated, argv[0] excluded); stdout and
+ * stderr go through files in dir and are copied (NUL-terminated, truncated to cap) into out
+ * and err (either may be NULL). Returns the exit code, 128 + signal when it crashed, or -1
+ * when it could not be started. */
+int attn_test_run(const char *bin, const char *dir, char *out, size_t out_cap, char *err, size_t err_cap,
+                  const char *const *args);
+/* Read up to cap-1 bytes of the file at path into buf and NUL-terminate ("" if unreadable). */
+void attn_test_read_file(const char *path, char *buf, size_t cap);
+/* The CLI under test: $ATTN_BIN, else $ATTN_BUILD/attn, else build/attn. */
+const char *attn_test_cli_path(void);
+
 /* Path of a fixture under tests/fixtures (the suite runs from the repository root). */
 const char *attn_test_fixture(const char *name);
 

@@ -7,14 +7,11 @@
 
 #include <fcntl.h>
 #include <math.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ;
 
 static char tmpdir[256];
 static const char *attn_bin;

@@ -20,14 +20,11 @@
 #include <fcntl.h>
 #include <float.h>
 #include <math.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ;
 
 static uint64_t seed = 0x1234567887654321ULL;
 

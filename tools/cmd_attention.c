@@ -23,7 +23,9 @@ static void usage(FILE *f) {
             "                  of panels, layers x heads), html (one self-contained page where layer\n"
             "                  and head are chosen interactively), or npy (float32 [layers?, heads?, L, L]\n"
             "                  keeping the dims that hold more than one choice). Default: from FILE.\n"
-            "  --threads N     worker threads\n");
+            "  --threads N     worker threads\n"
+            "Texts longer than the model's maximum (256 word pieces for all-MiniLM-L6-v2) are truncated,\n"
+            "as sentence-transformers does; a note on stderr says so.\n");
 }
 
 enum { F_NONE, F_PNG, F_SVG, F_HTML, F_NPY };
@@ -66,7 +68,7 @@ int cmd_attention(int argc, char **argv) {
             if (r < 0) return CLI_USAGE;
             fmt_s = val;
         } else if ((r = cli_opt(&a, NULL, "--threads", &val))) {
-            if (r < 0 || cli_parse_i64("attention", "--threads", val, 1, 1024, &threads) != CLI_OK) return CLI_USAGE;
+            if (r < 0 || cli_parse_i64("attention", "--threads", val, 1, 4096, &threads) != CLI_OK) return CLI_USAGE;
         } else if (a.argv[a.i][0] == '-' && a.argv[a.i][1] != 0) {
             return cli_unknown(&a);
         } else {
@@ -74,7 +76,7 @@ int cmd_attention(int argc, char **argv) {
             text = a.argv[a.i++];
         }
     }
-    if (!model) return cli_usage_error("attention", "--model DIR is required");
+    if (!model || !*model) return cli_usage_error("attention", "--model DIR is required");
     if (!text) return cli_usage_error("attention", "TEXT is required");
     if (!outp) return cli_usage_error("attention", "-o FILE is required");
     int fmt = F_NONE;
@@ -118,6 +120,11 @@ int cmd_attention(int argc, char **argv) {
         rc = cli_lib_error("tokenizing");
         goto done;
     }
+    if (L == c->max_seq_len) {
+        int64_t full = 0;
+        if (attn_tokenizer_encode(tok, text, strlen(text), 1, 0, NULL, &full, 0, NULL) < 0 || full > L)
+            fprintf(stderr, "attn: note: the text was truncated to the model's %lld word pieces\n", (long long)L);
+    }
     att = (float *)malloc(sizeof(float) * (size_t)(NL * H * L * L));
     hid = (float *)malloc(sizeof(float) * (size_t)(L * E));
     if (!att || !hid) {
@@ -140,7 +147,7 @@ int cmd_attention(int argc, char **argv) {
     if (fmt == F_HTML) {
         attn_tensor all = attn_tensor_f32_4d(att, NL, H, L, L);
         snprintf(title, sizeof title, "Attention weights: %.180s", text);
-        if (attn_attention_html(outp, &all, tokens, title) < 0) rc = cli_lib_error(outp);
+        if (attn_attention_html(outp, &all, tokens, title, lsel, hsel >= 0 ? hsel : -1) < 0) rc = cli_lib_error(NULL);
         free(tokens);
         goto done;
     }
@@ -182,7 +189,7 @@ int cmd_attention(int argc, char **argv) {
         shape[nd++] = L;
         attn_tensor t;
         attn_tensor_make(&t, sel, ATTN_F32, nd, shape);
-        if (attn_npy_save(outp, &t) < 0) rc = cli_lib_error(outp);
+        if (attn_npy_save(outp, &t) < 0) rc = cli_lib_error(NULL);
     } else {
         attn_heatmap_opts o = attn_heatmap_opts_default();
         o.row_labels = tokens;
@@ -203,7 +210,7 @@ int cmd_attention(int argc, char **argv) {
             r = fmt == F_PNG ? attn_heatmap_grid_png(outp, &t, 0, (const char *const *)caps, &o)
                              : attn_heatmap_grid_svg(outp, &t, 0, (const char *const *)caps, &o);
         }
-        if (r < 0) rc = cli_lib_error(outp);
+        if (r < 0) rc = cli_lib_error(NULL);
     }
     free(tokens);
 done:

@@ -16,7 +16,9 @@ static void usage(FILE *f) {
             "\n"
             "Sentence embeddings as sentence-transformers computes them (tokenize, BERT encoder,\n"
             "mean pooling over real tokens, L2 normalisation when the model has it).\n"
-            "Without TEXT arguments, reads one sentence per line from standard input.\n"
+            "Without TEXT arguments, reads one sentence per line from standard input (a blank line is an\n"
+            "empty sentence). Texts longer than the model's maximum are truncated (256 word pieces for\n"
+            "all-MiniLM-L6-v2), as sentence-transformers does.\n"
             "\n"
             "Options:\n"
             "  --model DIR        model directory (config.json, model.safetensors, tokenizer.json, ...)\n"
@@ -64,7 +66,7 @@ int cmd_embed(int argc, char **argv) {
         } else if ((r = cli_opt(&a, NULL, "--batch", &val))) {
             if (r < 0 || cli_parse_i64("embed", "--batch", val, 1, 4096, &batch) != CLI_OK) goto usage_err;
         } else if ((r = cli_opt(&a, NULL, "--threads", &val))) {
-            if (r < 0 || cli_parse_i64("embed", "--threads", val, 1, 1024, &threads) != CLI_OK) goto usage_err;
+            if (r < 0 || cli_parse_i64("embed", "--threads", val, 1, 4096, &threads) != CLI_OK) goto usage_err;
         } else if (a.argv[a.i][0] == '-' && a.argv[a.i][1] != 0) {
             cli_texts_free(&texts);
             return cli_unknown(&a);
@@ -76,7 +78,7 @@ int cmd_embed(int argc, char **argv) {
             a.i++;
         }
     }
-    if (!model) {
+    if (!model || !*model) {
         cli_texts_free(&texts);
         return cli_usage_error("embed", "--model DIR is required");
     }
@@ -105,7 +107,7 @@ int cmd_embed(int argc, char **argv) {
     }
     if (outp) {
         attn_tensor t = attn_tensor_f32_2d(emb, texts.n, E);
-        if (attn_npy_save(outp, &t) < 0) rc = cli_lib_error(outp);
+        if (attn_npy_save(outp, &t) < 0) rc = cli_lib_error(NULL);
     } else {
         for (int64_t i = 0; i < texts.n; i++) {
             putchar('[');

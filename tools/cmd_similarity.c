@@ -32,7 +32,7 @@ int cmd_similarity(int argc, char **argv) {
             if (r < 0) goto usage_err;
             model = val;
         } else if ((r = cli_opt(&a, NULL, "--threads", &val))) {
-            if (r < 0 || cli_parse_i64("similarity", "--threads", val, 1, 1024, &threads) != CLI_OK) goto usage_err;
+            if (r < 0 || cli_parse_i64("similarity", "--threads", val, 1, 4096, &threads) != CLI_OK) goto usage_err;
         } else if (a.argv[a.i][0] == '-' && a.argv[a.i][1] != 0) {
             cli_texts_free(&texts);
             return cli_unknown(&a);
@@ -43,7 +43,7 @@ int cmd_similarity(int argc, char **argv) {
             }
         }
     }
-    if (!model) {
+    if (!model || !*model) {
         cli_texts_free(&texts);
         return cli_usage_error("similarity", "--model DIR is required");
     }
@@ -87,6 +87,7 @@ int cmd_similarity(int argc, char **argv) {
             putchar('\n');
         }
     }
+    if (rc == CLI_OK && fflush(stdout) != 0) rc = cli_error("writing standard output failed");
     free(emb);
     attn_bert_free(m);
     cli_texts_free(&texts);

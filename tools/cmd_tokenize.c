@@ -40,13 +40,13 @@ int cmd_tokenize(int argc, char **argv) {
             text = a.argv[a.i++];
         }
     }
-    if (!model) return cli_usage_error("tokenize", "--model DIR is required");
+    if (!model || !*model) return cli_usage_error("tokenize", "--model DIR is required");
     if (!text) return cli_usage_error("tokenize", "TEXT is required");
     char path[4096];
     if (cli_ends_with(model, ".json")) snprintf(path, sizeof path, "%s", model);
     else snprintf(path, sizeof path, "%s/tokenizer.json", model);
     attn_tokenizer *tok = NULL;
-    if (attn_tokenizer_load_json(&tok, path) < 0) return cli_lib_error(path);
+    if (attn_tokenizer_load_json(&tok, path) < 0) return cli_lib_error(NULL);
     int64_t n = 0;
     int rc = attn_tokenizer_encode(tok, text, strlen(text), special, max_len, NULL, &n, 0, NULL);
     int32_t *ids = NULL;
@@ -62,6 +62,7 @@ int cmd_tokenize(int argc, char **argv) {
         for (int64_t i = 0; i < n; i++)
             printf("%5lld %7d  %s\n", (long long)i, ids[i], attn_tokenizer_id_to_token(tok, ids[i]));
         printf("%lld tokens\n", (long long)n);
+        if (fflush(stdout) != 0) out = cli_error("writing standard output failed");
     }
     free(ids);
     attn_tokenizer_free(tok);

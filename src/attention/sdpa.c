@@ -42,6 +42,7 @@ static int attn__any_nonfinite(const float *p, int64_t n, int64_t s) {
 
 /* Scan a float32 4-D view for NaN / inf (a vectorised pass per row); report the first index. */
 static int attn__check_finite(const attn_tensor *t, const char *name) {
+    if (attn_tensor_numel(t) == 0) return ATTN_OK; /* also avoids looping over huge zero-size shapes */
     for (int64_t a = 0; a < t->shape[0]; a++)
         for (int64_t b = 0; b < t->shape[1]; b++)
             for (int64_t c = 0; c < t->shape[2]; c++) {
@@ -92,7 +93,7 @@ int attn__sdpa_mask_view(attn__mask_view *mv, const attn_tensor *mask, int64_t B
     mv->data = mask->data;
     mv->is_bool = mask->dtype == ATTN_BOOL;
     mv->present = 1;
-    if (!mv->is_bool) { /* reject NaN and +inf in the additive mask */
+    if (!mv->is_bool && attn_tensor_numel(mask) > 0) { /* reject NaN and +inf in the additive mask */
         for (int64_t a = 0; a < B; a++)
             for (int64_t b = 0; b < (mv->stride[1] ? H : 1); b++)
                 for (int64_t c = 0; c < (mv->stride[2] ? Lq : 1); c++)
@@ -121,7 +122,7 @@ int attn__sdpa_post_check(const attn_tensor *out, const attn_tensor *weights, co
     const attn_tensor *res[2] = {out, weights};
     for (int r = 0; r < 2; r++) {
         const attn_tensor *t = res[r];
-        if (!t) continue;
+        if (!t || attn_tensor_numel(t) == 0) continue;
         for (int64_t a = 0; a < t->shape[0]; a++)
             for (int64_t b = 0; b < t->shape[1]; b++)
                 for (int64_t c = 0; c < t->shape[2]; c++)

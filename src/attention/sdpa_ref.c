@@ -21,7 +21,7 @@ int attn_sdpa_reference(attn_tensor *out, attn_tensor *weights, const attn_tenso
     const int64_t group = Hkv > 0 ? H / Hkv : 1;
     int nt = (p && p->n_threads > 0) ? p->n_threads : attn_get_num_threads();
     const int64_t rows = B * H * Lq;
-    if (rows == 0) return ATTN_OK;
+    if (rows == 0 || (Dv == 0 && !weights)) return ATTN_OK; /* nothing to write (zero-size output) */
     if (nt > rows) nt = (int)rows;
     if (nt < 1) nt = 1;
 

@@ -482,7 +482,7 @@ int attn_variant_attention(attn_tensor *out, attn_tensor *weights, const attn_te
     int64_t B, H, Hkv, Lq, Lk, D, Dv;
     ATTN_TRY(attn_variant_check(out, weights, q, k, v, p, &B, &H, &Hkv, &Lq, &Lk, &D, &Dv));
     if (p->kind == ATTN_VARIANT_EXACT) return attn__variant_exact(out, weights, q, k, v, p);
-    if (B * H * Lq == 0) return ATTN_OK;
+    if (B * H * Lq == 0 || (Dv == 0 && !weights)) return ATTN_OK; /* nothing to write */
     attn__vctx c;
     ATTN_TRY(attn__vctx_init(&c, p, B, H, Hkv, Lq, Lk, D, Dv));
     int rc;

@@ -29,11 +29,16 @@ const char *attn_dtype_name(attn_dtype dt) {
     }
 }
 
+/* Row-major strides. For a zero-size tensor whose other extents multiply past int64 (a
+ * NumPy file may say (2**40, 4, 0, 2**62)), the strides that would overflow are set to 0:
+ * no element is ever addressed. */
 static void attn__contig_strides(attn_tensor *t) {
     int64_t s = 1;
     for (int i = t->ndim - 1; i >= 0; i--) {
         t->stride[i] = s;
-        s *= t->shape[i] > 0 ? t->shape[i] : 1;
+        int64_t e = t->shape[i] > 0 ? t->shape[i] : 1, ns;
+        if (__builtin_mul_overflow(s, e, &ns)) ns = 0;
+        s = ns;
     }
 }
 
@@ -55,6 +60,14 @@ int attn_tensor_make(attn_tensor *out, void *data, attn_dtype dtype, int ndim,
                                   i, (long long)shape[i]);
         out->shape[i] = shape[i];
     }
+    int64_t n = 1;
+    int zero = 0, overflow = 0;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] == 0) zero = 1;
+        else if (__builtin_mul_overflow(n, shape[i], &n)) overflow = 1;
+    }
+    if (overflow && !zero)
+        return attn_set_error(ATTN_E_INVALID, "attn_tensor_make: the number of elements overflows int64");
     attn__contig_strides(out);
     return ATTN_OK;
 }

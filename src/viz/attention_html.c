@@ -2,6 +2,7 @@
 #include "attn_viz_html.h"
 #include "core/internal.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -36,7 +37,7 @@ static const char *attn__viewer_js =
     "const ls=document.getElementById('layer'),hs=document.getElementById('head');\n"
     "for(let l=0;l<NL;l++)ls.add(new Option('layer '+l,l));\n"
     "hs.add(new Option('mean of heads','mean'));for(let h=0;h<NH;h++)hs.add(new Option('head '+h,h));\n"
-    "ls.value=NL-1;hs.value='mean';\n"
+    "ls.value=(IL>=0&&IL<NL)?IL:NL-1;hs.value=(IH>=0&&IH<NH)?String(IH):'mean';\n"
     "function mat(){const l=+ls.value,h=hs.value;if(h!=='mean')return W[l][+h];\n"
     " const m=[];for(let i=0;i<L;i++){m.push(new Array(L).fill(0));for(let k=0;k<NH;k++)for(let j=0;j<L;j++)m[i][j]+=W[l][k][i][j]/NH;}return m;}\n"
     "const V=[[68,1,84],[72,40,120],[62,74,137],[49,104,142],[38,130,142],[31,158,137],[53,183,121],[109,205,89],[180,222,44],[253,231,37]];\n"
@@ -44,7 +45,7 @@ static const char *attn__viewer_js =
     " return 'rgb('+[0,1,2].map(c=>Math.round(V[i][c]+(V[i+1][c]-V[i][c])*f)).join(',')+')';}\n"
     "const cv=document.getElementById('heat'),cx=cv.getContext('2d'),info=document.getElementById('info');\n"
     "const cell=Math.max(8,Math.min(36,Math.floor(560/L))),pad=8;let lab=0;\n"
-    "function draw(){const m=mat();cx.font='12px sans-serif';lab=Math.max(...T.map(t=>cx.measureText(t).width))+pad;\n"
+    "function draw(){const m=mat();cx.font='12px sans-serif';lab=Math.ceil(Math.max(...T.map(t=>cx.measureText(t).width))+pad);\n"
     " cv.width=lab+L*cell+90;cv.height=lab+L*cell+10;cx.font='12px sans-serif';cx.fillStyle='#fff';cx.fillRect(0,0,cv.width,cv.height);\n"
     " let mx=0;for(const r of m)for(const v of r)mx=Math.max(mx,v);if(mx<=0)mx=1;\n"
     " for(let i=0;i<L;i++)for(let j=0;j<L;j++){cx.fillStyle=col(m[i][j]/mx);cx.fillRect(lab+j*cell,lab+i*cell,cell,cell);}\n"
@@ -70,7 +71,8 @@ static const char *attn__viewer_js =
     "lv.onmouseleave=()=>drawLines(mat(),-1);\n"
     "ls.onchange=draw;hs.onchange=draw;draw();\n";
 
-int attn_attention_html(const char *path, const attn_tensor *w, const char *const *tokens, const char *title) {
+int attn_attention_html(const char *path, const attn_tensor *w, const char *const *tokens, const char *title,
+                        int64_t init_layer, int64_t init_head) {
     if (!path || !w || !tokens) return attn_set_error(ATTN_E_INVALID, "attention_html: NULL argument");
     if (w->dtype != ATTN_F32) return attn_set_error(ATTN_E_DTYPE, "attention_html: weights must be float32");
     if (w->ndim != 4 || w->shape[2] != w->shape[3])
@@ -85,7 +87,7 @@ int attn_attention_html(const char *path, const attn_tensor *w, const char *cons
                         return attn_set_error(ATTN_E_RANGE, "attention_html: weight [%lld, %lld, %lld, %lld] is not finite",
                                               (long long)a, (long long)b, (long long)i, (long long)j);
     FILE *f = fopen(path, "w");
-    if (!f) return attn_set_error(ATTN_E_IO, "attention_html: cannot write %s", path);
+    if (!f) return attn_set_error(ATTN_E_IO, "%s: cannot write HTML: %s", path, strerror(errno));
     fputs("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>", f);
     attn__html_text(f, title ? title : "attention");
     fputs("</title>\n<style>body{font-family:sans-serif;margin:20px}#wrap{display:flex;gap:30px;align-items:flex-start}"
@@ -115,9 +117,12 @@ int attn_attention_html(const char *path, const attn_tensor *w, const char *cons
         fputc(']', f);
     }
     fputs("];\n", f);
+    fprintf(f, "const IL=%lld,IH=%lld;\n", (long long)(init_layer >= 0 && init_layer < NL ? init_layer : -1),
+            (long long)(init_head >= 0 && init_head < H ? init_head : -1));
     fputs(attn__viewer_js, f);
     fputs("</script>\n</body></html>\n", f);
     int bad = ferror(f);
-    if (fclose(f) != 0 || bad) return attn_set_error(ATTN_E_IO, "attention_html: error writing %s", path);
+    int cl = fclose(f);
+    if (cl != 0 || bad) return attn_set_error(ATTN_E_IO, "%s: cannot write HTML: %s", path, strerror(errno ? errno : EIO));
     return ATTN_OK;
 }

@@ -738,11 +738,25 @@ static int render_png(const char *path, const panels *P, int grid_cols, const ch
         img.width = (png_uint_32)cv.w;
         img.height = (png_uint_32)cv.h;
         img.format = PNG_FORMAT_RGB;
+        /* write through our own FILE: png_image_write_to_file() remove()s the path on a write
+         * error, which must never happen to a device or an unrelated file given as output */
         errno = 0;
-        if (!png_image_write_to_file(&img, path, 0, cv.px, cv.w * 3, NULL)) {
+        FILE *pf = fopen(path, "wb");
+        if (!pf) {
+            rc = attn_set_error(ATTN_E_IO, "%s: cannot write PNG: %s", path, strerror(errno));
+        } else {
+            int ok = png_image_write_to_stdio(&img, pf, 0, cv.px, cv.w * 3, NULL);
             int e = errno;
-            rc = attn_set_error(ATTN_E_IO, "%s: cannot write PNG: %s", path,
-                                e ? strerror(e) : img.message);
+            if (fflush(pf) != 0 && ok) {
+                ok = 0;
+                e = errno;
+            }
+            if (fclose(pf) != 0 && ok) {
+                ok = 0;
+                e = errno;
+            }
+            if (!ok)
+                rc = attn_set_error(ATTN_E_IO, "%s: cannot write PNG: %s", path, e ? strerror(e) : img.message);
         }
         png_image_free(&img);
     }

@@ -446,6 +446,20 @@ static void test_errors(void) {
     CHECK(strstr(attn_last_error(), "overflow") != NULL, "overflow is reported: %s", attn_last_error());
     CHECK_OK(attn_sdpa(&to1, NULL, &tq1, &tk1, &tv1, &pr));
     CHECK(ob[0] == 1.0f && ob[3] == 4.0f, "reference: the huge score takes all the weight");
+    /* zero-size tensors with huge other extents (valid NumPy files) return at once */
+    int64_t zq[4] = {1, 1, 5, 0}, zk[4] = {1, 1, (int64_t)1 << 40, 0}, zo[4] = {1, 1, 5, 0};
+    attn_tensor tzq, tzk, tzo;
+    CHECK_OK(attn_tensor_make(&tzq, NULL, ATTN_F32, 4, zq));
+    CHECK_OK(attn_tensor_make(&tzk, NULL, ATTN_F32, 4, zk));
+    CHECK_OK(attn_tensor_make(&tzo, NULL, ATTN_F32, 4, zo));
+    CHECK_OK(attn_sdpa(&tzo, NULL, &tzq, &tzk, &tzk, NULL));
+    CHECK_OK(attn_sdpa(&tzo, NULL, &tzq, &tzk, &tzk, &pr));
+    int64_t zh[4] = {1, (int64_t)1 << 40, 7, 0};
+    CHECK_OK(attn_tensor_make(&tzq, NULL, ATTN_F32, 4, zh));
+    CHECK_OK(attn_sdpa(&tzq, NULL, &tzq, &tzq, &tzq, NULL));
+    int64_t zs[4] = {1, 4, 0, (int64_t)1 << 62}, big[2] = {(int64_t)1 << 62, 4};
+    CHECK_OK(attn_tensor_make(&tzq, NULL, ATTN_F32, 4, zs));
+    CHECK_ERR(attn_tensor_make(&tzq, NULL, ATTN_F32, 2, big), ATTN_E_INVALID);
     CHECK(strcmp(attn_status_str(ATTN_E_SHAPE), "shape mismatch") == 0, "status strings");
 }
 

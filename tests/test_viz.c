@@ -2,6 +2,7 @@
  * attn_heatmap_layout) and for the exact colours of known cells (the anchor colours
  * documented in attn_viz.h); SVGs are checked for escaped labels and cell colours. */
 #include "attn_viz.h"
+#include "attn_viz_html.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -410,6 +411,30 @@ static void test_errors(void) {
     CHECK(access(tmp_path("e.png"), F_OK) != 0, "no file is written on argument errors");
 }
 
+/* interactive attention page: data, escaping, initial selection, errors */
+static void test_html(void) {
+    float w[2 * 3 * 2 * 2];
+    for (int i = 0; i < 24; i++) w[i] = (float)(i % 4) / 4.0f;
+    attn_tensor t = attn_tensor_f32_4d(w, 2, 3, 2, 2);
+    const char *tok[2] = {"a</script>", "\"b\" & c"};
+    const char *p = tmp_path("a.html");
+    CHECK_OK(attn_attention_html(p, &t, tok, "t<1>", 1, 2));
+    static char buf[65536];
+    attn_test_read_file(p, buf, sizeof buf);
+    CHECK(strstr(buf, "const IL=1,IH=2;") != NULL, "html: initial layer 1, head 2");
+    CHECK(strstr(buf, "a\\u003c/script\\u003e") != NULL, "html: '</script>' in a token is escaped");
+    CHECK(strstr(buf, "</script>\n</body>") != NULL && strstr(buf, "t&lt;1&gt;") != NULL, "html: title escaped");
+    CHECK(strstr(buf, "[[[[0,0.25],[0.5,0.75]]") != NULL, "html: weights [layer][head][query][key]");
+    CHECK_OK(attn_attention_html(p, &t, tok, NULL, -1, -1));
+    attn_test_read_file(p, buf, sizeof buf);
+    CHECK(strstr(buf, "const IL=-1,IH=-1;") != NULL, "html: defaults (last layer, mean of heads)");
+    CHECK_ERR(attn_attention_html(tmp_path("no/such/dir/a.html"), &t, tok, NULL, 0, 0), ATTN_E_IO);
+    w[5] = NAN;
+    CHECK_ERR(attn_attention_html(p, &t, tok, NULL, 0, 0), ATTN_E_RANGE);
+    attn_tensor t3 = attn_tensor_f32_3d(w, 2, 3, 4);
+    CHECK_ERR(attn_attention_html(p, &t3, tok, NULL, 0, 0), ATTN_E_SHAPE);
+}
+
 int main(void) {
     attn_test_name = "viz";
     snprintf(tmpdir, sizeof tmpdir, "/tmp/attn_test_viz_XXXXXX");
@@ -424,6 +449,7 @@ int main(void) {
     test_grid();
     test_svg();
     test_errors();
+    test_html();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", tmpdir);

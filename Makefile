@@ -59,16 +59,22 @@ tests: all $(TEST_BIN)
 test: tests
 	ATTN_BIN=$(BUILD)/attn sh tests/run_tests.sh $(TEST_BIN)
 
-# libFuzzer targets (clang); `make fuzz FUZZ_SECONDS=30` runs each for a bounded time.
+# libFuzzer targets (clang): tests/fuzz/fuzz_*.c with seeds in tests/fuzz/seeds_fuzz_*/.
+# `make fuzz FUZZ_SECONDS=30` builds the library once with clang + sanitizers, then runs each
+# fuzzer for a bounded time; a crash or sanitizer report fails the target.
 FUZZ_SECONDS ?= 20
-fuzz:
-	@mkdir -p $(BUILD)/fuzz
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fopenmp -Iinclude -Isrc $(PKG_CFLAGS) \
+               -I/usr/include/x86_64-linux-gnu/openblas-pthread
+FUZZ_OBJ := $(LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
+$(BUILD)/fuzz/obj/%.o: %.c $(wildcard include/*.h) $(wildcard src/*/*.h)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
+fuzz: $(FUZZ_OBJ)
 	@for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
-	  clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Isrc $(PKG_CFLAGS) \
-	    -I/usr/include/x86_64-linux-gnu/openblas-pthread -fopenmp $$f $(LIB_SRC) -o $(BUILD)/fuzz/$$n $(LDLIBS) || exit 1; \
+	  clang $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined $$f $(FUZZ_OBJ) -o $(BUILD)/fuzz/$$n $(LDLIBS) || exit 1; \
 	  mkdir -p $(BUILD)/fuzz/corpus_$$n; \
 	  if $(BUILD)/fuzz/$$n -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 $(BUILD)/fuzz/corpus_$$n tests/fuzz/seeds_$$n \
-	       > $(BUILD)/fuzz/$$n.log 2>&1; then tail -n 2 $(BUILD)/fuzz/$$n.log; \
+	       > $(BUILD)/fuzz/$$n.log 2>&1; then echo "fuzz: $$n: $$(grep -h '^Done' $(BUILD)/fuzz/$$n.log)"; \
 	  else tail -n 40 $(BUILD)/fuzz/$$n.log; echo "fuzz: $$n FAILED"; exit 1; fi; \
 	done
 

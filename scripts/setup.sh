@@ -6,7 +6,7 @@ set -eu
 cd "$(dirname "$0")/.."
 
 PKGS="build-essential pkg-config libopenblas-dev libcjson-dev libutf8proc-dev libpng-dev libfreetype-dev \
-fonts-dejavu-core clang libclang-rt-14-dev unzip"
+fonts-dejavu-core clang libclang-rt-14-dev libomp-dev unzip"
 command -v python3 >/dev/null 2>&1 || PKGS="$PKGS python3 python3-pip"
 
 missing=""

@@ -107,39 +107,6 @@
 #pragma clang diagnostic ignored "-Wpass-failed"
 #endif
 
-typedef union {
-    float f;
-    uint32_t u;
-    int32_t i;
-} attn__fbits;
-
-/* Scalar exp with the same algorithm as the SIMD ones (no FMA needed: n·0.693359375 is exact).
- * Branch-free, with the clamps and the underflow-to-0 done on the bit patterns (integer
- * compares, which the vectoriser can if-convert); round-to-nearest-even of t through the
- * 1.5·2^23 trick, whose low bits also give n as an integer (|t| < 2^22 here). */
-static inline float attn__exp_scalar(float x) {
-    attn__fbits in, xc, tb, sc, y;
-    in.f = x;
-    const uint32_t under = 0u - (uint32_t)(in.u > 0xC2AE0000u); /* x < -87 (-87.0f = 0xC2AE0000), -inf */
-    const uint32_t over = 0u - (uint32_t)(in.i > 0x42B00000);   /* x > 88 (88.0f = 0x42B00000) */
-    xc.u = (0xC2AE0000u & under) | (0x42B00000u & over) | (in.u & ~(under | over));
-    tb.f = xc.f * 1.44269504088896341f + 12582912.0f;
-    const float n = tb.f - 12582912.0f;
-    float r = xc.f - n * 0.693359375f;
-    r = r + n * 2.12194440054690583e-4f;
-    float p = ATTN__EXP_C6;
-    p = p * r + ATTN__EXP_C5;
-    p = p * r + ATTN__EXP_C4;
-    p = p * r + ATTN__EXP_C3;
-    p = p * r + ATTN__EXP_C2;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    sc.u = (tb.u - 0x4B400000u + 127u) << 23; /* 2^n */
-    y.f = p * sc.f;
-    y.u &= ~under; /* exactly 0 below -87 and for -inf */
-    return y.f;
-}
-
 static void attn__s_block_portable(float *ST, int ld, int nqp, const float *QT, const float *K, int64_t ksj,
                                    int64_t ksd, int nk, int64_t D, float *colmax) {
     int j = 0;

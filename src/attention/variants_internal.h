@@ -6,6 +6,7 @@
 
 #include "attn_variants.h"
 #include "attention/sdpa_internal.h"
+#include "attention/fused_internal.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -152,30 +153,10 @@ static inline int64_t attn__floor_div(int64_t a, int64_t b) {
 #define ATTN__VCLONES
 #endif
 
-/* exp(x) in float, written so that loops over it vectorise: Cody-Waite reduction by ln 2 and
- * the degree-7 polynomial of Cephes' expf (max relative error ~2 ulp for |x| <= 87);
- * x < -87 (including -inf) gives 0, x > 88 gives +inf. */
-static inline float attn__expf(float x) {
-    const float log2e = 1.44269504088896341f, c1 = 0.693359375f, c2 = -2.12194440e-4f;
-    float xc = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-    float t = xc * log2e + 12582912.0f; /* round to nearest integer (1.5 * 2^23 trick) */
-    float n = t - 12582912.0f;
-    float r = xc - n * c1;
-    r = r - n * c2;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * (r * r) + r + 1.0f;
-    int32_t e = ((int32_t)n + 127) << 23;
-    float sc;
-    memcpy(&sc, &e, sizeof sc);
-    float y = p * sc;
-    y = x < -87.0f ? 0.0f : y;
-    return x > 88.0f ? INFINITY : y;
-}
+/* exp(x) in float, vectorisable: the fused attention kernel's scalar exp (Cody-Waite reduction,
+ * our own fitted degree-6 polynomial; relative error <= ATTN__FUSED_EXP_MAX_REL_ERR on [-87, 0];
+ * 0 below -87 and for -inf). Arguments here are always <= 0 (x - row max, or elu's x <= 0). */
+static inline float attn__expf(float x) { return attn__exp_scalar(x); }
 
 /* elu(x) + 1 in float (Katharopoulos et al. 2020, eq. 7). */
 static inline float attn__elu1f(float x) { return x > 0.0f ? x + 1.0f : attn__expf(x); }

@@ -66,8 +66,11 @@ attn_sdpa_params attn_sdpa_params_default(void);
  * range), ATTN_E_DTYPE (q/k/v/out/weights not float32, mask neither bool nor float32),
  * ATTN_E_SHAPE (rank != 4, B or D mismatch, H % Hkv != 0, Hkv == 0, mask not broadcastable,
  * out/weights shape wrong), ATTN_E_RANGE (NaN or +inf in a float mask).
- * NaN/inf in q, k or v is reported as ATTN_E_RANGE naming the tensor and index (the fused path
- * detects it from its result, so out may have been written when it fails).
+ * NaN/inf in q, k or v is reported as ATTN_E_RANGE naming the tensor and index. The reference
+ * path scans all of q, k and v first; the fused path scans q, checks every score block and its
+ * result, so it reports only keys and values it reads (keys outside every query's causal /
+ * window / key_lengths range are skipped and cannot change the result), and out may have been
+ * written when it fails. A score that overflows float32 in the fused path is ATTN_E_RANGE too.
  * Source: Vaswani et al. 2017 §3.2.1; semantics of torch.nn.functional.scaled_dot_product_attention
  * (PyTorch 2.x) except the empty-row and -FLT_MAX rules stated above. */
 int attn_sdpa(attn_tensor *out, attn_tensor *weights, const attn_tensor *q, const attn_tensor *k,

@@ -446,6 +446,25 @@ static void test_errors(void) {
     CHECK(strstr(attn_last_error(), "overflow") != NULL, "overflow is reported: %s", attn_last_error());
     CHECK_OK(attn_sdpa(&to1, NULL, &tq1, &tk1, &tv1, &pr));
     CHECK(ob[0] == 1.0f && ob[3] == 4.0f, "reference: the huge score takes all the weight");
+    /* the tiled path (Lq > 4) reports a NaN in a key it reads; keys past key_lengths are never
+     * read and cannot change the result, so a NaN there is not an error */
+    {
+        enum { TL = 40, TD = 8 };
+        static float tq[TL * TD], tk[TL * TD], tv[TL * TD], to[TL * TD];
+        attn_test_fill_uniform(tq, TL * TD, -1, 1, &seed);
+        attn_test_fill_uniform(tk, TL * TD, -1, 1, &seed);
+        attn_test_fill_uniform(tv, TL * TD, -1, 1, &seed);
+        tk[33 * TD + 5] = NAN;
+        attn_tensor a = attn_tensor_f32_4d(tq, 1, 1, TL, TD), bk = attn_tensor_f32_4d(tk, 1, 1, TL, TD);
+        attn_tensor cv = attn_tensor_f32_4d(tv, 1, 1, TL, TD), d = attn_tensor_f32_4d(to, 1, 1, TL, TD);
+        CHECK_ERR(attn_sdpa(&d, NULL, &a, &bk, &cv, NULL), ATTN_E_RANGE);
+        CHECK(strstr(attn_last_error(), "k[0, 0, 33, 5]") != NULL, "tiled path names the NaN key: %s", attn_last_error());
+        int64_t kl1[1] = {30};
+        attn_sdpa_params pk = attn_sdpa_params_default();
+        pk.key_lengths = kl1;
+        CHECK_OK(attn_sdpa(&d, NULL, &a, &bk, &cv, &pk));
+        CHECK(!attn_test_has_nonfinite(to, TL * TD), "NaN in an unread (padded) key leaves the result finite");
+    }
     /* zero-size tensors with huge other extents (valid NumPy files) return at once */
     int64_t zq[4] = {1, 1, 5, 0}, zk[4] = {1, 1, (int64_t)1 << 40, 0}, zo[4] = {1, 1, 5, 0};
     attn_tensor tzq, tzk, tzo;

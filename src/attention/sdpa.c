@@ -25,7 +25,10 @@ static int attn__check_f32_4d(const attn_tensor *t, const char *name) {
 }
 
 /* 1 if any of the n floats at p (stride s) is NaN or +-inf: exponent bits all ones. */
-static int attn__any_nonfinite(const float *p, int64_t n, int64_t s) {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+int attn__any_nonfinite(const float *p, int64_t n, int64_t s) {
     unsigned bad = 0;
     if (s == 1) {
 #pragma omp simd reduction(| : bad)
@@ -118,7 +121,12 @@ int attn_sdpa_check(const attn_tensor *out, const attn_tensor *weights, const at
 }
 
 int attn__sdpa_post_check(const attn_tensor *out, const attn_tensor *weights, const attn_tensor *q,
-                          const attn_tensor *k, const attn_tensor *v) {
+                          const attn_tensor *k, const attn_tensor *v, int bad_scores) {
+    if (bad_scores) { /* name the input responsible, if any */
+        ATTN_TRY(attn__check_finite(q, "q"));
+        ATTN_TRY(attn__check_finite(k, "k"));
+        return attn_set_error(ATTN_E_RANGE, "sdpa: a score q.k overflowed float32 (inputs too large); out is undefined");
+    }
     const attn_tensor *res[2] = {out, weights};
     for (int r = 0; r < 2; r++) {
         const attn_tensor *t = res[r];
@@ -191,7 +199,7 @@ int attn__sdpa_check_ex(const attn_tensor *out, const attn_tensor *weights, cons
     }
     if (scan_inputs) {
         ATTN_TRY(attn__check_finite(q, "q"));
-        ATTN_TRY(attn__check_finite(k, "k"));
+        if (scan_inputs <= 2) ATTN_TRY(attn__check_finite(k, "k"));
         if (scan_inputs == 1) ATTN_TRY(attn__check_finite(v, "v"));
     }
     if (pB) *pB = B;

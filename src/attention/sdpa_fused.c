@@ -434,6 +434,7 @@ typedef struct {
     int bq, bk, nsplit, row_path;
     int64_t nqb;        /* query blocks per (b, h) in the tile path */
     float *partial;     /* split-K partials: [B*H*Lq][nsplit][Dv + 2] = (m, l, O[Dv]) */
+    int *bad_scores;    /* set to 1 when a computed score is NaN or inf (see attn__sdpa_fused_ex) */
 } attn__fctx;
 
 static inline size_t attn__round16(size_t n) { return (n + 15) & ~(size_t)15; }
@@ -544,6 +545,12 @@ static void attn__tile_item(const attn__fctx *c, float *scr, int64_t b, int64_t 
         if (clean)
             for (int i = 0; i < nqp; i++) cmax[i] = -INFINITY;
         c->kern->s_block(ST, ld, nqp, QT, kbase + j0 * ks2, ks2, ks3, nk, D, clean ? cmax : NULL);
+        /* raw scores (all nqp rows are computed; padded query rows are 0): NaN / inf means a bad
+         * key or query, or an overflow */
+        if (attn__any_nonfinite(ST, (int64_t)nk * ld, 1)) {
+#pragma omp atomic write
+            *c->bad_scores = 1;
+        }
         if (mv->present) {
             for (int i = 0; i < nq; i++) {
                 const int64_t mo = b * mv->stride[0] + h * mv->stride[1] + (i0 + i) * mv->stride[2];
@@ -638,6 +645,10 @@ static void attn__row_item(const attn__fctx *c, float *scr, int64_t b, int64_t h
             ksj = D;
         }
         c->kern->row_dots(sc, qs, kp, ksj, nk, D);
+        if (attn__any_nonfinite(sc, nk, 1)) {
+#pragma omp atomic write
+            *c->bad_scores = 1;
+        }
         if (mv->present)
             for (int j = 0; j < nk; j++) sc[j] = attn__apply_mask(mv, mo + (j0 + j) * mv->stride[3], sc[j]);
         if (wrow)
@@ -702,7 +713,9 @@ int attn__sdpa_fused_ex(attn_tensor *out, attn_tensor *weights, const attn_tenso
                         const attn_tensor *v, const attn_sdpa_params *p, const attn__fused_opts *opts) {
     attn__fctx c;
     memset(&c, 0, sizeof c);
-    ATTN_TRY(attn__sdpa_check_ex(out, weights, q, k, v, p, 2, &c.B, &c.H, &c.Hkv, &c.Lq, &c.Lk, &c.D, &c.Dv));
+    int bad_scores = 0;
+    c.bad_scores = &bad_scores;
+    ATTN_TRY(attn__sdpa_check_ex(out, weights, q, k, v, p, 3, &c.B, &c.H, &c.Hkv, &c.Lq, &c.Lk, &c.D, &c.Dv));
     ATTN_TRY(attn__sdpa_mask_view(&c.mv, p ? p->mask : NULL, c.B, c.H, c.Lq, c.Lk));
     attn__fused_opts o = opts ? *opts : attn__fused_opts_default();
     const int path = attn__fused_resolve_path(o.path);
@@ -787,7 +800,7 @@ int attn__sdpa_fused_ex(attn_tensor *out, attn_tensor *weights, const attn_tenso
     }
     free(c.partial);
     free(scratch);
-    return attn__sdpa_post_check(out, weights, q, k, v);
+    return attn__sdpa_post_check(out, weights, q, k, v, bad_scores);
 }
 
 int attn__sdpa_fused(attn_tensor *out, attn_tensor *weights, const attn_tensor *q, const attn_tensor *k,

@@ -18,20 +18,25 @@ typedef struct {
 int attn__sdpa_mask_view(attn__mask_view *mv, const attn_tensor *mask, int64_t B, int64_t H, int64_t Lq,
                          int64_t Lk);
 
-/* attn_sdpa_check with the NaN/inf scan chosen by scan_inputs: 1 = q, k and v; 2 = q and k
- * only (the fused kernel: a non-finite value in v always reaches its output, which
- * attn__sdpa_post_check examines; a NaN score could be flushed to weight 0 by the kernel's
- * exp, so k is scanned); 0 = none. */
+/* attn_sdpa_check with the NaN/inf scan chosen by scan_inputs: 1 = q, k and v; 2 = q and k;
+ * 3 = q only (the fused kernel: it checks every raw score block it computes — a NaN or inf in
+ * a key it reads gives a non-finite score — and a non-finite value in v always reaches its
+ * output; attn__sdpa_post_check turns either into the error); 0 = none. */
 int attn__sdpa_check_ex(const attn_tensor *out, const attn_tensor *weights, const attn_tensor *q,
                         const attn_tensor *k, const attn_tensor *v, const attn_sdpa_params *p, int scan_inputs,
                         int64_t *B, int64_t *H, int64_t *Hkv, int64_t *Lq, int64_t *Lk, int64_t *D, int64_t *Dv);
 
-/* After a kernel ran with scan_inputs = 2: ATTN_OK when out (and weights) are finite;
- * otherwise the error naming the non-finite input (q, k or v), or an overflow error.
- * O(|out| + |weights|) when everything is finite instead of O(|v|), which halves the memory
- * traffic of decoding (Lq = 1 against a long KV cache). */
+/* After a kernel ran with scan_inputs = 3: ATTN_OK when no raw score was flagged
+ * (bad_scores == 0) and out (and weights) are finite; otherwise the error naming the
+ * non-finite input (q, k or v), or an overflow error. O(|out| + |weights|) when everything is
+ * finite instead of O(|k| + |v|): decoding (Lq = 1 against a long KV cache) reads K and V once.
+ * Keys outside every query's causal / window / key_lengths range are never read, so a NaN
+ * there is not reported (it cannot affect the result). */
 int attn__sdpa_post_check(const attn_tensor *out, const attn_tensor *weights, const attn_tensor *q,
-                          const attn_tensor *k, const attn_tensor *v);
+                          const attn_tensor *k, const attn_tensor *v, int bad_scores);
+
+/* 1 if any of the n floats at p (stride s) is NaN or +-inf. */
+int attn__any_nonfinite(const float *p, int64_t n, int64_t s);
 
 /* A float mask value that means "masked": -inf or anything <= -FLT_MAX. */
 static inline int attn__mask_value_is_masked(float m) { return m <= -FLT_MAX; }

@@ -117,7 +117,7 @@ int attn__sdpa_mask_view(attn__mask_view *mv, const attn_tensor *mask, int64_t B
 int attn_sdpa_check(const attn_tensor *out, const attn_tensor *weights, const attn_tensor *q,
                     const attn_tensor *k, const attn_tensor *v, const attn_sdpa_params *p, int64_t *pB,
                     int64_t *pH, int64_t *pHkv, int64_t *pLq, int64_t *pLk, int64_t *pD, int64_t *pDv) {
-    return attn__sdpa_check_ex(out, weights, q, k, v, p, 1, pB, pH, pHkv, pLq, pLk, pD, pDv);
+    return attn__sdpa_check_ex(out, weights, q, k, v, p, 1, NULL, pB, pH, pHkv, pLq, pLk, pD, pDv);
 }
 
 int attn__sdpa_post_check(const attn_tensor *out, const attn_tensor *weights, const attn_tensor *q,
@@ -148,7 +148,7 @@ int attn__sdpa_post_check(const attn_tensor *out, const attn_tensor *weights, co
 
 int attn__sdpa_check_ex(const attn_tensor *out, const attn_tensor *weights, const attn_tensor *q,
                         const attn_tensor *k, const attn_tensor *v, const attn_sdpa_params *p, int scan_inputs,
-                        int64_t *pB, int64_t *pH, int64_t *pHkv, int64_t *pLq, int64_t *pLk, int64_t *pD,
+                        attn__mask_view *mv_out, int64_t *pB, int64_t *pH, int64_t *pHkv, int64_t *pLq, int64_t *pLk, int64_t *pD,
                         int64_t *pDv) {
     if (!q || !k || !v || !out) return attn_set_error(ATTN_E_INVALID, "sdpa: q, k, v and out must not be NULL");
     ATTN_TRY(attn__check_f32_4d(q, "q"));
@@ -194,9 +194,10 @@ int attn__sdpa_check_ex(const attn_tensor *out, const attn_tensor *weights, cons
                                           (long long)p->key_lengths[b], (long long)Lk);
         if (p->impl != ATTN_IMPL_DEFAULT && p->impl != ATTN_IMPL_REFERENCE && p->impl != ATTN_IMPL_FUSED)
             return attn_set_error(ATTN_E_INVALID, "sdpa: unknown impl %d", (int)p->impl);
-        attn__mask_view mv;
-        ATTN_TRY(attn__sdpa_mask_view(&mv, p->mask, B, H, Lq, Lk));
     }
+    attn__mask_view mv; /* validates the mask (dtype, broadcast, NaN/+inf) once for the kernels */
+    ATTN_TRY(attn__sdpa_mask_view(&mv, p ? p->mask : NULL, B, H, Lq, Lk));
+    if (mv_out) *mv_out = mv;
     if (scan_inputs) {
         ATTN_TRY(attn__check_finite(q, "q"));
         if (scan_inputs <= 2) ATTN_TRY(attn__check_finite(k, "k"));

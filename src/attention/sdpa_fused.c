@@ -715,8 +715,7 @@ int attn__sdpa_fused_ex(attn_tensor *out, attn_tensor *weights, const attn_tenso
     memset(&c, 0, sizeof c);
     int bad_scores = 0;
     c.bad_scores = &bad_scores;
-    ATTN_TRY(attn__sdpa_check_ex(out, weights, q, k, v, p, 3, &c.B, &c.H, &c.Hkv, &c.Lq, &c.Lk, &c.D, &c.Dv));
-    ATTN_TRY(attn__sdpa_mask_view(&c.mv, p ? p->mask : NULL, c.B, c.H, c.Lq, c.Lk));
+    ATTN_TRY(attn__sdpa_check_ex(out, weights, q, k, v, p, 3, &c.mv, &c.B, &c.H, &c.Hkv, &c.Lq, &c.Lk, &c.D, &c.Dv));
     attn__fused_opts o = opts ? *opts : attn__fused_opts_default();
     const int path = attn__fused_resolve_path(o.path);
     if (path < 0) return path;

@@ -21,10 +21,12 @@ int attn__sdpa_mask_view(attn__mask_view *mv, const attn_tensor *mask, int64_t B
 /* attn_sdpa_check with the NaN/inf scan chosen by scan_inputs: 1 = q, k and v; 2 = q and k;
  * 3 = q only (the fused kernel: it checks every raw score block it computes — a NaN or inf in
  * a key it reads gives a non-finite score — and a non-finite value in v always reaches its
- * output; attn__sdpa_post_check turns either into the error); 0 = none. */
+ * output; attn__sdpa_post_check turns either into the error); 0 = none.
+ * mv_out (may be NULL) receives the validated broadcast mask view. */
 int attn__sdpa_check_ex(const attn_tensor *out, const attn_tensor *weights, const attn_tensor *q,
                         const attn_tensor *k, const attn_tensor *v, const attn_sdpa_params *p, int scan_inputs,
-                        int64_t *B, int64_t *H, int64_t *Hkv, int64_t *Lq, int64_t *Lk, int64_t *D, int64_t *Dv);
+                        attn__mask_view *mv_out, int64_t *B, int64_t *H, int64_t *Hkv, int64_t *Lq, int64_t *Lk,
+                        int64_t *D, int64_t *Dv);
 
 /* After a kernel ran with scan_inputs = 3: ATTN_OK when no raw score was flagged
  * (bad_scores == 0) and out (and weights) are finite; otherwise the error naming the

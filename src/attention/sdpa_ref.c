@@ -14,9 +14,8 @@
 int attn_sdpa_reference(attn_tensor *out, attn_tensor *weights, const attn_tensor *q, const attn_tensor *k,
                         const attn_tensor *v, const attn_sdpa_params *p) {
     int64_t B, H, Hkv, Lq, Lk, D, Dv;
-    ATTN_TRY(attn_sdpa_check(out, weights, q, k, v, p, &B, &H, &Hkv, &Lq, &Lk, &D, &Dv));
     attn__mask_view mv;
-    ATTN_TRY(attn__sdpa_mask_view(&mv, p ? p->mask : NULL, B, H, Lq, Lk));
+    ATTN_TRY(attn__sdpa_check_ex(out, weights, q, k, v, p, 1, &mv, &B, &H, &Hkv, &Lq, &Lk, &D, &Dv));
     const double scale = (p && p->has_scale) ? (double)p->scale : 1.0 / sqrt((double)(D > 0 ? D : 1));
     const int64_t group = Hkv > 0 ? H / Hkv : 1;
     int nt = (p && p->n_threads > 0) ? p->n_threads : attn_get_num_threads();

@@ -57,7 +57,12 @@ $(BUILD)/tests/%: tests/%.c $(TESTUTIL) $(BUILD)/libattn.a tests/testutil.h
 tests: all $(TEST_BIN)
 
 test: tests
-	ATTN_BIN=$(BUILD)/attn sh tests/run_tests.sh $(TEST_BIN)
+	ATTN_BIN=$(BUILD)/attn ATTN_LIBRARY=$(BUILD)/libattn.so sh tests/run_tests.sh $(TEST_BIN) tests/run_python_tests.sh
+
+# the Python package's tests alone (python/tests, pytest; also run by `make test`)
+.PHONY: pytest
+pytest: lib
+	ATTN_LIBRARY=$(BUILD)/libattn.so sh tests/run_python_tests.sh
 
 # libFuzzer targets (clang): tests/fuzz/fuzz_*.c with seeds in tests/fuzz/seeds_fuzz_*/.
 # `make fuzz FUZZ_SECONDS=30` builds the library once with clang + sanitizers, then runs each

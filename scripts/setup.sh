@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 PKGS="build-essential pkg-config libopenblas-dev libcjson-dev libutf8proc-dev libpng-dev libfreetype-dev \
 fonts-dejavu-core clang libclang-rt-14-dev libomp-dev unzip"
 command -v python3 >/dev/null 2>&1 || PKGS="$PKGS python3 python3-pip"
+# the Python package (python/) and its tests: cffi, NumPy, pytest
+PKGS="$PKGS python3 python3-cffi python3-numpy python3-pytest"
 
 missing=""
 for p in $PKGS; do

@@ -1,0 +1,181 @@
+"""cffi ABI-mode declarations of libattn and the loader that finds libattn.so.
+
+The declarations below are copied by hand from include/*.h (only the functions the Python
+package calls). ABI mode: nothing is compiled; the shared library is opened with dlopen.
+cffi releases the GIL for the duration of every C call made through `lib`, so attn's
+kernels run while other Python threads keep going.
+
+Where libattn.so is looked for, in order:
+  1. the path in the environment variable ATTN_LIBRARY (an error if it cannot be opened);
+  2. next to this file (a wheel built by `pip install ./python` ships it there);
+  3. the repository's build/libattn.so when the package is used from a source checkout;
+  4. the system's library path (`make install`), as "libattn.so".
+"""
+from __future__ import annotations
+
+import os
+from typing import List
+
+from cffi import FFI
+
+CDEF = r"""
+typedef enum {
+    ATTN_OK = 0, ATTN_E_INVALID = -1, ATTN_E_SHAPE = -2, ATTN_E_DTYPE = -3, ATTN_E_NOMEM = -4,
+    ATTN_E_IO = -5, ATTN_E_FORMAT = -6, ATTN_E_RANGE = -7, ATTN_E_UNSUPPORTED = -8
+} attn_status;
+const char *attn_status_str(int status);
+const char *attn_last_error(void);
+void attn_clear_error(void);
+
+typedef enum {
+    ATTN_F32 = 0, ATTN_F16 = 1, ATTN_BF16 = 2, ATTN_BOOL = 3, ATTN_I32 = 4, ATTN_I64 = 5, ATTN_F64 = 6
+} attn_dtype;
+
+typedef struct {
+    void *data;
+    attn_dtype dtype;
+    int ndim;
+    int64_t shape[8];
+    int64_t stride[8];
+} attn_tensor;
+
+int attn_set_num_threads(int n);
+int attn_get_num_threads(void);
+const char *attn_version(void);
+
+typedef enum { ATTN_IMPL_DEFAULT = 0, ATTN_IMPL_REFERENCE = 1, ATTN_IMPL_FUSED = 2 } attn_impl;
+typedef struct {
+    const attn_tensor *mask;
+    int is_causal;
+    int64_t window;
+    const int64_t *key_lengths;
+    int has_scale;
+    float scale;
+    int n_threads;
+    attn_impl impl;
+} attn_sdpa_params;
+int attn_sdpa(attn_tensor *out, attn_tensor *weights, const attn_tensor *q, const attn_tensor *k,
+              const attn_tensor *v, const attn_sdpa_params *p);
+
+typedef enum {
+    ATTN_VARIANT_EXACT = 0, ATTN_VARIANT_LINEAR = 1, ATTN_VARIANT_PERFORMER = 2,
+    ATTN_VARIANT_SLIDING = 3, ATTN_VARIANT_LONGFORMER = 4, ATTN_VARIANT_BIGBIRD = 5
+} attn_variant_kind;
+typedef struct {
+    attn_variant_kind kind;
+    int is_causal;
+    int64_t window;
+    int64_t n_global;
+    int64_t block;
+    int64_t global_blocks;
+    int64_t random_blocks;
+    int64_t features;
+    uint64_t seed;
+    const attn_tensor *mask;
+    const attn_tensor *key_padding_mask;
+    const int64_t *key_lengths;
+    int has_scale;
+    float scale;
+    int n_threads;
+} attn_variant_params;
+attn_variant_params attn_variant_params_default(attn_variant_kind kind);
+const char *attn_variant_name(attn_variant_kind kind);
+int attn_variant_from_name(const char *name, attn_variant_kind *kind);
+int attn_variant_attention(attn_tensor *out, attn_tensor *weights, const attn_tensor *q,
+                           const attn_tensor *k, const attn_tensor *v, const attn_variant_params *p);
+
+int attn_layernorm(attn_tensor *out, const attn_tensor *x, const attn_tensor *gamma,
+                   const attn_tensor *beta, float eps);
+int attn_rmsnorm(attn_tensor *out, const attn_tensor *x, const attn_tensor *weight, float eps);
+int attn_softmax(attn_tensor *out, const attn_tensor *x);
+int attn_pe_sinusoidal(attn_tensor *out, int64_t offset);
+typedef enum { ATTN_ROPE_HALF = 0, ATTN_ROPE_INTERLEAVED = 1 } attn_rope_layout;
+int attn_rope(attn_tensor *x, int64_t offset, float theta, int64_t rotary_dim, attn_rope_layout layout);
+
+typedef struct attn_tokenizer attn_tokenizer;
+int attn_tokenizer_encode(const attn_tokenizer *tok, const char *text, size_t text_len,
+                          int add_special, int64_t max_len, int32_t *ids, int64_t *n_ids,
+                          int64_t cap, int64_t *offsets);
+const char *attn_tokenizer_id_to_token(const attn_tokenizer *tok, int64_t id);
+
+typedef struct attn_bert attn_bert;
+typedef enum { ATTN_POOL_MEAN = 0, ATTN_POOL_CLS = 1, ATTN_POOL_MAX = 2 } attn_pooling;
+typedef enum {
+    ATTN_ACT_RELU = 0, ATTN_ACT_GELU = 1, ATTN_ACT_GELU_TANH = 2, ATTN_ACT_SILU = 3, ATTN_ACT_IDENTITY = 4
+} attn_activation;
+typedef struct {
+    int64_t d_model;
+    int64_t n_layers;
+    int64_t n_heads;
+    int64_t d_ff;
+    int64_t vocab_size;
+    int64_t max_positions;
+    int64_t type_vocab_size;
+    float eps;
+    int64_t max_seq_len;
+    attn_pooling pooling;
+    int normalize;
+    attn_activation act;
+} attn_bert_config;
+typedef struct {
+    float *hidden_states;
+    float *attentions;
+} attn_bert_extra;
+typedef struct attn_arena_block attn_arena_block;
+typedef struct {
+    attn_arena_block *head;
+    size_t block_bytes;
+    size_t used_bytes;
+    size_t peak_bytes;
+} attn_arena;
+int attn_arena_init(attn_arena *a, size_t block_bytes);
+void attn_arena_free(attn_arena *a);
+
+int attn_bert_load(attn_bert **out, const char *model_dir);
+void attn_bert_free(attn_bert *m);
+const attn_bert_config *attn_bert_get_config(const attn_bert *m);
+const attn_tokenizer *attn_bert_tokenizer(const attn_bert *m);
+int attn_bert_forward(const attn_bert *m, float *last_hidden, attn_bert_extra *extra, const int32_t *ids,
+                      const int64_t *lengths, int64_t B, int64_t L, attn_arena *arena);
+int attn_bert_embed(const attn_bert *m, float *out, const char *const *texts, int64_t n, int64_t batch_size,
+                    void (*progress)(int64_t done, int64_t total, void *user), void *user);
+"""
+
+ffi = FFI()
+ffi.cdef(CDEF)
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def candidate_paths() -> List[str]:
+    """The paths tried, in order, when ATTN_LIBRARY is not set."""
+    return [
+        os.path.join(_HERE, "libattn.so"),
+        os.path.normpath(os.path.join(_HERE, "..", "..", "build", "libattn.so")),
+        "libattn.so",
+    ]
+
+
+def _load():
+    env = os.environ.get("ATTN_LIBRARY")
+    if env:
+        try:
+            return ffi.dlopen(os.path.abspath(env) if os.sep in env else env), env
+        except OSError as e:
+            raise ImportError(f"attn: cannot load libattn from ATTN_LIBRARY={env!r}: {e}") from e
+    errors = []
+    for path in candidate_paths():
+        if os.sep in path and not os.path.exists(path):
+            errors.append(f"{path}: not found")
+            continue
+        try:
+            return ffi.dlopen(path), path
+        except OSError as e:
+            errors.append(f"{path}: {e}")
+    raise ImportError(
+        "attn: libattn.so not found. Install the package with `pip install ./python` from the attn "
+        "repository, or run `make lib` there, or set ATTN_LIBRARY to the library's path. Tried:\n  "
+        + "\n  ".join(errors))
+
+
+lib, library_path = _load()

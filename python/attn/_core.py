@@ -132,7 +132,7 @@ class Tensor:
             raise ValueError(f"attn: at most 8 dimensions, got {a.ndim}")
         fl = a.flags
         if fl.c_contiguous and fl.aligned:  # the common case: no dict from __array_interface__
-            data = ffi.cast(_T_VOIDP, ffi.from_buffer(a))
+            data = ffi.from_buffer(a)  # char[] pointing at a's first byte (converts to void *)
         else:
             a = usable(a)
             data = ffi.cast(_T_VOIDP, a.__array_interface__["data"][0])

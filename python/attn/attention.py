@@ -174,7 +174,7 @@ def sdpa(query: ArrayLike, key: ArrayLike, value: ArrayLike, attn_mask: Optional
     weights = None
     w_view = None
     if return_weights:
-        weights = np.zeros((B, H, Lq, Lk), dtype=np.float32)
+        weights = np.empty((B, H, Lq, Lk), dtype=np.float32)  # libattn writes every entry
         w_view = weights
     c_causal = causal != "none"
     c_window = W
@@ -186,6 +186,7 @@ def sdpa(query: ArrayLike, key: ArrayLike, value: ArrayLike, attn_mask: Optional
             if m is not None and m.shape[-1] == Lk:
                 m = m[..., :Lq]
             if w_view is not None:
+                weights[..., Lq:] = 0.0
                 w_view = weights[..., :Lq]
         else:
             i = np.arange(Lq)[:, None]
@@ -202,16 +203,10 @@ def sdpa(query: ArrayLike, key: ArrayLike, value: ArrayLike, attn_mask: Optional
             c_causal, c_window = False, 0
 
     out = np.empty((B, H, Lq, Dv), dtype=np.float32)
-    p = ffi.new(_T_PARAMS)
     mp, mkeep = tensor(m)
-    p.mask = mp
-    p.is_causal = 1 if c_causal else 0
-    p.window = c_window
-    p.key_lengths = ffi.NULL
-    p.has_scale = 0 if sc is None else 1
-    p.scale = 0.0 if sc is None else sc
-    p.n_threads = 0
-    p.impl = _IMPLS[impl]
+    # attn_sdpa_params: mask, is_causal, window, key_lengths, has_scale, scale, n_threads, impl
+    p = ffi.new(_T_PARAMS, [mp, 1 if c_causal else 0, c_window, ffi.NULL, 0 if sc is None else 1,
+                            0.0 if sc is None else sc, 0, _IMPLS[impl]])
     to, tw = Tensor(out), (Tensor(w_view) if w_view is not None else None)
     tq, tk, tv = Tensor(q), Tensor(k), Tensor(v)
     rc = lib.attn_sdpa(to.ptr, tw.ptr if tw else ffi.NULL, tq.ptr, tk.ptr, tv.ptr, p)

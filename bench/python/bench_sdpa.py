@@ -6,8 +6,8 @@ For each shape: attn.sdpa(q, k, v) and F.scaled_dot_product_attention(tq, tk, tv
 alternately (blocks of repetitions, interleaved, so a change in machine load hits both);
 "C call" times lib.attn_sdpa through cffi with the attn_tensor structs built once, i.e. the
 library's time plus cffi's per-call cost; binding overhead = attn.sdpa - C call (argument
-checks, building the tensor views, allocating the output). Times are medians (and best) of
-all repetitions. Needs torch (never in CI): run with the project's venv from the repository root:
+checks, building the tensor views, allocating the output). Times are the best of all
+repetitions (medians too: on a loaded machine the best is the stable statistic). Needs torch (never in CI): run with the project's venv from the repository root:
     /work/venv/bin/python bench/python/bench_sdpa.py [--threads N] [--quick]
 """
 import argparse
@@ -124,21 +124,21 @@ def main():
         med = lambda ts: statistics.median(ts) * 1e6
         best = lambda ts: min(ts) * 1e6
         flops = 4.0 * B * H * Lq * Lk * D * (0.5 if causal else 1.0)
-        rows.append((label, f"[{B},{H},{Lq},{D}] x Lk {Lk}", "yes" if causal else "no", med(ta), med(tt),
-                     med(tc), med(ta) - med(tc), best(ta), best(tt), flops / (best(ta) * 1e3), err))
+        rows.append((label, f"[{B},{H},{Lq},{D}] x {Lk} keys", "yes" if causal else "no", best(ta), best(tt),
+                     best(tc), best(ta) - best(tc), med(ta), med(tt), flops / (best(ta) * 1e3), err))
     load1 = os.getloadavg()
     print(f"machine: {cpu_name()}, {os.cpu_count()} CPUs; attn kernel path {simd_path()}; threads {n} (both); "
           f"torch {torch.__version__}; numpy {np.__version__}; Python {platform.python_version()}; "
           f"load avg before {load0[0]:.2f}, after {load1[0]:.2f}")
     print()
-    print("| shape | q shape x keys | causal | attn.sdpa median µs | torch median µs | attn / torch time "
-          "| C call median µs | binding overhead µs | attn best µs | torch best µs | attn GFLOP/s (best) "
+    print("| shape | q [B,H,Lq,D] x keys | causal | attn.sdpa µs | torch µs | attn / torch time "
+          "| C call µs | binding overhead µs | attn.sdpa median µs | torch median µs | attn GFLOP/s "
           "| max abs diff |")
     print("|---|---|:---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        label, shp, c, ma, mt, mc, ov, ba, bt, gf, err = r
-        print(f"| {label} | {shp} | {c} | {ma:.1f} | {mt:.1f} | {ma / mt:.2f} | {mc:.1f} | {ov:.1f} | "
-              f"{ba:.1f} | {bt:.1f} | {gf:.1f} | {err:.1e} |")
+        label, shp, c, ba, bt, bc, ov, ma, mt, gf, err = r
+        print(f"| {label} | {shp} | {c} | {ba:.1f} | {bt:.1f} | {ba / bt:.2f} | {bc:.1f} | {ov:.1f} | "
+              f"{ma:.1f} | {mt:.1f} | {gf:.1f} | {err:.1e} |")
 
 
 if __name__ == "__main__":

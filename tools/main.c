@@ -16,7 +16,8 @@
     X(embed, "sentence embeddings with a BERT sentence-transformers model")              \
     X(similarity, "cosine similarity matrix of sentence embeddings")                     \
     X(tokenize, "word pieces and ids of a text")                                         \
-    X(attention, "attention weights of a model as a heatmap (png, svg, html) or .npy")
+    X(attention, "attention weights of a model as a heatmap (png, svg, html) or .npy")                \
+    X(translate, "translate with a CTranslate2 Transformer (greedy / beam search)")
 
 #define ATTN_CLI_DECLARE(name, summary) int cmd_##name(int argc, char **argv);
 ATTN_CLI_COMMANDS(ATTN_CLI_DECLARE)

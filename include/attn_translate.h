@@ -1,0 +1,93 @@
+/*
+ * attn_translate.h — CTranslate2 Transformer encoder-decoders (OpenNMT / Marian / Fairseq
+ * conversions: spec "TransformerBase", "TransformerBig", "TransformerSpec") and translation
+ * with greedy or beam search (attn_beam.h).
+ *
+ * A model directory holds model.bin (attn_ct2.h) and the vocabularies
+ * source_vocabulary.txt + target_vocabulary.txt (or shared_vocabulary.txt), one token per
+ * line; "<unk>" is appended when missing (as CTranslate2 does), and each vocabulary must have
+ * as many entries as its embedding has rows. Decoding starts from "<s>" and stops at "</s>".
+ *
+ * Architecture (Vaswani et al. 2017; pre-norm as in CTranslate2's TransformerBase):
+ *   source ids [B, Ls] -> embeddings * sqrt(d_model) + positions -> N encoder layers
+ *   (self-attention with fused QKV [3E, E], FFN) -> final LayerNorm (pre-norm);
+ *   decoder: embeddings * sqrt(d_model) + positions -> N layers (causal self-attention with a
+ *   KV cache, cross-attention whose keys/values [2E, E] are projected once per source,
+ *   FFN) -> LayerNorm -> projection to target logits.
+ *   Sinusoidal positions are CTranslate2's: [sin | cos] halves, timescale
+ *   10000^(-i / (E/2 - 1)), position p (0-based) encoded as p + 1. LayerNorm epsilon 1e-5.
+ * Weights: float32, float16, bfloat16 (converted to float32 at load) or int8 with a per-row
+ * scale. An int8 linear layer computes as CTranslate2 does on x86: each input row is
+ * quantised with scale 127 / max|x| (values truncated after a +128 shift, i.e. floored),
+ * multiplied exactly in integers, and rescaled: y = acc / (scale_x * scale_w) + bias.
+ */
+#ifndef ATTN_TRANSLATE_H
+#define ATTN_TRANSLATE_H
+
+#include "attn_beam.h"
+#include "attn_ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct attn_translator attn_translator;
+
+typedef struct {
+    int64_t d_model, n_heads, d_ff;
+    int64_t n_encoder_layers, n_decoder_layers;
+    int64_t source_vocab, target_vocab;
+    int pre_norm;              /* 1 pre-norm, 0 post-norm */
+    attn_activation act;       /* FFN activation */
+    int learned_positions;     /* 0: sinusoidal */
+    int int8;                  /* 1 when the linear weights are int8 */
+    char spec[64];
+} attn_translator_config;
+
+/* attn_translator_load: load a model directory (see above). *out is NULL on failure.
+ * Errors: ATTN_E_IO (missing files), ATTN_E_FORMAT (bad model.bin, unknown spec, missing or
+ * mis-shaped variable, vocabulary size different from the embedding rows), ATTN_E_NOMEM. */
+int attn_translator_load(attn_translator **out, const char *dir);
+/* attn_translator_free: release everything (NULL-safe). */
+void attn_translator_free(attn_translator *m);
+/* attn_translator_get_config: the model's hyper-parameters. */
+const attn_translator_config *attn_translator_get_config(const attn_translator *m);
+
+/* attn_translator_target_id / _source_id: the id of a vocabulary token, -1 when absent. */
+int32_t attn_translator_target_id(const attn_translator *m, const char *token);
+int32_t attn_translator_source_id(const attn_translator *m, const char *token);
+/* attn_translator_target_token: the token of a target id ("" out of range). */
+const char *attn_translator_target_token(const attn_translator *m, int32_t id);
+
+typedef struct {
+    char **tokens;     /* [len] target tokens (owned) */
+    int64_t len;
+    float score;       /* log-probability normalised by the length penalty */
+    float *attention;  /* [len, src_len] cross-attention (rows sum to 1) or NULL */
+} attn_translation_hyp;
+
+typedef struct {
+    attn_translation_hyp *hyps; /* best first, n <= n_best */
+    int64_t n;
+    char **src_tokens;          /* [src_len] the source as tokenised */
+    int64_t src_len;
+} attn_translation;
+
+/* attn_translate: translate n sources (each a string of space-separated tokens; unknown
+ * tokens become <unk>; an empty source gives one empty hypothesis with score 0) in one
+ * batch. o: decoding options (end_ids NULL -> "</s>"); ids refer to the target vocabulary.
+ * replace_unknowns: an output <unk> is replaced by the source token with the highest
+ * cross-attention (CTranslate2's replace_unknowns). The returned cross-attention is that of
+ * the last decoder layer's first head (CTranslate2's default alignment). out[n] is written;
+ * free it with attn_translations_free.
+ * Errors: those of attn_decode (bad options), ATTN_E_INVALID (NULL), ATTN_E_NOMEM. */
+int attn_translate(attn_translator *m, attn_translation *out, const char *const *sources, int64_t n,
+                   const attn_decode_opts *o, int replace_unknowns);
+
+/* attn_translations_free: free n results (NULL-safe). */
+void attn_translations_free(attn_translation *t, int64_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ATTN_TRANSLATE_H */

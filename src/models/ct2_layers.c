@@ -1,0 +1,282 @@
+/* Building blocks shared by the CTranslate2 model families (see ct2_layers.h). */
+#include "models/ct2_layers.h"
+#include "core/internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static float *attn__alloc_f32(size_t n) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, sizeof(float) * (n ? n : 1)) != 0) return NULL;
+    return (float *)p;
+}
+
+static int attn__shape_ok(const attn_ct2_var *v, int rank, const int64_t *dims) {
+    if (v->rank != rank) return 0;
+    for (int i = 0; i < rank; i++)
+        if (dims[i] >= 0 && v->shape[i] != dims[i]) return 0;
+    return 1;
+}
+
+static void attn__shape_str(char *buf, size_t n, int rank, const int64_t *dims) {
+    size_t o = 0;
+    o += (size_t)snprintf(buf + o, n - o, "[");
+    for (int i = 0; i < rank && o < n; i++) o += (size_t)snprintf(buf + o, n - o, i ? ", %lld" : "%lld", (long long)dims[i]);
+    if (o < n) snprintf(buf + o, n - o, "]");
+}
+
+int attn__ct2_read(float **out, const attn_ct2_file *f, const char *name, int rank, const int64_t *dims) {
+    *out = NULL;
+    const attn_ct2_var *v = attn_ct2_find(f, name);
+    if (!v) return attn_set_error(ATTN_E_FORMAT, "model.bin has no variable '%s'", name);
+    if (!attn__shape_ok(v, rank, dims)) {
+        char want[128], got[128];
+        attn__shape_str(want, sizeof want, rank, dims);
+        attn__shape_str(got, sizeof got, v->rank, v->shape);
+        return attn_set_error(ATTN_E_FORMAT, "model.bin variable '%s' has shape %s, expected %s", name, got, want);
+    }
+    float *p = attn__alloc_f32((size_t)v->numel);
+    if (!p) return attn_set_error(ATTN_E_NOMEM, "out of memory reading '%s'", name);
+    attn_ct2_read_f32(p, v);
+    for (int64_t i = 0; i < v->numel; i++)
+        if (!isfinite(p[i])) {
+            free(p);
+            return attn_set_error(ATTN_E_FORMAT, "model.bin variable '%s' holds a non-finite value at index %lld", name, (long long)i);
+        }
+    *out = p;
+    return ATTN_OK;
+}
+
+double attn__ct2_attr(const attn_ct2_file *f, const char *name, double def) {
+    const attn_ct2_var *v = attn_ct2_find(f, name);
+    if (!v || v->numel != 1) return def;
+    float x;
+    attn_ct2_read_f32(&x, v);
+    return x;
+}
+
+void attn__ct2_lin_free(attn__ct2_lin *l) {
+    if (!l) return;
+    free(l->w);
+    free(l->scale);
+    free(l->b);
+    free(l->q);
+    free(l->comp);
+    memset(l, 0, sizeof *l);
+}
+
+
+int attn__ct2_lin_load(attn__ct2_lin *l, const attn_ct2_file *f, const char *scope, int64_t out, int64_t in, int need_bias) {
+    memset(l, 0, sizeof *l);
+    char name[256];
+    l->out = out;
+    l->in = in;
+    snprintf(name, sizeof name, "%s/weight", scope);
+    const attn_ct2_var *w = attn_ct2_find(f, name);
+    if (!w) return attn_set_error(ATTN_E_FORMAT, "model.bin has no variable '%s'", name);
+    int64_t dims[2] = {out, in};
+    int rc = attn__ct2_read(&l->w, f, name, 2, dims);
+    if (rc < 0) return rc;
+    if (w->dtype == ATTN_CT2_I8 || w->dtype == ATTN_CT2_I16) {
+        snprintf(name, sizeof name, "%s/weight_scale", scope);
+        const attn_ct2_var *s = attn_ct2_find(f, name);
+        if (!s) {
+            attn__ct2_lin_free(l);
+            return attn_set_error(ATTN_E_FORMAT, "model.bin: quantized '%s/weight' has no weight_scale", scope);
+        }
+        l->scale = attn__alloc_f32((size_t)out);
+        if (!l->scale) {
+            attn__ct2_lin_free(l);
+            return attn_set_error(ATTN_E_NOMEM, "out of memory");
+        }
+        if (s->numel == 1) {
+            float x;
+            attn_ct2_read_f32(&x, s);
+            for (int64_t i = 0; i < out; i++) l->scale[i] = x;
+        } else if (s->numel == out && s->dtype == ATTN_CT2_F32) {
+            attn_ct2_read_f32(l->scale, s);
+        } else {
+            attn__ct2_lin_free(l);
+            return attn_set_error(ATTN_E_FORMAT, "model.bin: '%s' must hold 1 or %lld float32 values", name, (long long)out);
+        }
+        for (int64_t i = 0; i < out; i++)
+            if (!(l->scale[i] > 0) || !isfinite(l->scale[i])) {
+                attn__ct2_lin_free(l);
+                return attn_set_error(ATTN_E_FORMAT, "model.bin: '%s' has a non-positive or non-finite scale at row %lld", name, (long long)i);
+            }
+        if (w->dtype == ATTN_CT2_I16) {
+            /* int16: dequantise once (CTranslate2 computes int16 GEMMs in integers too, but no
+             * int16 model is exercised here; float weights keep the result within rounding) */
+            for (int64_t o = 0; o < out; o++)
+                for (int64_t i = 0; i < in; i++) l->w[o * in + i] /= l->scale[o];
+            free(l->scale);
+            l->scale = NULL;
+        } else {
+            l->sat16 = 1;
+            l->comp = (int32_t *)calloc((size_t)out, sizeof(int32_t));
+            if (!l->comp) {
+                attn__ct2_lin_free(l);
+                return attn_set_error(ATTN_E_NOMEM, "out of memory");
+            }
+            for (int64_t o = 0; o < out; o++)
+                for (int64_t i = 0; i < in; i++) l->comp[o] += (int32_t)l->w[o * in + i];
+        }
+        if (l->scale && l->sat16) {
+            l->q = (int8_t *)malloc((size_t)(out * in));
+            if (!l->q) {
+                attn__ct2_lin_free(l);
+                return attn_set_error(ATTN_E_NOMEM, "out of memory");
+            }
+            for (int64_t i = 0; i < out * in; i++) l->q[i] = (int8_t)l->w[i];
+        }
+    }
+    snprintf(name, sizeof name, "%s/bias", scope);
+    if (attn_ct2_find(f, name) || need_bias) {
+        int64_t bd[1] = {out};
+        rc = attn__ct2_read(&l->b, f, name, 1, bd);
+        if (rc < 0) {
+            attn__ct2_lin_free(l);
+            return rc;
+        }
+    }
+    return ATTN_OK;
+}
+
+static void attn__act(float *y, int64_t n, attn_activation act) {
+    if (act == ATTN_ACT_RELU) {
+        for (int64_t i = 0; i < n; i++) y[i] = y[i] > 0 ? y[i] : 0;
+    } else if (act == ATTN_ACT_GELU) {
+        attn_tensor t = attn_tensor_f32_1d(y, n);
+        attn_activate(&t, &t, ATTN_ACT_GELU);
+    } else if (act == ATTN_ACT_GELU_TANH) {
+        attn_tensor t = attn_tensor_f32_1d(y, n);
+        attn_activate(&t, &t, ATTN_ACT_GELU_TANH);
+    }
+}
+
+int attn__ct2_lin_apply(float *y, const float *x, int64_t M, const attn__ct2_lin *l, float *scratch, attn_activation act) {
+    const int64_t K = l->in, N = l->out;
+    if (M == 0) return ATTN_OK;
+    if (!l->scale) {
+        attn_tensor tx = attn_tensor_f32_2d((float *)x, M, K), tw = attn_tensor_f32_2d(l->w, N, K), ty = attn_tensor_f32_2d(y, M, N);
+        attn_tensor tb = attn_tensor_f32_1d(l->b, N);
+        ATTN_TRY(attn_linear(&ty, &tx, &tw, l->b ? &tb : NULL));
+    } else {
+        /* CTranslate2's int8 x86 path (u8s8s32 GEMM through oneDNN): each input row is
+         * quantised with scale 127 / max|x| and shifted to unsigned, u = (uint8)(x*s + 128)
+         * (truncated, i.e. floored); the GEMM sums products of byte pairs (k, k+1) into int16
+         * with saturation (vpmaddubsw) before widening to int32, and the shift is removed with
+         * the precomputed compensation 128 * sum_k w[n, k]. Matching the saturation matters:
+         * without it about a third of the aren int8 beam outputs differ. */
+        float *xs = scratch + M * K;
+        uint8_t *u = (uint8_t *)scratch;
+        for (int64_t m = 0; m < M; m++) {
+            const float *r = x + m * K;
+            float amax = 0;
+            for (int64_t k = 0; k < K; k++) {
+                float a = fabsf(r[k]);
+                if (a > amax) amax = a;
+            }
+            float s = amax != 0.0f ? 127.0f / amax : 1.0f;
+            xs[m] = s;
+            for (int64_t k = 0; k < K; k++) {
+                float t = r[k] * s + 128.0f;
+                u[m * K + k] = (uint8_t)(t < 0 ? 0 : t > 255 ? 255 : t);
+            }
+        }
+        for (int64_t m = 0; m < M; m++) {
+            const uint8_t *ur = u + m * K;
+            for (int64_t n = 0; n < N; n++) {
+                const int8_t *wr = l->q + n * K;
+                int32_t acc = 0;
+                int64_t k = 0;
+                for (; k + 1 < K; k += 2) {
+                    int32_t p = (int32_t)ur[k] * wr[k] + (int32_t)ur[k + 1] * wr[k + 1];
+                    acc += p > 32767 ? 32767 : p < -32768 ? -32768 : p;
+                }
+                if (k < K) acc += (int32_t)ur[k] * wr[k];
+                y[m * N + n] = (float)(acc - 128 * l->comp[n]);
+            }
+        }
+        for (int64_t m = 0; m < M; m++) {
+            float *yr = y + m * N;
+            for (int64_t n = 0; n < N; n++) yr[n] = yr[n] / (xs[m] * l->scale[n]) + (l->b ? l->b[n] : 0.0f);
+        }
+    }
+    if (act != ATTN_ACT_IDENTITY) attn__act(y, M * N, act);
+    return ATTN_OK;
+}
+
+int attn__ct2_ln_load(attn__ct2_ln *ln, const attn_ct2_file *f, const char *scope, int64_t n) {
+    memset(ln, 0, sizeof *ln);
+    char name[256];
+    int64_t d[1] = {n};
+    ln->n = n;
+    snprintf(name, sizeof name, "%s/gamma", scope);
+    ATTN_TRY(attn__ct2_read(&ln->g, f, name, 1, d));
+    snprintf(name, sizeof name, "%s/beta", scope);
+    int rc = attn__ct2_read(&ln->b, f, name, 1, d);
+    if (rc < 0) attn__ct2_ln_free(ln);
+    return rc;
+}
+
+void attn__ct2_ln_free(attn__ct2_ln *ln) {
+    if (!ln) return;
+    free(ln->g);
+    free(ln->b);
+    memset(ln, 0, sizeof *ln);
+}
+
+void attn__ct2_ln_apply(float *y, const float *x, int64_t M, const attn__ct2_ln *ln, float eps) {
+    const int64_t n = ln->n;
+    for (int64_t m = 0; m < M; m++) {
+        const float *r = x + m * n;
+        float *o = y + m * n;
+        double s = 0, ss = 0;
+        for (int64_t i = 0; i < n; i++) s += r[i];
+        double mean = s / (double)n;
+        for (int64_t i = 0; i < n; i++) {
+            double d = r[i] - mean;
+            ss += d * d;
+        }
+        float rstd = (float)(1.0 / sqrt(ss / (double)n + eps));
+        float mf = (float)mean;
+        for (int64_t i = 0; i < n; i++) o[i] = (r[i] - mf) * rstd * ln->g[i] + ln->b[i];
+    }
+}
+
+int attn__ct2_embedding(float **out, int64_t *V, const attn_ct2_file *f, const char *scope, int64_t E) {
+    char name[256];
+    *out = NULL;
+    snprintf(name, sizeof name, "%s/weight", scope);
+    const attn_ct2_var *w = attn_ct2_find(f, name);
+    if (!w) return attn_set_error(ATTN_E_FORMAT, "model.bin has no variable '%s'", name);
+    int64_t dims[2] = {-1, E};
+    ATTN_TRY(attn__ct2_read(out, f, name, 2, dims));
+    *V = w->shape[0];
+    if (w->dtype == ATTN_CT2_I8 || w->dtype == ATTN_CT2_I16) {
+        snprintf(name, sizeof name, "%s/weight_scale", scope);
+        const attn_ct2_var *s = attn_ct2_find(f, name);
+        if (!s || s->dtype != ATTN_CT2_F32 || (s->numel != 1 && s->numel != *V)) {
+            free(*out);
+            *out = NULL;
+            return attn_set_error(ATTN_E_FORMAT, "model.bin: quantized '%s/weight' needs a float32 weight_scale of 1 or %lld values",
+                                  scope, (long long)*V);
+        }
+        float *sc = (float *)malloc(sizeof(float) * (size_t)s->numel);
+        if (!sc) {
+            free(*out);
+            *out = NULL;
+            return attn_set_error(ATTN_E_NOMEM, "out of memory");
+        }
+        attn_ct2_read_f32(sc, s);
+        for (int64_t v = 0; v < *V; v++) {
+            float k = s->numel == 1 ? sc[0] : sc[v];
+            for (int64_t e = 0; e < E; e++) (*out)[v * E + e] = (*out)[v * E + e] / k;
+        }
+        free(sc);
+    }
+    return ATTN_OK;
+}

@@ -76,9 +76,17 @@ def raise_for(rc: int) -> None:
 
 # ---------------------------------------------------------------- arrays
 
-F32, BOOL, I32, I64 = 0, 3, 4, 5
-_CODES = {np.dtype(np.float32): F32, np.dtype(np.bool_): BOOL, np.dtype(np.int32): I32,
-          np.dtype(np.int64): I64}
+F32, F16, BF16, BOOL, I32, I64 = 0, 1, 2, 3, 4, 5
+_CODES = {np.dtype(np.float32): F32, np.dtype(np.float16): F16, np.dtype(np.bool_): BOOL,
+          np.dtype(np.int32): I32, np.dtype(np.int64): I64}
+
+
+def dtype_code(dt: np.dtype) -> Optional[int]:
+    """libattn's attn_dtype for a NumPy dtype (bfloat16 is ml_dtypes' dtype), else None."""
+    code = _CODES.get(dt)
+    if code is None and dt.name == "bfloat16" and dt.itemsize == 2:
+        code = BF16
+    return code
 
 
 def as_array(x: Any, name: str, fn: str) -> np.ndarray:
@@ -105,6 +113,17 @@ def as_f32(x: Any, name: str, fn: str) -> np.ndarray:
     return a
 
 
+def as_float(x: Any, name: str, fn: str) -> np.ndarray:
+    """x as a float32, float16 or bfloat16 (ml_dtypes) ndarray; other dtypes are a TypeError."""
+    a = as_array(x, name, fn)
+    if a.dtype.kind == "f" and a.dtype.itemsize in (2, 4) and not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
+    if a.dtype not in (np.float32, np.float16) and a.dtype.name != "bfloat16":
+        raise TypeError(f"{fn}: {name} must be float32 (or float16 / bfloat16), got {a.dtype}"
+                        f" (convert it with {name}.astype(np.float32))")
+    return a
+
+
 def usable(a: np.ndarray) -> np.ndarray:
     """a itself when libattn can read it through its strides (aligned, native byte order,
     non-negative strides that are whole elements), else a C-contiguous copy."""
@@ -125,7 +144,7 @@ class Tensor:
     __slots__ = ("array", "ptr")
 
     def __init__(self, a: np.ndarray):
-        code = _CODES.get(a.dtype)
+        code = dtype_code(a.dtype)
         if code is None:
             raise TypeError(f"attn: dtype {a.dtype} is not supported here")
         if a.ndim > 8:

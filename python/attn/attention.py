@@ -1,12 +1,11 @@
 """Scaled dot-product attention and the efficient variants over NumPy arrays."""
 from __future__ import annotations
 
-import math
 from typing import Any, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ._core import F32, Tensor, as_array, as_f32, check_float, check_int, raise_for, tensor
+from ._core import Tensor, as_array, as_f32, as_float, check_float, check_int, raise_for, tensor
 from ._ffi import ffi, lib
 
 ArrayLike = Any
@@ -34,8 +33,13 @@ def _to4(a: np.ndarray, B: int) -> np.ndarray:
     return a.reshape((B,) + a.shape[-3:])
 
 
-def _prepare(fn: str, query: ArrayLike, key: ArrayLike, value: ArrayLike, enable_gqa: bool) -> _QKV:
-    q, k, v = as_f32(query, "query", fn), as_f32(key, "key", fn), as_f32(value, "value", fn)
+def _prepare(fn: str, query: ArrayLike, key: ArrayLike, value: ArrayLike, enable_gqa: bool,
+             half: bool = False) -> _QKV:
+    conv = as_float if half else as_f32
+    q, k, v = conv(query, "query", fn), conv(key, "key", fn), conv(value, "value", fn)
+    if half and not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"{fn}: query, key and value must have the same dtype, got {q.dtype}, "
+                        f"{k.dtype} and {v.dtype}")
     if q.ndim < 2:
         raise ValueError(f"{fn}: query must have at least 2 dims [..., L, D], got shape {q.shape}")
     if k.ndim != q.ndim or v.ndim != q.ndim:
@@ -115,12 +119,15 @@ def sdpa(query: ArrayLike, key: ArrayLike, value: ArrayLike, attn_mask: Optional
         out = softmax(query @ key.T * scale + mask) @ value      (Vaswani et al. 2017, eq. 1)
 
     Args:
-        query: float32 ``[..., Hq, Lq, D]`` (any number of leading batch dims, or ``[L, D]``).
+        query: float32 ``[..., Hq, Lq, D]`` (any number of leading batch dims, or ``[L, D]``);
+            float16 or bfloat16 (ml_dtypes) when libattn has half-precision SDPA (computed in
+            float32, result rounded once to query's dtype; TypeError from libattn otherwise).
         key: float32 ``[..., Hkv, Lk, D]``; the leading (batch) dims broadcast with query's.
         value: float32 ``[..., Hkv, Lk, Dv]``.
             Any strides (transposed or sliced views are read in place; an array is copied
-            only when misaligned, byte-swapped or with negative strides). Other dtypes raise
-            TypeError (no silent conversion).
+            only when misaligned, byte-swapped or with negative strides). query, key and value
+            share one dtype; other dtypes raise TypeError (no silent conversion). Array-likes
+            (e.g. CPU torch tensors) go through np.asarray.
         attn_mask: None; bool, True = the key takes part in attention (torch's meaning); or
             float (float16/32/64, used as float32), added to the scaled scores (-inf masks).
             Broadcast to ``[..., Hq, Lq, Lk]`` with NumPy rules.
@@ -144,7 +151,8 @@ def sdpa(query: ArrayLike, key: ArrayLike, value: ArrayLike, attn_mask: Optional
             float64-accumulating reference path of libattn).
 
     Returns:
-        out float32 ``[..., Hq, Lq, Dv]`` (C-contiguous), or ``(out, weights)``.
+        out ``[..., Hq, Lq, Dv]`` of query's dtype (C-contiguous), or ``(out, weights)`` with
+        float32 weights.
 
     A query row that sees no key at all gives out = 0 and weights = 0, as PyTorch 2.5+
     does on CPU (older releases gave NaN). Float mask values <= -3.4028235e38 (finfo.min)
@@ -162,7 +170,7 @@ def sdpa(query: ArrayLike, key: ArrayLike, value: ArrayLike, attn_mask: Optional
         raise ValueError(f"{fn}: dropout_p must be 0.0 (attn implements inference), got {dropout_p}")
     if impl not in _IMPLS:
         raise ValueError(f"{fn}: impl must be one of {sorted(_IMPLS)}, got {impl!r}")
-    qkv = _prepare(fn, query, key, value, bool(enable_gqa))
+    qkv = _prepare(fn, query, key, value, bool(enable_gqa), half=True)
     causal = _causal_kind(fn, is_causal)
     W = 0 if window is None else check_int(window, "window", fn, minimum=1)
     sc = None if scale is None else check_float(scale, "scale", fn)
@@ -202,7 +210,7 @@ def sdpa(query: ArrayLike, key: ArrayLike, value: ArrayLike, attn_mask: Optional
                 m = np.where(vis, m, np.float32(-np.inf)).astype(np.float32)
             c_causal, c_window = False, 0
 
-    out = np.empty((B, H, Lq, Dv), dtype=np.float32)
+    out = np.empty((B, H, Lq, Dv), dtype=q.dtype)
     mp, mkeep = tensor(m)
     # attn_sdpa_params: mask, is_causal, window, key_lengths, has_scale, scale, n_threads, impl
     p = ffi.new(_T_PARAMS, [mp, 1 if c_causal else 0, c_window, ffi.NULL, 0 if sc is None else 1,

@@ -224,10 +224,12 @@ def _qkv():
 
 def test_dtype_errors():
     q, k, v = _qkv()
-    with pytest.raises(TypeError, match="query must be float32, got float64"):
+    with pytest.raises(TypeError, match=r"query must be float32 \(or float16 / bfloat16\), got float64"):
         attn.sdpa(q.astype(np.float64), k, v)
-    with pytest.raises(TypeError, match="value must be float32"):
+    with pytest.raises(TypeError, match="same dtype"):
         attn.sdpa(q, k, v.astype(np.float16))
+    with pytest.raises(TypeError, match="key must be float32"):
+        attn.sdpa(q, k.astype(np.int8), v)
     with pytest.raises(TypeError, match="attn_mask must be bool"):
         attn.sdpa(q, k, v, np.ones((3, 5), dtype=np.int32))
     with pytest.raises(TypeError):
@@ -304,3 +306,46 @@ def test_gil_is_released(rng):
     th.join()
     # ~1 tick per millisecond if the GIL is free; the call takes >= 50 ms in total
     assert ticks >= 20, f"main thread ran {ticks} times during {reps} x {single * 1e3:.1f} ms of sdpa"
+
+
+def _half_supported():
+    x = np.zeros((1, 1, 1, 4), np.float16)
+    try:
+        attn.sdpa(x, x, x)
+        return True
+    except attn.DTypeError:
+        return False
+
+
+@pytest.mark.skipif(not _half_supported(), reason="this libattn has no half-precision sdpa")
+def test_float16_inputs(rng):
+    """float16 q, k, v (read exactly, computed in float32, out rounded once to float16):
+    |out - ref| <= 1e-3 * max|ref| (float16 rounding of the output: 2^-11 relative, plus the
+    float32 kernel error); weights are float32 (1e-6)."""
+    q, k, v = (rng.standard_normal(s).astype(np.float16) for s in ((2, 4, 5, 8), (2, 2, 7, 8), (2, 2, 7, 6)))
+    for causal in (False, True, "lower_right"):
+        out, w = attn.sdpa(q, k, v, is_causal=causal, return_weights=True)
+        assert out.dtype == np.float16 and w.dtype == np.float32
+        kind = {False: None, True: "upper_left", "lower_right": "lower_right"}[causal]
+        ro, rw = ref_sdpa(q, k, v, causal=kind)
+        assert max_rel_err(out, ro) <= 1e-3 and np.max(np.abs(w - rw)) <= WTOL
+
+
+def test_half_dtype_rules():
+    x16, x32 = np.zeros((1, 1, 2, 4), np.float16), np.zeros((1, 1, 2, 4), np.float32)
+    with pytest.raises(TypeError, match="same dtype"):
+        attn.sdpa(x16, x32, x32)
+    with pytest.raises(TypeError, match="float32"):
+        attn.sdpa(x16.astype(np.float64), x32, x32)
+
+
+@pytest.mark.skipif(not _half_supported(), reason="this libattn has no half-precision sdpa")
+def test_bfloat16_inputs(rng):
+    """bfloat16 through ml_dtypes' NumPy dtype (optional package): out rounded once to bfloat16,
+    |out - ref| <= 8e-3 * max|ref| (bfloat16 keeps 8 significant bits: 2^-8 relative rounding)."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    q, k, v = (rng.standard_normal(s).astype(ml_dtypes.bfloat16) for s in ((2, 4, 5, 8), (2, 2, 7, 8), (2, 2, 7, 6)))
+    out = attn.sdpa(q, k, v, is_causal=True)
+    assert out.dtype == q.dtype
+    ro, _ = ref_sdpa(*(a.astype(np.float64) for a in (q, k, v)), causal="upper_left")
+    assert max_rel_err(out.astype(np.float64), ro) <= 8e-3

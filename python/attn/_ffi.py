@@ -139,6 +139,69 @@ int attn_bert_forward(const attn_bert *m, float *last_hidden, attn_bert_extra *e
                       const int64_t *lengths, int64_t B, int64_t L, attn_arena *arena);
 int attn_bert_embed(const attn_bert *m, float *out, const char *const *texts, int64_t n, int64_t batch_size,
                     void (*progress)(int64_t done, int64_t total, void *user), void *user);
+
+typedef enum { ATTN_LP_POWER = 0, ATTN_LP_GNMT = 1 } attn_length_penalty_form;
+typedef int (*attn_logits_hook)(void *ctx, float *logits, int64_t n_rows, int64_t vocab, int64_t step,
+                                const int32_t *const *seqs, int64_t seq_len, const int64_t *row_item);
+typedef struct {
+    int64_t beam_size;
+    int64_t n_best;
+    float length_penalty;
+    attn_length_penalty_form length_penalty_form;
+    int64_t max_length;
+    int64_t min_length;
+    const int32_t *prefix;
+    int64_t prefix_len;
+    int return_prefix;
+    const int32_t *end_ids;
+    int64_t n_end;
+    int include_end;
+    const int32_t *suppress;
+    int64_t n_suppress;
+    const int32_t *suppress_begin;
+    int64_t n_suppress_begin;
+    const int32_t *const *suppress_seqs;
+    const int64_t *suppress_seq_lens;
+    int64_t n_suppress_seqs;
+    float repetition_penalty;
+    int return_attention;
+    attn_logits_hook hook;
+    void *hook_ctx;
+} attn_decode_opts;
+attn_decode_opts attn_decode_opts_default(void);
+
+typedef struct attn_translator attn_translator;
+typedef struct {
+    int64_t d_model, n_heads, d_ff;
+    int64_t n_encoder_layers, n_decoder_layers;
+    int64_t source_vocab, target_vocab;
+    int pre_norm;
+    attn_activation act;
+    int learned_positions;
+    int int8;
+    char spec[64];
+} attn_translator_config;
+int attn_translator_load(attn_translator **out, const char *dir);
+void attn_translator_free(attn_translator *m);
+const attn_translator_config *attn_translator_get_config(const attn_translator *m);
+int32_t attn_translator_target_id(const attn_translator *m, const char *token);
+int32_t attn_translator_source_id(const attn_translator *m, const char *token);
+const char *attn_translator_target_token(const attn_translator *m, int32_t id);
+typedef struct {
+    char **tokens;
+    int64_t len;
+    float score;
+    float *attention;
+} attn_translation_hyp;
+typedef struct {
+    attn_translation_hyp *hyps;
+    int64_t n;
+    char **src_tokens;
+    int64_t src_len;
+} attn_translation;
+int attn_translate(attn_translator *m, attn_translation *out, const char *const *sources, int64_t n,
+                   const attn_decode_opts *o, int replace_unknowns);
+void attn_translations_free(attn_translation *t, int64_t n);
 """
 
 ffi = FFI()

@@ -154,8 +154,8 @@ def sdpa(query: ArrayLike, key: ArrayLike, value: ArrayLike, attn_mask: Optional
         out ``[..., Hq, Lq, Dv]`` of query's dtype (C-contiguous), or ``(out, weights)`` with
         float32 weights.
 
-    A query row that sees no key at all gives out = 0 and weights = 0, as PyTorch 2.5+
-    does on CPU (older releases gave NaN). Float mask values <= -3.4028235e38 (finfo.min)
+    A query row that sees no key at all gives out = 0 and weights = 0, as current PyTorch
+    does on CPU (checked with 2.15; older releases gave NaN). Float mask values <= -3.4028235e38 (finfo.min)
     mask the key, as -inf does (torch adds them; the result differs only in such a row).
 
     Raises:

@@ -349,3 +349,33 @@ def test_bfloat16_inputs(rng):
     assert out.dtype == q.dtype
     ro, _ = ref_sdpa(*(a.astype(np.float64) for a in (q, k, v)), causal="upper_left")
     assert max_rel_err(out.astype(np.float64), ro) <= 8e-3
+
+
+def test_threads_get_their_own_results_and_errors(rng):
+    """Python threads calling attn.sdpa at once (the GIL is released): each gets its own
+    result, and a failing call's message is its own (attn_last_error is per thread)."""
+    q, k, v = (rng.standard_normal((1, 4, 64, 32)).astype(np.float32) for _ in range(3))
+    want = ref_sdpa(q, k, v, causal="upper_left")[0]
+    bad = q.copy()
+    bad[0, 2, 5, 7] = np.inf
+    errors, wrong = [], []
+
+    def good():
+        for _ in range(20):
+            if max_rel_err(attn.sdpa(q, k, v, is_causal=True), want) > TOL:
+                wrong.append(1)
+
+    def failing():
+        for _ in range(20):
+            try:
+                attn.sdpa(bad, k, v)
+            except attn.RangeError as e:
+                errors.append(str(e))
+
+    threads = [threading.Thread(target=f) for f in (good, failing, good, failing)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not wrong
+    assert len(errors) == 40 and len(set(errors)) == 1 and "q[0, 2, 5, 7]" in errors[0]

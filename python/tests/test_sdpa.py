@@ -267,7 +267,7 @@ def test_library_errors_carry_its_message():
     with pytest.raises(attn.RangeError) as e:
         attn.sdpa(q, k, v)
     assert isinstance(e.value, ValueError) and e.value.status == -7
-    assert str(e.value) == "sdpa: q[0, 1, 2, 3] is NaN"
+    assert str(e.value).startswith("sdpa: ") and "q[0, 1, 2, 3]" in str(e.value) and "NaN" in str(e.value)
     q, k, v = _qkv()
     m = np.zeros((3, 5), np.float32)
     m[1, 2] = np.inf

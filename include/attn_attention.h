@@ -70,7 +70,9 @@ attn_sdpa_params attn_sdpa_params_default(void);
  * path scans all of q, k and v first; the fused path scans q, checks every score block and its
  * result, so it reports only keys and values it reads (keys outside every query's causal /
  * window / key_lengths range are skipped and cannot change the result), and out may have been
- * written when it fails. A score that overflows float32 in the fused path is ATTN_E_RANGE too.
+ * written when it fails. A score of a visible key that overflows float32 in the fused path is
+ * ATTN_E_RANGE too; a masked key's score (bool mask, -inf / <= -FLT_MAX, key_lengths, causal,
+ * window) never raises an error or changes the result, even when q.k overflows.
  * Source: Vaswani et al. 2017 §3.2.1; semantics of torch.nn.functional.scaled_dot_product_attention
  * (PyTorch 2.x) except the empty-row and -FLT_MAX rules stated above. */
 int attn_sdpa(attn_tensor *out, attn_tensor *weights, const attn_tensor *q, const attn_tensor *k,

@@ -5,7 +5,9 @@
 #include "attn_npy.h"
 #include "testutil.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -165,7 +167,8 @@ static const char *make_npy(const char *name, attn_dtype dt, int ndim, int64_t d
 
 static void test_errors(void) {
     const char *q = fx("cli/q.npy"), *k = fx("cli/k.npy"), *v = fx("cli/v.npy");
-    const char *o = tmp_path("o.npy");
+    char o[600]; /* a copy: tmp_path's buffers are reused */
+    snprintf(o, sizeof o, "%s", tmp_path("o.npy"));
 
     /* missing file */
     EXPECT_FAIL(1, "nope.npy", "missing file", "sdpa", "-q", tmp_path("nope.npy"), "-k", k, "-v", v, "-o", o);
@@ -306,6 +309,233 @@ static void test_pe(void) {
     EXPECT_FAIL(1, "no/such", "unwritable", "pe", "--d-model", "4", "--len", "2", "-o", tmp_path("no/such/pe.png"));
 }
 
+/* ------------------------------------------------------------------ output safety (issue 11) */
+
+static const char *MODEL = "models/all-MiniLM-L6-v2";
+
+static void put_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+/* 1 if the file holds exactly `text` */
+static int file_holds(const char *path, const char *text) {
+    char buf[256];
+    attn_test_read_file(path, buf, sizeof buf);
+    return strcmp(buf, text) == 0;
+}
+
+/* number of entries of dir that are staging / temporary files (hidden, or attn-out-*) */
+static int stray_files(const char *dir) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    if (!d) return -1;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (e->d_name[0] == '.' || !strncmp(e->d_name, "attn-out-", 9)) n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Fault 1: a write that fails part-way (ATTN_FAULT_WRITE_AFTER: the library's writer gets
+ * ENOSPC after N bytes, as on a full file system) leaves the old file as it was, no
+ * temporary file behind, and exit 1 with the reason. The same for every writer. */
+static void test_atomic_outputs(const char *od) {
+    const char *q = fx("cli/q.npy"), *k = fx("cli/k.npy"), *v = fx("cli/v.npy");
+    char p[600], what[128];
+    static const char *ext[] = {"npy", "png", "svg"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/pe.%s", od, ext[i]);
+        put_file(p, "OLD");
+        setenv("ATTN_FAULT_WRITE_AFTER", "100", 1);
+        snprintf(what, sizeof what, "pe -o .%s, write fails after 100 bytes", ext[i]);
+        EXPECT_FAIL(1, "No space left on device", what, "pe", "--d-model", "8", "--len", "6", "-o", p);
+        unsetenv("ATTN_FAULT_WRITE_AFTER");
+        CHECK(file_holds(p, "OLD"), "%s: old content kept", what);
+        CHECK(stray_files(od) == 0, "%s: no temporary file left", what);
+        CHECK(strstr(err_text, "attn-") == NULL && strstr(err_text, ".tmp") == NULL,
+              "%s: the message names the user's file: %s", what, err_text);
+        int rc = run_attn("pe", "--d-model", "8", "--len", "6", "-o", p, (const char *)NULL);
+        CHECK(rc == 0 && !file_holds(p, "OLD"), "%s: without the fault the file is replaced (exit %d)", what, rc);
+    }
+    /* sdpa: both outputs staged; the second fails -> neither target touched */
+    char o1[600], o2[600];
+    snprintf(o1, sizeof o1, "%s/keep.npy", od);
+    snprintf(o2, sizeof o2, "%s/keep_w.npy", od);
+    put_file(o1, "OLD1");
+    put_file(o2, "OLD2");
+    setenv("ATTN_FAULT_WRITE_AFTER", "1100", 1); /* out (1088 bytes) fits, weights (1248) do not */
+    EXPECT_FAIL(1, "No space left on device", "sdpa, weights write fails", "sdpa", "-q", q, "-k", k, "-v", v, "-o", o1,
+                "--weights", o2);
+    unsetenv("ATTN_FAULT_WRITE_AFTER");
+    CHECK(file_holds(o1, "OLD1") && file_holds(o2, "OLD2"), "sdpa: no output written when one failed");
+    CHECK(stray_files(od) == 0, "sdpa: no temporary file left");
+    /* a device that fails: /dev/full */
+    EXPECT_FAIL(1, "No space left on device", "sdpa -o /dev/full", "sdpa", "-q", q, "-k", k, "-v", v, "-o",
+                "/dev/full");
+    CHECK(stray_files(od) == 0, "/dev/full: no staging file left");
+    /* the permission bits of a replaced file are kept; a symbolic link is followed, not replaced */
+    chmod(o1, 0640);
+    int rc = run_attn("sdpa", "-q", q, "-k", k, "-v", v, "-o", o1, (const char *)NULL);
+    struct stat st;
+    CHECK(rc == 0 && stat(o1, &st) == 0 && (st.st_mode & 0777) == 0640, "replaced file keeps mode 0640 (exit %d)", rc);
+    char ln[600];
+    snprintf(ln, sizeof ln, "%s/link.npy", od);
+    CHECK(symlink("keep.npy", ln) == 0, "symlink");
+    rc = run_attn("sdpa", "-q", q, "-k", k, "-v", v, "-o", ln, "--window", "3", (const char *)NULL);
+    CHECK(rc == 0 && lstat(ln, &st) == 0 && S_ISLNK(st.st_mode), "output through a symlink keeps the link (exit %d)", rc);
+    if (rc == 0) compare("sdpa through a symlink", o1, fx("cli/window_ref_out.npy"));
+    unlink(ln);
+    /* html, png and svg from the attention verb */
+    if (access(MODEL, R_OK) == 0) {
+        static const char *aext[] = {"html", "png", "svg", "npy"};
+        for (int i = 0; i < 4; i++) {
+            snprintf(p, sizeof p, "%s/att.%s", od, aext[i]);
+            put_file(p, "OLD");
+            setenv("ATTN_FAULT_WRITE_AFTER", "200", 1);
+            snprintf(what, sizeof what, "attention -o .%s, write fails", aext[i]);
+            EXPECT_FAIL(1, "No space left on device", what, "attention", "--model", MODEL, "-o", p, "a short text");
+            unsetenv("ATTN_FAULT_WRITE_AFTER");
+            CHECK(file_holds(p, "OLD"), "%s: old content kept", what);
+            CHECK(stray_files(od) == 0, "%s: no temporary file left", what);
+        }
+    } else {
+        CHECK(0, "%s missing (scripts/fetch_minilm.sh)", MODEL);
+    }
+}
+
+/* Faults 2-4: an input named as output, an output that is a directory, two outputs naming
+ * one file: refused before any work, every file untouched. */
+static void test_output_conflicts(const char *od) {
+    const char *k = fx("cli/k.npy"), *v = fx("cli/v.npy");
+    char qc[600], d[600], s[600], s2[600], hl[600];
+    snprintf(qc, sizeof qc, "%s/qc.npy", od);
+    snprintf(d, sizeof d, "%s/dir", od);
+    snprintf(s, sizeof s, "%s/s.npy", od);
+    snprintf(hl, sizeof hl, "%s/hard.npy", od);
+    mkdir(d, 0755);
+    /* 2: the output is an input (q), with a failing second output */
+    {
+        attn_tensor q;
+        CHECK_OK(attn_npy_load(&q, fx("cli/q.npy")));
+        CHECK_OK(attn_npy_save(qc, &q));
+        attn_npy_free(&q);
+    }
+    int rc = run_attn("sdpa", "-q", qc, "-k", k, "-v", v, "-o", qc, "--weights", d, (const char *)NULL);
+    CHECK(rc == 1 || rc == 2, "-o input --weights dir: refused (exit %d)", rc);
+    EXPECT_FAIL(2, "names the input -q", "output naming an input", "sdpa", "-q", qc, "-k", k, "-v", v, "-o", qc);
+    EXPECT_FAIL(2, "names the input -v", "weights naming an input", "sdpa", "-q", qc, "-k", k, "-v", v, "-o",
+                tmp_path("fine.npy"), "--weights", v);
+    {
+        attn_tensor a, b;
+        int ok = attn_npy_load(&a, qc) == 0 && attn_npy_load(&b, fx("cli/q.npy")) == 0 &&
+                 attn_tensor_numel(&a) == attn_tensor_numel(&b) &&
+                 memcmp(a.data, b.data, (size_t)attn_tensor_numel(&a) * 4) == 0;
+        CHECK(ok, "the input named as output is intact");
+        attn_npy_free(&a);
+        attn_npy_free(&b);
+    }
+    /* 3: one output a directory: exit 1 before writing the other */
+    put_file(s, "KEEP");
+    EXPECT_FAIL(1, "is a directory", "weights is a directory", "sdpa", "-q", qc, "-k", k, "-v", v, "-o", s, "--weights",
+                d);
+    CHECK(file_holds(s, "KEEP"), "-o untouched when --weights is a directory");
+    /* 4: two outputs naming one file: same path, another spelling, a hard link */
+    EXPECT_FAIL(2, "name the same file", "-o and --weights the same", "sdpa", "-q", qc, "-k", k, "-v", v, "-o", s,
+                "--weights", s);
+    snprintf(s2, sizeof s2, "%s/../%s/s.npy", od, strrchr(od, '/') + 1);
+    EXPECT_FAIL(2, "name the same file", "same file, other spelling", "sdpa", "-q", qc, "-k", k, "-v", v, "-o", s,
+                "--weights", s2);
+    CHECK(link(s, hl) == 0, "hard link");
+    EXPECT_FAIL(2, "name the same file", "same file, hard link", "sdpa", "-q", qc, "-k", k, "-v", v, "-o", s,
+                "--weights", hl);
+    CHECK(file_holds(s, "KEEP"), "s.npy untouched");
+    char n1[600], n2[600];
+    snprintf(n1, sizeof n1, "%s/new.npy", od);
+    snprintf(n2, sizeof n2, "%s/./new.npy", od);
+    EXPECT_FAIL(2, "name the same file", "same new file, two spellings", "sdpa", "-q", qc, "-k", k, "-v", v, "-o", n1,
+                "--weights", n2);
+    CHECK(access(n1, F_OK) != 0, "new.npy not created");
+    EXPECT_FAIL(2, "name the same file", "stdout twice", "sdpa", "-q", qc, "-k", k, "-v", v, "-o", "-", "--weights",
+                "-");
+    /* a model file as output */
+    if (access(MODEL, R_OK) == 0)
+        EXPECT_FAIL(2, "--model", "output replacing a model file", "embed", "--model", MODEL, "-o",
+                    "models/all-MiniLM-L6-v2/config.json", "text");
+    CHECK(stray_files(od) == 0, "no temporary file left");
+    unlink(hl);
+    unlink(s);
+}
+
+/* Fault 7: "--" ends the options in every verb; "-o -" writes to standard output. */
+static void test_end_of_options(void) {
+    const char *q = fx("cli/q.npy"), *k = fx("cli/k.npy"), *v = fx("cli/v.npy");
+    int rc = run_attn("sdpa", "-q", q, "-k", k, "-v", v, "--window", "3", "-o", "-", (const char *)NULL);
+    CHECK(rc == 0, "sdpa -o -: exit %d: %s", rc, err_text);
+    if (rc == 0) compare("sdpa -o - (stdout)", tmp_path("stdout.txt"), fx("cli/window_ref_out.npy"));
+    EXPECT_FAIL(2, "unexpected argument '-o'", "sdpa -- -o", "sdpa", "-q", q, "-k", k, "-v", v, "--", "-o", "x.npy");
+    EXPECT_FAIL(2, "unexpected argument '--help'", "pe -- --help", "pe", "--", "--help");
+    if (access(MODEL, R_OK) != 0) return;
+    rc = run_attn("tokenize", "--model", MODEL, "--", "-5 degrees", (const char *)NULL);
+    CHECK(rc == 0 && strstr(out_text, "degrees") && strstr(out_text, "1011  -"), "tokenize -- '-5 degrees': exit %d: %s%s",
+          rc, out_text, err_text);
+    rc = run_attn("tokenize", "--model", MODEL, "--", "--", (const char *)NULL);
+    CHECK(rc == 0 && strstr(out_text, "4 tokens"), "tokenize -- --: the text '--' (exit %d): %s", rc, out_text);
+    EXPECT_FAIL(2, "unknown option '-5 degrees'", "tokenize without --", "tokenize", "--model", MODEL, "-5 degrees");
+    rc = run_attn("similarity", "--model", MODEL, "--", "-hot", "-cold", (const char *)NULL);
+    CHECK(rc == 0 && strstr(out_text, "-hot") && strstr(out_text, "-cold"), "similarity -- -hot -cold: exit %d: %s", rc,
+          err_text);
+    rc = run_attn("attention", "--model", MODEL, "-o", tmp_path("dash.npy"), "--", "-x", (const char *)NULL);
+    CHECK(rc == 0, "attention -- -x: exit %d: %s", rc, err_text);
+    rc = run_attn("embed", "--model", MODEL, "-o", tmp_path("e1.npy"), "--", "-5 degrees", (const char *)NULL);
+    CHECK(rc == 0, "embed -- '-5 degrees': exit %d: %s", rc, err_text);
+}
+
+/* Fault 8 (the issue's reproduction): q = [[4]], k = [[0], [1e38]], v = I, bool mask [true,
+ * false]: every implementation returns [1, 0] (the masked key's q.k overflows and is dropped). */
+static void test_masked_overflow(void) {
+    float q[1] = {4}, k[2] = {0, 1e38f}, v[4] = {1, 0, 0, 1}, mf[2] = {0, -INFINITY};
+    unsigned char mb[2] = {1, 0};
+    int64_t s4[4] = {1, 1, 1, 1}, sk[4] = {1, 1, 2, 1}, sv[4] = {1, 1, 2, 2}, sm[1] = {2};
+    attn_tensor t;
+    char qp[600], kp[600], vp[600], bp[600], fp[600], op[600];
+    snprintf(qp, sizeof qp, "%s", tmp_path("f8q.npy"));
+    snprintf(kp, sizeof kp, "%s", tmp_path("f8k.npy"));
+    snprintf(vp, sizeof vp, "%s", tmp_path("f8v.npy"));
+    snprintf(bp, sizeof bp, "%s", tmp_path("f8mb.npy"));
+    snprintf(fp, sizeof fp, "%s", tmp_path("f8mf.npy"));
+    snprintf(op, sizeof op, "%s", tmp_path("f8o.npy"));
+    attn_tensor_make(&t, q, ATTN_F32, 4, s4);
+    CHECK_OK(attn_npy_save(qp, &t));
+    attn_tensor_make(&t, k, ATTN_F32, 4, sk);
+    CHECK_OK(attn_npy_save(kp, &t));
+    attn_tensor_make(&t, v, ATTN_F32, 4, sv);
+    CHECK_OK(attn_npy_save(vp, &t));
+    attn_tensor_make(&t, mb, ATTN_BOOL, 1, sm);
+    CHECK_OK(attn_npy_save(bp, &t));
+    attn_tensor_make(&t, mf, ATTN_F32, 1, sm);
+    CHECK_OK(attn_npy_save(fp, &t));
+    static const char *impls[3] = {"default", "fused", "reference"};
+    for (int im = 0; im < 3; im++)
+        for (int mk = 0; mk < 2; mk++) {
+            int rc = run_attn("sdpa", "-q", qp, "-k", kp, "-v", vp, "-m", mk ? fp : bp, "--impl", impls[im], "-o", op,
+                              (const char *)NULL);
+            CHECK(rc == 0, "masked overflow, %s, %s mask: exit %d: %s", impls[im], mk ? "-inf" : "bool", rc, err_text);
+            attn_tensor o;
+            if (rc == 0 && attn_npy_load(&o, op) == 0) {
+                const float *x = o.data;
+                CHECK(attn_tensor_numel(&o) == 2 && x[0] == 1.0f && x[1] == 0.0f, "masked overflow, %s: out [%g, %g], want [1, 0]",
+                      impls[im], (double)x[0], (double)x[1]);
+                attn_npy_free(&o);
+            }
+        }
+}
+
 int main(void) {
     attn_test_name = "cli";
     attn_bin = attn_test_cli_path(); /* $ATTN_BIN, else $ATTN_BUILD/attn, else build/attn */
@@ -321,6 +551,16 @@ int main(void) {
     test_errors();
     test_parity();
     test_pe();
+    {
+        char od[400];
+        snprintf(od, sizeof od, "%s/outs", tmpdir);
+        mkdir(od, 0755);
+        setenv("TMPDIR", od, 1); /* staging for stdout / devices lands here, where it is checked */
+        test_atomic_outputs(od);
+        test_output_conflicts(od);
+        test_end_of_options();
+        test_masked_overflow();
+    }
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", tmpdir);

@@ -383,6 +383,113 @@ static void test_env_and_dispatch(void) {
     CHECK_ERR(attn_sdpa(&bad, NULL, &tq, &tk, &tv, &p), ATTN_E_SHAPE);
 }
 
+/* Issue 11, fault 8: a masked key may have a q.k that overflows float32; it must not change the
+ * result or raise an error, whichever mechanism masks it (bool mask, -inf or -FLT_MAX additive
+ * mask, key_lengths, causal, window), on every path, tile size, split and the row path. Keys
+ * 3e38 in every component (q in [0.5, 1], scale 1/4: q.k >= 16 x 0.125 x 3e38 = 6e38 > FLT_MAX) sit
+ * where they are masked; query
+ * rows that can see one are zero (score 0). Reference: attn_sdpa_reference (float64, skips
+ * masked keys); same tolerance as the random cases. An overflow at a visible key still fails. */
+static void test_masked_overflow(void) {
+    enum { Lq = 70, Lk = 70, D = 16, Dv = 8 };
+    float *q = malloc(sizeof(float) * Lq * D), *k = malloc(sizeof(float) * Lk * D), *v = malloc(sizeof(float) * Lk * Dv);
+    float *oref = malloc(sizeof(float) * Lq * Dv), *o = malloc(sizeof(float) * Lq * Dv);
+    float *wref = malloc(sizeof(float) * Lq * Lk), *w = malloc(sizeof(float) * Lq * Lk);
+    float *mf = malloc(sizeof(float) * Lq * Lk);
+    unsigned char *mb = malloc((size_t)Lq * Lk);
+    static const char *names[6] = {"bool mask", "-inf mask", "-FLT_MAX mask", "key_lengths", "causal", "window"};
+    for (int kind = 0; kind < 6; kind++) {
+        int64_t klen[1] = {Lk - 5};
+        attn_sdpa_params p = attn_sdpa_params_default();
+        attn_tensor mt;
+        attn_test_fill_uniform(q, Lq * D, 0.5f, 1.0f, &seed);
+        attn_test_fill_uniform(k, Lk * D, -1.0f, 1.0f, &seed);
+        attn_test_fill_uniform(v, Lk * Dv, -1.0f, 1.0f, &seed);
+        int huge[Lk];
+        for (int j = 0; j < Lk; j++) huge[j] = kind == 3 ? j >= Lk - 5 : kind == 4 ? j >= Lk - 3 : kind == 5 ? j < 2 : j % 5 == 2;
+        for (int j = 0; j < Lk; j++)
+            if (huge[j])
+                for (int d = 0; d < D; d++) k[j * D + d] = 3e38f;
+        for (int i = 0; i < Lq; i++)
+            for (int j = 0; j < Lk; j++) {
+                int masked = huge[j] && (i % 7 != 0); /* rows i % 7 == 0 see everything (q = 0 there) */
+                mb[i * Lk + j] = !masked;
+                mf[i * Lk + j] = masked ? (kind == 2 ? -FLT_MAX : -INFINITY) : 0.25f * (float)((i + j) % 3);
+            }
+        if (kind <= 2) {
+            int64_t ms[2] = {Lq, Lk};
+            attn_tensor_make(&mt, kind == 0 ? (void *)mb : (void *)mf, kind == 0 ? ATTN_BOOL : ATTN_F32, 2, ms);
+            p.mask = &mt;
+            for (int i = 0; i < Lq; i += 7)
+                for (int d = 0; d < D; d++) q[i * D + d] = 0.0f;
+        } else if (kind == 3) {
+            p.key_lengths = klen;
+        } else if (kind == 4) {
+            p.is_causal = 1;
+            for (int i = Lq - 3; i < Lq; i++)
+                for (int d = 0; d < D; d++) q[i * D + d] = 0.0f;
+        } else {
+            p.window = 4; /* rows 0..4 see key 0 or 1 */
+            for (int i = 0; i < 6; i++)
+                for (int d = 0; d < D; d++) q[i * D + d] = 0.0f;
+        }
+        attn_tensor qt = attn_tensor_f32_4d(q, 1, 1, Lq, D), kt = attn_tensor_f32_4d(k, 1, 1, Lk, D);
+        attn_tensor vt = attn_tensor_f32_4d(v, 1, 1, Lk, Dv);
+        attn_tensor ort = attn_tensor_f32_4d(oref, 1, 1, Lq, Dv), wrt = attn_tensor_f32_4d(wref, 1, 1, Lq, Lk);
+        attn_tensor ot = attn_tensor_f32_4d(o, 1, 1, Lq, Dv), wt = attn_tensor_f32_4d(w, 1, 1, Lq, Lk);
+        CHECK_OK(attn_sdpa_reference(&ort, &wrt, &qt, &kt, &vt, &p));
+        double mref = attn_test_max_abs(oref, Lq * Dv);
+        variant vs[16];
+        int nv = make_variants(vs, 1);
+        for (int vi = 0; vi < nv; vi++)
+            for (int with_w = 0; with_w < 2; with_w++) {
+                attn__fused_opts fo = attn__fused_opts_default();
+                fo.path = vs[vi].path;
+                fo.block_q = vs[vi].block_q;
+                fo.block_k = vs[vi].block_k;
+                fo.split = vs[vi].split;
+                fo.row_max_lq = vs[vi].row_max_lq;
+                int rc = attn__sdpa_fused_ex(&ot, with_w ? &wt : NULL, &qt, &kt, &vt, &p, &fo);
+                CHECK(rc == 0, "masked overflow, %s, %s, variant %d%s: rc %d (%s)", names[kind], path_names[vs[vi].path], vi,
+                      with_w ? ", weights" : "", rc, attn_last_error());
+                if (rc) continue;
+                double d = attn_test_max_abs_diff(o, oref, Lq * Dv);
+                CHECK(d <= 2e-6 * mref && !attn_test_has_nonfinite(o, Lq * Dv), "masked overflow, %s, %s, variant %d: max|out - ref| %.3g",
+                      names[kind], path_names[vs[vi].path], vi, d);
+                if (with_w)
+                    CHECK(attn_test_max_abs_diff(w, wref, Lq * Lk) <= 2e-6, "masked overflow, %s: weights", names[kind]);
+            }
+        /* the default dispatch, and a visible overflow still fails on both implementations */
+        CHECK_OK(attn_sdpa(&ot, NULL, &qt, &kt, &vt, &p));
+        for (int d = 0; d < D; d++) q[D + d] = 1.0f; /* row 1 is not zero; unmask row 1 everywhere */
+        p.mask = NULL;
+        p.key_lengths = NULL;
+        p.is_causal = 0;
+        p.window = 0;
+        CHECK_ERR(attn_sdpa(&ot, NULL, &qt, &kt, &vt, &p), ATTN_E_RANGE);
+    }
+    /* a non-finite key is an invalid input even where it is masked: both implementations refuse it */
+    {
+        attn_test_fill_uniform(k, Lk * D, 0.0f, 1.0f, &seed);
+        k[3 * D] = NAN;
+        int64_t klen[1] = {2};
+        attn_sdpa_params p = attn_sdpa_params_default();
+        p.key_lengths = klen;
+        attn_tensor qt = attn_tensor_f32_4d(q, 1, 1, Lq, D), kt = attn_tensor_f32_4d(k, 1, 1, Lk, D);
+        attn_tensor vt = attn_tensor_f32_4d(v, 1, 1, Lk, Dv), ot = attn_tensor_f32_4d(o, 1, 1, Lq, Dv);
+        CHECK_ERR(attn_sdpa_reference(&ot, NULL, &qt, &kt, &vt, &p), ATTN_E_RANGE);
+        p.key_lengths = NULL;
+        int64_t ms[1] = {Lk};
+        for (int j = 0; j < Lk; j++) mb[j] = j != 3;
+        attn_tensor mt;
+        attn_tensor_make(&mt, mb, ATTN_BOOL, 1, ms);
+        p.mask = &mt;
+        CHECK_ERR(attn_sdpa(&ot, NULL, &qt, &kt, &vt, &p), ATTN_E_RANGE);
+        CHECK(strstr(attn_last_error(), "k[0, 0, 3, 0] is NaN") != NULL, "names the NaN key: %s", attn_last_error());
+    }
+    free(q); free(k); free(v); free(oref); free(o); free(wref); free(w); free(mf); free(mb);
+}
+
 int main(void) {
     attn_test_name = "fused";
     for (int path = 0; path <= 2; path++)
@@ -395,6 +502,7 @@ int main(void) {
     test_random_cases();
     test_decode();
     test_causal_equals_mask();
+    test_masked_overflow();
     test_env_and_dispatch();
     printf("fused: worst out error %.3g x max|out|, worst weights error %.3g\n", worst_out_err, worst_w_err);
     return attn_test_finish();

@@ -98,6 +98,11 @@ void attn_test_read_file(const char *path, char *buf, size_t cap) {
 
 int attn_test_run(const char *bin, const char *dir, char *out, size_t out_cap, char *err, size_t err_cap,
                   const char *const *args) {
+    return attn_test_run_stdin(bin, dir, NULL, out, out_cap, err, err_cap, args);
+}
+
+int attn_test_run_stdin(const char *bin, const char *dir, const char *in_path, char *out, size_t out_cap, char *err,
+                        size_t err_cap, const char *const *args) {
     char *argv[128];
     int n = 0;
     argv[n++] = (char *)bin;
@@ -108,6 +113,7 @@ int attn_test_run(const char *bin, const char *dir, char *out, size_t out_cap, c
     snprintf(ep, sizeof ep, "%s/stderr.txt", dir);
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
+    if (in_path) posix_spawn_file_actions_addopen(&fa, 0, in_path, O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 1, op, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_addopen(&fa, 2, ep, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     pid_t pid;

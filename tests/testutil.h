@@ -29,6 +29,10 @@ void attn_test_fill_uniform(float *x, size_t n, float lo, float hi, uint64_t *se
  * when it could not be started. */
 int attn_test_run(const char *bin, const char *dir, char *out, size_t out_cap, char *err, size_t err_cap,
                   const char *const *args);
+/* The same with standard input read from the file in_path (NULL: inherited). stdout is
+ * left in dir/stdout.txt. */
+int attn_test_run_stdin(const char *bin, const char *dir, const char *in_path, char *out, size_t out_cap, char *err,
+                        size_t err_cap, const char *const *args);
 /* Read up to cap-1 bytes of the file at path into buf and NUL-terminate ("" if unreadable). */
 void attn_test_read_file(const char *path, char *buf, size_t cap);
 /* The CLI under test: $ATTN_BIN, else $ATTN_BUILD/attn, else build/attn. */

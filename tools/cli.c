@@ -1,6 +1,7 @@
 /* Shared helpers of the attn command-line tool: option matching, number parsing, messages. */
 #include "cli.h"
 
+#include "attn_io.h"
 #include "attn_npy.h"
 
 #include <ctype.h>
@@ -10,18 +11,36 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 cli_args cli_args_start(int argc, char **argv, const char *verb) {
-    cli_args a = {argc, argv, 1, verb};
+    cli_args a = {argc, argv, 1, verb, 0};
     return a;
 }
 
-int cli_more(const cli_args *a) { return a->i < a->argc; }
+int cli_more(cli_args *a) {
+    if (!a->end_of_options && a->i < a->argc && strcmp(a->argv[a->i], "--") == 0) {
+        a->end_of_options = 1;
+        a->i++;
+    }
+    return a->i < a->argc;
+}
+
+int cli_positional(cli_args *a, const char **value) {
+    if (!cli_more(a)) return 0;
+    const char *arg = a->argv[a->i];
+    if (!a->end_of_options && arg[0] == '-' && arg[1] != '\0') return 0;
+    *value = arg;
+    a->i++;
+    return 1;
+}
 
 static int is_name(const char *arg, const char *name) { return name && strcmp(arg, name) == 0; }
 
 int cli_flag(cli_args *a, const char *short_name, const char *long_name) {
-    if (!cli_more(a)) return 0;
+    if (!cli_more(a) || a->end_of_options) return 0;
     const char *arg = a->argv[a->i];
     if (is_name(arg, short_name) || is_name(arg, long_name)) {
         a->i++;
@@ -33,7 +52,7 @@ int cli_flag(cli_args *a, const char *short_name, const char *long_name) {
 int cli_help(cli_args *a) { return cli_flag(a, "-h", "--help"); }
 
 int cli_opt(cli_args *a, const char *short_name, const char *long_name, const char **value) {
-    if (!cli_more(a)) return 0;
+    if (!cli_more(a) || a->end_of_options) return 0;
     const char *arg = a->argv[a->i];
     if (long_name) {
         size_t n = strlen(long_name);
@@ -55,7 +74,7 @@ int cli_opt(cli_args *a, const char *short_name, const char *long_name, const ch
 
 int cli_unknown(cli_args *a) {
     const char *arg = a->argv[a->i];
-    if (arg[0] == '-' && arg[1] != '\0') return cli_usage_error(a->verb, "unknown option '%s'", arg);
+    if (!a->end_of_options && arg[0] == '-' && arg[1] != '\0') return cli_usage_error(a->verb, "unknown option '%s'", arg);
     return cli_usage_error(a->verb, "unexpected argument '%s'", arg);
 }
 
@@ -73,9 +92,12 @@ int cli_error(const char *fmt, ...) {
     return CLI_FAIL;
 }
 
+static const char *user_paths(const char *msg); /* staging file names -> the user's paths */
+
 int cli_lib_error(const char *context) {
     const char *msg = attn_last_error();
     if (!msg || !*msg) msg = "unknown failure";
+    msg = user_paths(msg);
     if (context) fprintf(stderr, "attn: error: %s: %s\n", context, msg);
     else fprintf(stderr, "attn: error: %s\n", msg);
     return CLI_FAIL;
@@ -138,4 +160,230 @@ const char *cli_shape_str(const attn_tensor *t, char *buf, size_t n) {
         k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
     if (k < n) snprintf(buf + k, n - k, "]");
     return buf;
+}
+
+/* ------------------------------------------------------------------ outputs */
+
+/* Staging files alive in this process: removed at exit whatever path the verb took. */
+static struct {
+    char *stage;
+    const char *user;
+} live[CLI_MAX_OUTPUTS * 2];
+static int live_n, live_hooked;
+
+static void remove_live(void) {
+    for (int i = 0; i < live_n; i++)
+        if (live[i].stage) {
+            unlink(live[i].stage);
+            free(live[i].stage);
+            live[i].stage = NULL;
+        }
+    live_n = 0;
+}
+
+static void forget_live(const char *stage) {
+    for (int i = 0; i < live_n; i++)
+        if (live[i].stage == stage) live[i].stage = NULL;
+}
+
+static const char *user_paths(const char *msg) {
+    static char buf[2048];
+    for (int i = 0; i < live_n; i++) {
+        const char *st = live[i].stage;
+        const char *hit = st ? strstr(msg, st) : NULL;
+        if (!hit) continue;
+        size_t pre = (size_t)(hit - msg), sl = strlen(st);
+        char tmp[2048];
+        snprintf(tmp, sizeof tmp, "%.*s%s%s", (int)pre, msg, live[i].user, hit + sl);
+        snprintf(buf, sizeof buf, "%s", tmp);
+        msg = buf;
+    }
+    return msg;
+}
+
+void cli_outputs_init(cli_outputs *s, const char *verb) {
+    memset(s, 0, sizeof *s);
+    s->verb = verb;
+}
+
+static int is_stdout(const char *p) { return strcmp(p, "-") == 0; }
+
+/* directory of p, into buf */
+static const char *dir_of(const char *p, char *buf, size_t n) {
+    const char *slash = strrchr(p, '/');
+    if (!slash) snprintf(buf, n, ".");
+    else if (slash == p) snprintf(buf, n, "/");
+    else snprintf(buf, n, "%.*s", (int)(slash - p), p);
+    return buf;
+}
+
+int cli_output_add(cli_outputs *s, const char *opt, const char *path, int binary) {
+    if (!path) return CLI_OK;
+    if (!*path) return cli_usage_error(s->verb, "%s needs a file name", opt);
+    if (s->n == CLI_MAX_OUTPUTS) return cli_error("too many outputs");
+    if (is_stdout(path) && binary && isatty(1))
+        return cli_usage_error(s->verb,
+                               "%s -: refusing to write binary data to a terminal; redirect standard output or give a file name",
+                               opt);
+    for (int j = 0; j < s->n; j++)
+        if (attn_same_file(path, s->o[j].path))
+            return cli_usage_error(s->verb, "%s '%s' and %s '%s' name the same file; give each output its own file",
+                                   s->o[j].opt, s->o[j].path, opt, path);
+    if (!is_stdout(path)) {
+        struct stat st;
+        char dir[4096];
+        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+            return cli_error("%s '%s' is a directory; give a file name", opt, path);
+        if (stat(dir_of(path, dir, sizeof dir), &st) != 0 || !S_ISDIR(st.st_mode))
+            return cli_error("%s '%s': cannot write there: directory '%s' does not exist", opt, path, dir);
+    }
+    s->o[s->n].opt = opt;
+    s->o[s->n].path = path;
+    s->o[s->n].binary = binary;
+    s->o[s->n].stage = NULL;
+    s->n++;
+    return CLI_OK;
+}
+
+int cli_output_input(cli_outputs *s, const char *opt, const char *path) {
+    if (!path) return CLI_OK;
+    struct stat st;
+    int is_dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+    for (int j = 0; j < s->n; j++) {
+        const char *o = s->o[j].path;
+        if (attn_same_file(o, path))
+            return cli_usage_error(s->verb, "%s '%s' names the input %s '%s'; write the output to another file",
+                                   s->o[j].opt, o, opt, path);
+        char dir[4096];
+        struct stat ost;
+        if (is_dir && !is_stdout(o) && stat(o, &ost) == 0 && attn_same_file(dir_of(o, dir, sizeof dir), path))
+            return cli_usage_error(s->verb, "%s '%s' would replace a file of %s '%s'; write the output elsewhere",
+                                   s->o[j].opt, o, opt, path);
+    }
+    return CLI_OK;
+}
+
+/* where output i ends up: the resolved file (rename) or NULL (stdout / device: copy) */
+static char *rename_target(const char *path) {
+    if (is_stdout(path)) return NULL;
+    struct stat st;
+    if (lstat(path, &st) != 0) return strdup(path); /* new file */
+    if (S_ISLNK(st.st_mode)) {
+        char *real = realpath(path, NULL);
+        if (!real) return strdup(path); /* dangling link: replaced by the file */
+        if (stat(real, &st) != 0 || !S_ISREG(st.st_mode)) {
+            free(real);
+            return NULL;
+        }
+        return real;
+    }
+    return S_ISREG(st.st_mode) ? strdup(path) : NULL;
+}
+
+const char *cli_output_path(cli_outputs *s, int i) {
+    if (i < 0 || i >= s->n) return NULL;
+    if (s->o[i].stage) return s->o[i].stage;
+    if (!live_hooked) {
+        atexit(remove_live);
+        live_hooked = 1;
+    }
+    if (live_n == (int)(sizeof live / sizeof live[0])) return NULL;
+    char *target = rename_target(s->o[i].path);
+    char dir[4096], name[4352];
+    if (target) {
+        const char *slash = strrchr(target, '/');
+        snprintf(name, sizeof name, "%s/.%.180s.attn-XXXXXX", dir_of(target, dir, sizeof dir), slash ? slash + 1 : target);
+    } else {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(name, sizeof name, "%s/attn-out-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    }
+    free(target);
+    int fd = mkstemp(name); /* reserves the name; the writer replaces the file */
+    if (fd < 0) {
+        cli_error("%s '%s': cannot create a file there: %s", s->o[i].opt, s->o[i].path, strerror(errno));
+        return NULL;
+    }
+    close(fd);
+    s->o[i].stage = strdup(name);
+    if (!s->o[i].stage) {
+        unlink(name);
+        return NULL;
+    }
+    live[live_n].stage = s->o[i].stage;
+    live[live_n].user = s->o[i].path;
+    live_n++;
+    return s->o[i].stage;
+}
+
+static int copy_file(const char *from, int dst) {
+    FILE *f = fopen(from, "rb");
+    if (!f) return errno;
+    char buf[65536];
+    size_t r;
+    int err = 0;
+    while (!err && (r = fread(buf, 1, sizeof buf, f)) > 0)
+        for (size_t done = 0; done < r;) {
+            ssize_t w = write(dst, buf + done, r - done);
+            if (w < 0) {
+                if (errno == EINTR) continue;
+                err = errno;
+                break;
+            }
+            done += (size_t)w;
+        }
+    if (!err && ferror(f)) err = EIO;
+    fclose(f);
+    return err;
+}
+
+static void drop_stage(cli_outputs *s, int i) {
+    if (!s->o[i].stage) return;
+    unlink(s->o[i].stage);
+    forget_live(s->o[i].stage);
+    free(s->o[i].stage);
+    s->o[i].stage = NULL;
+}
+
+int cli_outputs_finish(cli_outputs *s, int rc) {
+    for (int i = 0; rc == CLI_OK && i < s->n; i++) {
+        const char *path = s->o[i].path;
+        if (!s->o[i].stage) { /* the verb never wrote it */
+            rc = cli_error("%s '%s' was not written", s->o[i].opt, path);
+            break;
+        }
+        char *target = rename_target(path);
+        int err = 0;
+        if (target) {
+            struct stat st;
+            mode_t mode;
+            if (stat(target, &st) == 0 && S_ISREG(st.st_mode)) {
+                mode = st.st_mode & 07777;
+            } else {
+                mode_t um = umask(0);
+                umask(um);
+                mode = 0666 & ~um;
+            }
+            chmod(s->o[i].stage, mode);
+            if (rename(s->o[i].stage, target) != 0) err = errno;
+            else {
+                forget_live(s->o[i].stage);
+                free(s->o[i].stage);
+                s->o[i].stage = NULL;
+            }
+            free(target);
+        } else if (is_stdout(path)) {
+            if (fflush(stdout) != 0) err = errno ? errno : EIO;
+            if (!err) err = copy_file(s->o[i].stage, 1);
+        } else {
+            int fd = open(path, O_WRONLY | O_CLOEXEC);
+            if (fd < 0) err = errno;
+            else {
+                err = copy_file(s->o[i].stage, fd);
+                if (close(fd) != 0 && !err) err = errno;
+            }
+        }
+        if (err) rc = cli_error("%s: write failed: %s", is_stdout(path) ? "standard output" : path, strerror(err));
+    }
+    for (int i = 0; i < s->n; i++) drop_stage(s, i);
+    return rc;
 }

@@ -22,6 +22,26 @@
  *         else return cli_unknown(&a);
  *     }
  * Values are taken as "-q FILE", "--query FILE" or "--query=FILE".
+ * "--" ends the options in every verb: after it, cli_flag / cli_opt / cli_help match nothing
+ * and every argument is positional. Verbs with positional arguments (texts) take them with
+ *         else if (cli_positional(&a, &val)) add_text(val);
+ * placed after the options and before cli_unknown, so that "-5 degrees" works after "--".
+ *
+ * Outputs (every verb that writes files): declare them after parsing, write them only after
+ * the work succeeded, and commit them together —
+ *     cli_outputs outs;
+ *     cli_outputs_init(&outs, "sdpa");
+ *     if ((r = cli_output_add(&outs, "-o", op, 1)) || (r = cli_output_add(&outs, "--weights", wp, 1)) ||
+ *         (r = cli_output_input(&outs, "-q", qp))) return r;         (refused up front)
+ *     ... load, compute; nothing written yet ...
+ *     attn_npy_save(cli_output_path(&outs, 0), &t);                   (any library writer)
+ *     return cli_outputs_finish(&outs, rc);                           (commit all, or remove all)
+ * Each output is staged in a temporary file beside its target (standard output and devices:
+ * in $TMPDIR) and renamed over the target only when every output of the run is complete; on
+ * any failure no target is touched. Two outputs naming one file (same device and inode, or
+ * the same canonical path), an output naming an input, and binary data to a terminal ("-")
+ * are refused before any work. Library messages that name a staging file are shown with the
+ * user's path.
  */
 #ifndef ATTN_CLI_H
 #define ATTN_CLI_H
@@ -38,13 +58,18 @@ typedef struct {
     char **argv;
     int i;            /* index of the argument being looked at */
     const char *verb; /* for messages */
+    int end_of_options; /* "--" seen */
 } cli_args;
 
 /* cli_args_start: iterate over argv[1..argc) of the verb `verb`. */
 cli_args cli_args_start(int argc, char **argv, const char *verb);
 
-/* cli_more: 1 while arguments remain. */
-int cli_more(const cli_args *a);
+/* cli_more: 1 while arguments remain (consumes the first "--", which ends the options). */
+int cli_more(cli_args *a);
+
+/* cli_positional: if the current argument is positional (after "--", or not starting with
+ * '-', or exactly "-"), consume it, set *value and return 1; else 0. */
+int cli_positional(cli_args *a, const char **value);
 
 /* cli_flag: if the current argument is `short_name` or `long_name` (either may be NULL),
  * consume it and return 1; else 0. */
@@ -98,5 +123,39 @@ int cli_load_npy(attn_tensor *t, const char *path);
 
 /* cli_shape_str: "[2, 3, 4]" for t into buf (returns buf). */
 const char *cli_shape_str(const attn_tensor *t, char *buf, size_t n);
+
+/* ---- outputs: staged, checked up front, committed together (see the top of this file) */
+enum { CLI_MAX_OUTPUTS = 8 };
+typedef struct {
+    const char *verb;
+    int n;
+    struct {
+        const char *opt, *path; /* option and the user's path ("-" = standard output) */
+        int binary;
+        char *stage; /* staging file (allocated by cli_output_path) */
+    } o[CLI_MAX_OUTPUTS];
+} cli_outputs;
+
+void cli_outputs_init(cli_outputs *s, const char *verb);
+
+/* cli_output_add: declare output `path` (NULL: nothing, returns CLI_OK) given with option
+ * `opt`; binary: a binary format. Refuses, with a message: "-" for binary data while stdout
+ * is a terminal, an output naming the same file as an earlier one (CLI_USAGE); a directory,
+ * or a file in a missing directory (CLI_FAIL). Returns CLI_OK, CLI_USAGE or CLI_FAIL. */
+int cli_output_add(cli_outputs *s, const char *opt, const char *path, int binary);
+
+/* cli_output_input: refuse (CLI_USAGE) when an output names the input file `path` (given
+ * with option `opt`; NULL path: CLI_OK). For an input directory (a model), refuses an
+ * output that would replace an existing file directly inside it. */
+int cli_output_input(cli_outputs *s, const char *opt, const char *path);
+
+/* cli_output_path: the path the library writer must write output i to (its staging file);
+ * NULL when out of memory. */
+const char *cli_output_path(cli_outputs *s, int i);
+
+/* cli_outputs_finish: if rc == CLI_OK, move every staged output onto its target (rename, or
+ * copy to stdout / a device) and return CLI_OK, or CLI_FAIL with a message; otherwise remove
+ * the staging files and return rc. Either way the staging files are gone afterwards. */
+int cli_outputs_finish(cli_outputs *s, int rc);
 
 #endif

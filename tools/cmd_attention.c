@@ -69,11 +69,11 @@ int cmd_attention(int argc, char **argv) {
             fmt_s = val;
         } else if ((r = cli_opt(&a, NULL, "--threads", &val))) {
             if (r < 0 || cli_parse_i64("attention", "--threads", val, 1, 4096, &threads) != CLI_OK) return CLI_USAGE;
-        } else if (a.argv[a.i][0] == '-' && a.argv[a.i][1] != 0) {
-            return cli_unknown(&a);
+        } else if (cli_positional(&a, &val)) {
+            if (text) return cli_usage_error("attention", "give one TEXT (quote it; put -- before a text that starts with '-')");
+            text = val;
         } else {
-            if (text) return cli_usage_error("attention", "give one TEXT (quote it)");
-            text = a.argv[a.i++];
+            return cli_unknown(&a);
         }
     }
     if (!model || !*model) return cli_usage_error("attention", "--model DIR is required");
@@ -88,6 +88,12 @@ int cmd_attention(int argc, char **argv) {
     if (fmt == F_NONE)
         return fmt_s ? cli_usage_error("attention", "--format must be png, svg, html or npy, not '%s'", fmt_s)
                      : cli_usage_error("attention", "cannot tell the format from '%s'; give --format", outp);
+    cli_outputs outs;
+    cli_outputs_init(&outs, "attention");
+    int orc;
+    if ((orc = cli_output_add(&outs, "-o", outp, fmt == F_PNG || fmt == F_NPY)) ||
+        (orc = cli_output_input(&outs, "--model", model)))
+        return orc;
     if (threads > 0) attn_set_num_threads((int)threads);
 
     attn_bert *m = NULL;
@@ -144,10 +150,16 @@ int cmd_attention(int argc, char **argv) {
     }
     for (int64_t i = 0; i < L; i++) tokens[i] = attn_tokenizer_id_to_token(tok, ids[i]);
     char title[256];
+    const char *path = cli_output_path(&outs, 0); /* the staging file; the target is replaced at the end */
+    if (!path) {
+        free(tokens);
+        rc = CLI_FAIL;
+        goto done;
+    }
     if (fmt == F_HTML) {
         attn_tensor all = attn_tensor_f32_4d(att, NL, H, L, L);
         snprintf(title, sizeof title, "Attention weights: %.180s", text);
-        if (attn_attention_html(outp, &all, tokens, title, lsel, hsel >= 0 ? hsel : -1) < 0) rc = cli_lib_error(NULL);
+        if (attn_attention_html(path, &all, tokens, title, lsel, hsel >= 0 ? hsel : -1) < 0) rc = cli_lib_error(NULL);
         free(tokens);
         goto done;
     }
@@ -189,7 +201,7 @@ int cmd_attention(int argc, char **argv) {
         shape[nd++] = L;
         attn_tensor t;
         attn_tensor_make(&t, sel, ATTN_F32, nd, shape);
-        if (attn_npy_save(outp, &t) < 0) rc = cli_lib_error(NULL);
+        if (attn_npy_save(path, &t) < 0) rc = cli_lib_error(NULL);
     } else {
         attn_heatmap_opts o = attn_heatmap_opts_default();
         o.row_labels = tokens;
@@ -202,13 +214,13 @@ int cmd_attention(int argc, char **argv) {
             if (hsel == -2) snprintf(title, sizeof title, "Attention, layer %lld (mean of %lld heads)", (long long)lsel, (long long)H);
             else snprintf(title, sizeof title, "Attention, layer %lld head %lld", (long long)lsel, (long long)hsel);
             attn_tensor t = attn_tensor_f32_2d(sel, L, L);
-            r = fmt == F_PNG ? attn_heatmap_png(outp, &t, &o) : attn_heatmap_svg(outp, &t, &o);
+            r = fmt == F_PNG ? attn_heatmap_png(path, &t, &o) : attn_heatmap_svg(path, &t, &o);
         } else {
             snprintf(title, sizeof title, "Attention weights (%s x %s)", nl > 1 ? "layers" : "layer",
                      nh > 1 ? "heads" : (hsel == -2 ? "mean of heads" : "head"));
             attn_tensor t = attn_tensor_f32_4d(sel, nl, nh, L, L);
-            r = fmt == F_PNG ? attn_heatmap_grid_png(outp, &t, 0, (const char *const *)caps, &o)
-                             : attn_heatmap_grid_svg(outp, &t, 0, (const char *const *)caps, &o);
+            r = fmt == F_PNG ? attn_heatmap_grid_png(path, &t, 0, (const char *const *)caps, &o)
+                             : attn_heatmap_grid_svg(path, &t, 0, (const char *const *)caps, &o);
         }
         if (r < 0) rc = cli_lib_error(NULL);
     }
@@ -223,5 +235,5 @@ done:
     free(hid);
     attn_arena_free(&arena);
     attn_bert_free(m);
-    return rc;
+    return cli_outputs_finish(&outs, rc);
 }

@@ -67,20 +67,25 @@ int cmd_embed(int argc, char **argv) {
             if (r < 0 || cli_parse_i64("embed", "--batch", val, 1, 4096, &batch) != CLI_OK) goto usage_err;
         } else if ((r = cli_opt(&a, NULL, "--threads", &val))) {
             if (r < 0 || cli_parse_i64("embed", "--threads", val, 1, 4096, &threads) != CLI_OK) goto usage_err;
-        } else if (a.argv[a.i][0] == '-' && a.argv[a.i][1] != 0) {
-            cli_texts_free(&texts);
-            return cli_unknown(&a);
-        } else {
-            if (cli_texts_add(&texts, a.argv[a.i]) < 0) {
+        } else if (cli_positional(&a, &val)) {
+            if (cli_texts_add(&texts, val) < 0) {
                 cli_texts_free(&texts);
                 return cli_error("out of memory");
             }
-            a.i++;
+        } else {
+            cli_texts_free(&texts);
+            return cli_unknown(&a);
         }
     }
     if (!model || !*model) {
         cli_texts_free(&texts);
         return cli_usage_error("embed", "--model DIR is required");
+    }
+    cli_outputs outs;
+    cli_outputs_init(&outs, "embed");
+    if ((rc = cli_output_add(&outs, "-o", outp, 1)) || (rc = cli_output_input(&outs, "--model", model))) {
+        cli_texts_free(&texts);
+        return rc;
     }
     if (threads > 0) attn_set_num_threads((int)threads);
     if (texts.n == 0 && cli_texts_read_stdin(&texts) < 0) {
@@ -107,7 +112,9 @@ int cmd_embed(int argc, char **argv) {
     }
     if (outp) {
         attn_tensor t = attn_tensor_f32_2d(emb, texts.n, E);
-        if (attn_npy_save(outp, &t) < 0) rc = cli_lib_error(NULL);
+        const char *path = cli_output_path(&outs, 0);
+        if (!path) rc = CLI_FAIL;
+        else if (attn_npy_save(path, &t) < 0) rc = cli_lib_error(NULL);
     } else {
         for (int64_t i = 0; i < texts.n; i++) {
             putchar('[');
@@ -120,7 +127,7 @@ done:
     free(emb);
     attn_bert_free(m);
     cli_texts_free(&texts);
-    return rc;
+    return cli_outputs_finish(&outs, rc);
 usage_err:
     cli_texts_free(&texts);
     return CLI_USAGE;

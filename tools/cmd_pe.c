@@ -121,16 +121,21 @@ int cmd_pe(int argc, char **argv) {
         else return cli_usage_error("pe", "cannot tell the format of '%s'; use --format npy|png|svg", out);
     }
 
+    cli_outputs outs;
+    cli_outputs_init(&outs, "pe");
+    int rc = cli_output_add(&outs, "-o", out, fmt != FMT_SVG);
+    if (rc) return rc;
     float *buf = malloc((size_t)(D * L) * sizeof(float));
     if (!buf) return cli_error("out of memory");
     attn_tensor t = attn_tensor_f32_2d(buf, L, D);
-    int rc = CLI_OK;
+    const char *path = NULL;
     if (attn_pe_sinusoidal(&t, offset) < 0) rc = cli_lib_error("pe");
+    else if (!(path = cli_output_path(&outs, 0))) rc = CLI_FAIL;
     else if (fmt == FMT_NPY) {
-        if (attn_npy_save(out, &t) < 0) rc = cli_lib_error(NULL);
+        if (attn_npy_save(path, &t) < 0) rc = cli_lib_error(NULL);
     } else {
-        rc = write_picture(out, fmt, &t, D, L, offset);
+        rc = write_picture(path, fmt, &t, D, L, offset);
     }
     free(buf);
-    return rc;
+    return cli_outputs_finish(&outs, rc);
 }

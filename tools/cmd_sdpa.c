@@ -192,6 +192,15 @@ int cmd_sdpa(int argc, char **argv) {
     }
     if (!variant && vopt)
         return cli_usage_error("sdpa", "%s needs --variant (linear, performer, sliding, longformer or bigbird)", vopt);
+    /* outputs: refused up front when they clash; written only after the computation */
+    cli_outputs outs;
+    cli_outputs_init(&outs, "sdpa");
+    int orc;
+    if ((orc = cli_output_add(&outs, "-o", op, 1)) || (orc = cli_output_add(&outs, "--weights", wp, 1)) ||
+        (orc = cli_output_input(&outs, "-q", qp)) || (orc = cli_output_input(&outs, "-k", kp)) ||
+        (orc = cli_output_input(&outs, "-v", vp)) || (orc = cli_output_input(&outs, "-m", mp)) ||
+        (orc = cli_output_input(&outs, "--key-padding", kpmp)))
+        return orc;
 
     int rc = CLI_FAIL;
     attn_tensor q = {0}, k = {0}, v = {0}, m = {0}, kpm = {0};
@@ -282,13 +291,16 @@ int cmd_sdpa(int argc, char **argv) {
     int nd = q.ndim;
     attn_tensor o_save, w_save;
     attn_tensor_make(&o_save, outbuf, ATTN_F32, nd, oshape + 4 - nd);
-    if (attn_npy_save(op, &o_save) < 0) {
+    const char *path = cli_output_path(&outs, 0);
+    if (!path) goto done;
+    if (attn_npy_save(path, &o_save) < 0) {
         cli_lib_error(NULL);
         goto done;
     }
     if (wp) {
         attn_tensor_make(&w_save, wbuf, ATTN_F32, nd, wshape + 4 - nd);
-        if (attn_npy_save(wp, &w_save) < 0) {
+        if (!(path = cli_output_path(&outs, 1))) goto done;
+        if (attn_npy_save(path, &w_save) < 0) {
             cli_lib_error(NULL);
             goto done;
         }
@@ -302,5 +314,5 @@ done:
     attn_npy_free(&v);
     attn_npy_free(&m);
     attn_npy_free(&kpm);
-    return rc;
+    return cli_outputs_finish(&outs, rc);
 }

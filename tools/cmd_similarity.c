@@ -33,14 +33,14 @@ int cmd_similarity(int argc, char **argv) {
             model = val;
         } else if ((r = cli_opt(&a, NULL, "--threads", &val))) {
             if (r < 0 || cli_parse_i64("similarity", "--threads", val, 1, 4096, &threads) != CLI_OK) goto usage_err;
-        } else if (a.argv[a.i][0] == '-' && a.argv[a.i][1] != 0) {
-            cli_texts_free(&texts);
-            return cli_unknown(&a);
-        } else {
-            if (cli_texts_add(&texts, a.argv[a.i++]) < 0) {
+        } else if (cli_positional(&a, &val)) {
+            if (cli_texts_add(&texts, val) < 0) {
                 cli_texts_free(&texts);
                 return cli_error("out of memory");
             }
+        } else {
+            cli_texts_free(&texts);
+            return cli_unknown(&a);
         }
     }
     if (!model || !*model) {

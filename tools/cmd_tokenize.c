@@ -33,11 +33,11 @@ int cmd_tokenize(int argc, char **argv) {
             if (r < 0 || cli_parse_i64("tokenize", "--max-len", val, 2, 1 << 30, &max_len) != CLI_OK) return CLI_USAGE;
         } else if (cli_flag(&a, NULL, "--no-special")) {
             special = 0;
-        } else if (a.argv[a.i][0] == '-' && a.argv[a.i][1] != 0) {
-            return cli_unknown(&a);
+        } else if (cli_positional(&a, &val)) {
+            if (text) return cli_usage_error("tokenize", "give one TEXT (quote it; put -- before a text that starts with '-')");
+            text = val;
         } else {
-            if (text) return cli_usage_error("tokenize", "give one TEXT (quote it)");
-            text = a.argv[a.i++];
+            return cli_unknown(&a);
         }
     }
     if (!model || !*model) return cli_usage_error("tokenize", "--model DIR is required");

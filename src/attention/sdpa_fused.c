@@ -467,6 +467,32 @@ static inline float attn__apply_mask(const attn__mask_view *mv, int64_t off, flo
     return attn__mask_value_is_masked(m) ? -INFINITY : s + m;
 }
 
+/* A non-finite raw score is an error only where it can matter: at a visible key (the mask, causal,
+ * window and key_lengths all let it through), or where the key row itself is not finite (an invalid
+ * input, rejected as the reference rejects it). The q.k of a masked key may overflow: it is replaced
+ * by -inf like every masked score and changes nothing. Runs only when a block held a non-finite
+ * score. rows: nq rows from query i0 with visible ranges [lo[i], hi[i]); S[j * sj + i * si]. */
+static int attn__bad_scores(const attn__fctx *c, const float *S, int64_t sj, int64_t si, int nq, int nk, int64_t b,
+                            int64_t h, int64_t i0, int64_t j0, const int64_t *lo, const int64_t *hi, const float *kbase) {
+    const attn__mask_view *mv = &c->mv;
+    const int64_t ks2 = c->k->stride[2], ks3 = c->k->stride[3];
+    for (int i = 0; i < nq; i++) {
+        const int64_t mo = mv->present ? b * mv->stride[0] + h * mv->stride[1] + (i0 + i) * mv->stride[2] : 0;
+        for (int j = 0; j < nk; j++) {
+            if (isfinite(S[j * sj + i * si])) continue;
+            const int64_t jj = j0 + j;
+            int visible = jj >= lo[i] && jj < hi[i];
+            if (visible && mv->present) {
+                const int64_t off = mo + jj * mv->stride[3];
+                visible = mv->is_bool ? ((const unsigned char *)mv->data)[off] != 0
+                                      : !attn__mask_value_is_masked(((const float *)mv->data)[off]);
+            }
+            if (visible || attn__any_nonfinite(kbase + jj * ks2, c->D, ks3)) return 1;
+        }
+    }
+    return 0;
+}
+
 /* Final weights of one row: W[j] = exp(W[j] - m)·inv for j in [jlo, jhi), 0 elsewhere. */
 static void attn__finish_weights_row(const attn__fctx *c, float *wrow, int64_t ws, int64_t jlo, int64_t jhi, float m,
                                      float inv, int have) {
@@ -546,8 +572,9 @@ static void attn__tile_item(const attn__fctx *c, float *scr, int64_t b, int64_t 
             for (int i = 0; i < nqp; i++) cmax[i] = -INFINITY;
         c->kern->s_block(ST, ld, nqp, QT, kbase + j0 * ks2, ks2, ks3, nk, D, clean ? cmax : NULL);
         /* raw scores (all nqp rows are computed; padded query rows are 0): NaN / inf means a bad
-         * key or query, or an overflow */
-        if (attn__any_nonfinite(ST, (int64_t)nk * ld, 1)) {
+         * key or an overflow — an error unless every such score is masked (attn__bad_scores) */
+        if (attn__any_nonfinite(ST, (int64_t)nk * ld, 1) &&
+            attn__bad_scores(c, ST, ld, 1, nq, nk, b, h, i0, j0, lo, hi, kbase)) {
 #pragma omp atomic write
             *c->bad_scores = 1;
         }
@@ -645,7 +672,7 @@ static void attn__row_item(const attn__fctx *c, float *scr, int64_t b, int64_t h
             ksj = D;
         }
         c->kern->row_dots(sc, qs, kp, ksj, nk, D);
-        if (attn__any_nonfinite(sc, nk, 1)) {
+        if (attn__any_nonfinite(sc, nk, 1) && attn__bad_scores(c, sc, 1, 0, 1, nk, b, h, i, j0, &lo, &hi, kbase)) {
 #pragma omp atomic write
             *c->bad_scores = 1;
         }

@@ -10,6 +10,7 @@
  *   data     the array bytes, C order when fortran_order is False
  */
 #include "attn_npy.h"
+#include "attn_io.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -413,8 +414,9 @@ int attn_npy_save(const char *path, const attn_tensor *t) {
     hdr[n + pad] = '\n';
     size_t hlen = (size_t)n + pad + 1;
 
-    FILE *f = fopen(path, "wb");
-    if (!f) return attn_set_error(ATTN_E_IO, "%s: cannot open for writing: %s", path, strerror(errno));
+    attn_out *out;
+    if (attn_out_open(&out, path, ATTN_OUT_BINARY) < 0) return ATTN_E_IO;
+    FILE *f = attn_out_file(out);
     unsigned char pre[10];
     memcpy(pre, npy_magic, 6);
     pre[6] = 1;
@@ -453,11 +455,8 @@ int attn_npy_save(const char *path, const attn_tensor *t) {
             }
         }
     }
-    int err = errno;
-    if (fclose(f) != 0 && ok) {
-        ok = 0;
-        err = errno;
-    }
-    if (!ok) return attn_set_error(ATTN_E_IO, "%s: write failed: %s", path, strerror(err));
-    return ATTN_OK;
+    /* a failed fwrite leaves the stream's error flag set: commit reports it (with errno) and
+     * removes the temporary file */
+    (void)ok;
+    return attn_out_commit(out);
 }

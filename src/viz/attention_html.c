@@ -1,5 +1,6 @@
 /* Self-contained interactive attention viewer (see attn_viz_html.h). */
 #include "attn_viz_html.h"
+#include "attn_io.h"
 #include "core/internal.h"
 
 #include <errno.h>
@@ -86,8 +87,9 @@ int attn_attention_html(const char *path, const attn_tensor *w, const char *cons
                     if (!isfinite(*attn__f32_at4(w, a, b, i, j)))
                         return attn_set_error(ATTN_E_RANGE, "attention_html: weight [%lld, %lld, %lld, %lld] is not finite",
                                               (long long)a, (long long)b, (long long)i, (long long)j);
-    FILE *f = fopen(path, "w");
-    if (!f) return attn_set_error(ATTN_E_IO, "%s: cannot write HTML: %s", path, strerror(errno));
+    attn_out *out;
+    if (attn_out_open(&out, path, ATTN_OUT_TEXT) < 0) return ATTN_E_IO;
+    FILE *f = attn_out_file(out);
     fputs("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>", f);
     attn__html_text(f, title ? title : "attention");
     fputs("</title>\n<style>body{font-family:sans-serif;margin:20px}#wrap{display:flex;gap:30px;align-items:flex-start}"
@@ -121,8 +123,5 @@ int attn_attention_html(const char *path, const attn_tensor *w, const char *cons
             (long long)(init_head >= 0 && init_head < H ? init_head : -1));
     fputs(attn__viewer_js, f);
     fputs("</script>\n</body></html>\n", f);
-    int bad = ferror(f);
-    int cl = fclose(f);
-    if (cl != 0 || bad) return attn_set_error(ATTN_E_IO, "%s: cannot write HTML: %s", path, strerror(errno ? errno : EIO));
-    return ATTN_OK;
+    return attn_out_commit(out); /* write errors are reported with their reason */
 }

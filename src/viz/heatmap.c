@@ -3,6 +3,7 @@
  * Both writers share one layout computation (compute_layout) so the PNG and the SVG of
  * the same matrix put every element at the same pixel position. */
 #include "attn_viz.h"
+#include "attn_io.h"
 
 #include <errno.h>
 #include <math.h>
@@ -740,23 +741,15 @@ static int render_png(const char *path, const panels *P, int grid_cols, const ch
         img.format = PNG_FORMAT_RGB;
         /* write through our own FILE: png_image_write_to_file() remove()s the path on a write
          * error, which must never happen to a device or an unrelated file given as output */
-        errno = 0;
-        FILE *pf = fopen(path, "wb");
-        if (!pf) {
-            rc = attn_set_error(ATTN_E_IO, "%s: cannot write PNG: %s", path, strerror(errno));
+        attn_out *po;
+        if (attn_out_open(&po, path, ATTN_OUT_BINARY) < 0) {
+            rc = ATTN_E_IO;
+        } else if (!png_image_write_to_stdio(&img, attn_out_file(po), 0, cv.px, cv.w * 3, NULL) &&
+                   !ferror(attn_out_file(po))) {
+            attn_out_abort(po); /* libpng's own failure */
+            rc = attn_set_error(ATTN_E_IO, "%s: cannot write PNG: %s", path, img.message);
         } else {
-            int ok = png_image_write_to_stdio(&img, pf, 0, cv.px, cv.w * 3, NULL);
-            int e = errno;
-            if (fflush(pf) != 0 && ok) {
-                ok = 0;
-                e = errno;
-            }
-            if (fclose(pf) != 0 && ok) {
-                ok = 0;
-                e = errno;
-            }
-            if (!ok)
-                rc = attn_set_error(ATTN_E_IO, "%s: cannot write PNG: %s", path, e ? strerror(e) : img.message);
+            rc = attn_out_commit(po); /* write errors (with their reason) are reported here */
         }
         png_image_free(&img);
     }
@@ -816,12 +809,12 @@ static int render_svg(const char *path, const panels *P, int grid_cols, const ch
         return rc;
     }
     const attn_viz_layout *L = &X.L;
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        int e = errno;
+    attn_out *out;
+    if (attn_out_open(&out, path, ATTN_OUT_TEXT) < 0) {
         vt_close(&t);
-        return attn_set_error(ATTN_E_IO, "%s: cannot open for writing: %s", path, strerror(e));
+        return ATTN_E_IO;
     }
+    FILE *f = attn_out_file(out);
     char *buf = NULL;
     char col[8];
     /* baseline offset of a line whose box starts at y */
@@ -955,9 +948,8 @@ static int render_svg(const char *path, const panels *P, int grid_cols, const ch
 nomem:
     rc = attn_set_error(ATTN_E_NOMEM, "heatmap: out of memory");
 close:
-    if (ferror(f) && rc == ATTN_OK) rc = attn_set_error(ATTN_E_IO, "%s: write failed", path);
-    if (fclose(f) != 0 && rc == ATTN_OK)
-        rc = attn_set_error(ATTN_E_IO, "%s: write failed: %s", path, strerror(errno));
+    if (rc == ATTN_OK) rc = attn_out_commit(out); /* write errors are reported with their reason */
+    else attn_out_abort(out);
     free(buf);
     vt_close(&t);
     return rc;

@@ -331,6 +331,70 @@ static void test_sparse_equivalence(void) {
         }
 }
 
+/* ---------------------------------------------------------------- linear: far below zero */
+
+/* Issue 11, fault 9: queries and keys far below zero in every component (down to -100, where
+ * elu(x) + 1 = e^x is below float32's smallest normal): the non-causal path (float32 GEMMs),
+ * the causal path (float64 state) and a float64 reference with exp() in double agree to 1e-5
+ * relative (max |diff| <= 1e-5 x max |ref|). The last causal row sees every key, so it is
+ * compared with the non-causal result. Also the implied weights, and a mix of large positive and
+ * very negative components. */
+static void test_linear_underflow(void) {
+    enum { L = 40, D = 8, Dv = 5 };
+    static const float ranges[4][2] = {{-100.0f, -95.0f}, {-100.0f, -60.0f}, {-90.0f, -86.0f}, {-100.0f, 20.0f}};
+    float q[L * D], k[L * D], v[L * Dv], onc[L * Dv], oc[L * Dv], w[L * L];
+    double ref[L * Dv];
+    uint64_t lseed = 0x9E3779B97F4A7C15ULL; /* own stream: the other tests' inputs stay as they were */
+    for (int rg = 0; rg < 4; rg++) {
+        attn_test_fill_uniform(q, L * D, ranges[rg][0], ranges[rg][1], &lseed);
+        attn_test_fill_uniform(k, L * D, ranges[rg][0], ranges[rg][1], &lseed);
+        attn_test_fill_uniform(v, L * Dv, -1.0f, 1.0f, &lseed);
+        double mref = 0;
+        for (int i = 0; i < L; i++) { /* float64 reference, non-causal */
+            double num[Dv] = {0}, den = 0;
+            for (int j = 0; j < L; j++) {
+                double s = 0;
+                for (int d = 0; d < D; d++) {
+                    double a = q[i * D + d] > 0 ? q[i * D + d] + 1.0 : exp((double)q[i * D + d]);
+                    double b = k[j * D + d] > 0 ? k[j * D + d] + 1.0 : exp((double)k[j * D + d]);
+                    s += a * b;
+                }
+                den += s;
+                for (int e = 0; e < Dv; e++) num[e] += s * v[j * Dv + e];
+            }
+            for (int e = 0; e < Dv; e++) {
+                ref[i * Dv + e] = num[e] / den;
+                if (fabs(ref[i * Dv + e]) > mref) mref = fabs(ref[i * Dv + e]);
+            }
+        }
+        attn_tensor tq = attn_tensor_f32_4d(q, 1, 1, L, D), tk = attn_tensor_f32_4d(k, 1, 1, L, D);
+        attn_tensor tv = attn_tensor_f32_4d(v, 1, 1, L, Dv), to = attn_tensor_f32_4d(onc, 1, 1, L, Dv);
+        attn_tensor tc = attn_tensor_f32_4d(oc, 1, 1, L, Dv), tw = attn_tensor_f32_4d(w, 1, 1, L, L);
+        attn_variant_params p = attn_variant_params_default(ATTN_VARIANT_LINEAR);
+        CHECK_OK(attn_variant_attention(&to, &tw, &tq, &tk, &tv, &p));
+        p.is_causal = 1;
+        CHECK_OK(attn_variant_attention(&tc, NULL, &tq, &tk, &tv, &p));
+        double dnc = attn_test_max_abs_diff_f64(onc, ref, L * Dv);
+        double dc = 0, dw = 0;
+        for (int e = 0; e < Dv; e++) {
+            double x = fabs((double)oc[(L - 1) * Dv + e] - ref[(L - 1) * Dv + e]);
+            if (x > dc) dc = x;
+        }
+        for (int i = 0; i < L; i++) /* weights . v == out */
+            for (int e = 0; e < Dv; e++) {
+                double s = 0;
+                for (int j = 0; j < L; j++) s += (double)w[i * L + j] * v[j * Dv + e];
+                if (fabs(s - ref[i * Dv + e]) > dw) dw = fabs(s - ref[i * Dv + e]);
+            }
+        CHECK(mref > 0 && dnc <= 1e-5 * mref, "linear, components in [%g, %g]: non-causal max|out - ref| %.3g (max|ref| %.3g)",
+              (double)ranges[rg][0], (double)ranges[rg][1], dnc, mref);
+        CHECK(dc <= 1e-5 * mref, "linear, components in [%g, %g]: causal last row max|out - ref| %.3g (max|ref| %.3g)",
+              (double)ranges[rg][0], (double)ranges[rg][1], dc, mref);
+        CHECK(dw <= 1e-5 * mref, "linear, components in [%g, %g]: weights . v vs ref %.3g", (double)ranges[rg][0],
+              (double)ranges[rg][1], dw);
+    }
+}
+
 /* ---------------------------------------------------------------- linear vs NumPy */
 
 static int load(attn_tensor *t, const char *name) {
@@ -1000,6 +1064,7 @@ int main(void) {
     test_sparse_equivalence();
     test_linear_fixtures();
     test_linear_recurrent();
+    test_linear_underflow();
     test_left_padding();
     test_performer();
     test_encoder_layer();

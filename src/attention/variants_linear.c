@@ -9,17 +9,25 @@
 #include "core/internal.h"
 
 #include <cblas.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define ATTN__LIN_CHUNK 1024
+
+/* φ(x) = elu(x) + 1 as a float64 that does not underflow: for x < -80 the float exp would lose
+ * precision (denormals) and flush to 0 below -87, so those use exp() in float64 (exact down to
+ * -745, far below any float32 input that matters); above, the float kernel (relative error
+ * <= 1.5e-7). Both paths of linear attention and the step API use it, so that they agree to
+ * 1e-5 for components down to -100 and beyond (issue 11). */
+static inline double attn__elu1d(float x) { return x > -80.0f ? (double)attn__elu1f(x) : exp((double)x); }
 
 /* S += φ(k) vᵀ, z += φ(k) for one key k [D] (stride ks) and value v [Dv] (stride vs).
  * tk [D], tv [Dv] are scratch. noinline: the batch form and the step API must run the same
  * machine code so that they agree bit for bit. */
 ATTN__VCLONES __attribute__((noinline)) static void attn__lin_update(double *S, double *z, const float *k, int64_t ks, const float *v,
                                                        int64_t vs, int64_t D, int64_t Dv, double *tk, double *tv) {
-    for (int64_t d = 0; d < D; d++) tk[d] = (double)attn__elu1f(k[d * ks]);
+    for (int64_t d = 0; d < D; d++) tk[d] = attn__elu1d(k[d * ks]);
     for (int64_t e = 0; e < Dv; e++) tv[e] = (double)v[e * vs];
     for (int64_t d = 0; d < D; d++) {
         double a = tk[d];
@@ -36,7 +44,7 @@ ATTN__VCLONES __attribute__((noinline)) static void attn__lin_readout(float *out
                                                         double *num) {
     double den = 0.0;
     for (int64_t d = 0; d < D; d++) {
-        tq[d] = (double)attn__elu1f(q[d * qs]);
+        tq[d] = attn__elu1d(q[d * qs]);
         den += tq[d] * z[d];
     }
     for (int64_t e = 0; e < Dv; e++) num[e] = 0.0;
@@ -65,7 +73,7 @@ static void attn__lin_weights(attn_tensor *weights, const attn_tensor *q, const 
     const int causal = c->p->is_causal;
     for (int64_t i = 0; i < Lq; i++) {
         const float *qr = attn__row_ptr(q, b, h, i);
-        for (int64_t d = 0; d < D; d++) tq[d] = (double)attn__elu1f(qr[d * q->stride[3]]);
+        for (int64_t d = 0; d < D; d++) tq[d] = attn__elu1d(qr[d * q->stride[3]]);
         float *wr = attn__row_ptr_w(weights, b, h, i);
         int64_t ws = weights->stride[3];
         int64_t hi = causal ? (i + off + 1 < Lk ? i + off + 1 : Lk) : Lk;
@@ -140,11 +148,30 @@ int attn__variant_linear(attn_tensor *out, attn_tensor *weights, const attn_tens
                     }
                 }
             } else {
+                /* Float32 GEMMs on features scaled per dimension so that nothing underflows:
+                 * φ(k_jd) / c_d with c_d = max_j φ(k_jd) = φ(max_j k_jd) (<= 1, the largest 1), and
+                 * φ(q_id)·c_d divided by its row maximum. The factors cancel in
+                 * φ(q)ᵀS / φ(q)ᵀz (c_d between the two sides of each product, the row factor
+                 * between numerator and denominator); terms that still underflow are below
+                 * 1e-38 of the largest one. */
+                double *cd = t2; /* [D] */
+                for (int64_t d = 0; d < D; d++) cd[d] = -INFINITY;
+                for (int64_t j = 0; j < Lk; j++) {
+                    if (!c->valid[b * Lk + j]) continue;
+                    const float *kr = attn__row_ptr(k, b, hk, j);
+                    for (int64_t d = 0; d < D; d++)
+                        if (kr[d * k->stride[3]] > cd[d]) cd[d] = kr[d * k->stride[3]];
+                }
+                for (int64_t d = 0; d < D; d++) cd[d] = cd[d] == -INFINITY ? 1.0 : attn__elu1d((float)cd[d]);
                 for (int64_t j0 = 0; j0 < Lk; j0 += (int64_t)CK) {
                     int64_t n = Lk - j0 < (int64_t)CK ? Lk - j0 : (int64_t)CK;
                     attn__gather_rows(kb, k, b, hk, j0, n, D);
                     attn__gather_rows(vb, v, b, hk, j0, n, Dv);
-                    attn__velu1(kb, n * D);
+                    for (int64_t r = 0; r < n; r++)
+                        for (int64_t d = 0; d < D; d++) {
+                            float *x = kb + r * D + d;
+                            *x = (float)(attn__elu1d(*x) / cd[d]);
+                        }
                     for (int64_t r = 0; r < n; r++) {
                         float *kr = kb + r * D;
                         if (!c->valid[b * Lk + j0 + r]) { /* padding: out of S and z */
@@ -165,7 +192,16 @@ int attn__variant_linear(attn_tensor *out, attn_tensor *weights, const attn_tens
                     for (int64_t i0 = 0; i0 < Lq; i0 += (int64_t)CK) {
                         int64_t n = Lq - i0 < (int64_t)CK ? Lq - i0 : (int64_t)CK;
                         attn__gather_rows(kb, q, b, h, i0, n, D);
-                        attn__velu1(kb, n * D);
+                        for (int64_t r = 0; r < n; r++) {
+                            float *qr = kb + r * D;
+                            double mx = 0.0;
+                            for (int64_t d = 0; d < D; d++) {
+                                t1[d] = attn__elu1d(qr[d]) * cd[d];
+                                if (t1[d] > mx) mx = t1[d];
+                            }
+                            const double inv = mx > 0.0 ? 1.0 / mx : 0.0;
+                            for (int64_t d = 0; d < D; d++) qr[d] = (float)(t1[d] * inv);
+                        }
                         if (D > 0 && Dv > 0)
                             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)Dv, (int)D, 1.0f, kb, (int)D,
                                         Sc, (int)Dv, 0.0f, ob, (int)Dv);
@@ -183,7 +219,7 @@ int attn__variant_linear(attn_tensor *out, attn_tensor *weights, const attn_tens
             if (weights) {
                 for (int64_t j = 0; j < Lk; j++) {
                     const float *kr = attn__row_ptr(k, b, hk, j);
-                    for (int64_t d = 0; d < D; d++) phik[j * D + d] = (double)attn__elu1f(kr[d * k->stride[3]]);
+                    for (int64_t d = 0; d < D; d++) phik[j * D + d] = attn__elu1d(kr[d * k->stride[3]]);
                 }
                 for (int64_t g = 0; g < group; g++) attn__lin_weights(weights, q, k, c, b, hk * group + g, phik, t1);
             }

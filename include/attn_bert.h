@@ -104,6 +104,13 @@ int attn_bert_forward(const attn_bert *m, float *last_hidden, attn_bert_extra *e
 int attn_bert_embed(const attn_bert *m, float *out, const char *const *texts, int64_t n, int64_t batch_size,
                     void (*progress)(int64_t done, int64_t total, void *user), void *user);
 
+/* attn_bert_embed_n: attn_bert_embed with explicit byte lengths: texts[i] holds lengths[i]
+ * bytes and may contain NUL, which the tokenizer removes as BertNormalizer's clean_text does
+ * (HF tokenizers: "hello\0world" -> "helloworld"). lengths NULL: NUL-terminated texts.
+ * Errors: those of attn_bert_embed, ATTN_E_INVALID (a negative length). */
+int attn_bert_embed_n(const attn_bert *m, float *out, const char *const *texts, const int64_t *lengths, int64_t n,
+                      int64_t batch_size, void (*progress)(int64_t done, int64_t total, void *user), void *user);
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,6 +6,9 @@
 #include "testutil.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <math.h>
@@ -536,6 +539,110 @@ static void test_masked_overflow(void) {
         }
 }
 
+/* Fault 5: a NUL byte inside an input line is part of the text (explicit lengths), removed by
+ * the tokenizer as HF tokenizers does: "hello\0world" embeds exactly as "helloworld".
+ * Fault 6: a read error is not the end of input: embed reports the reason, exits 1 and writes
+ * nothing (stdin a directory: EISDIR; in-process: a stream failing with EIO after two lines,
+ * and running out of memory on a long line, as under `ulimit -v`). */
+#include "../tools/texts.c"
+
+typedef struct {
+    int lines_left;
+} failing_src;
+
+static ssize_t failing_read(void *cookie, char *buf, size_t n) {
+    failing_src *f = cookie;
+    if (f->lines_left-- > 0) {
+        const char *l = "a line\n";
+        size_t m = strlen(l) < n ? strlen(l) : n;
+        memcpy(buf, l, m);
+        return (ssize_t)m;
+    }
+    errno = EIO;
+    return -1;
+}
+
+static ssize_t endless_read(void *cookie, char *buf, size_t n) {
+    memset(buf, 'a', n);
+    return (ssize_t)n;
+}
+
+static void test_input_lines(void) {
+    /* the reader itself */
+    cli_texts t = {0};
+    FILE *f = fmemopen("one\n\ntwo\0two\r\nthree", 19, "r");
+    CHECK(f && cli_texts_read_stream(&t, f) == 0, "reader: EOF is success");
+    CHECK(t.n == 4 && t.lens[0] == 3 && t.lens[1] == 0 && t.lens[2] == 7 && memcmp(t.items[2], "two\0two", 7) == 0 &&
+              t.lens[3] == 5,
+          "reader: 4 lines with explicit lengths, NUL kept, CRLF removed (%lld lines)", (long long)t.n);
+    if (f) fclose(f);
+    cli_texts_free(&t);
+    failing_src src = {2};
+    cookie_io_functions_t io = {failing_read, NULL, NULL, NULL};
+    f = fopencookie(&src, "r", io);
+    errno = 0;
+    int rc = f ? cli_texts_read_stream(&t, f) : 0;
+    CHECK(rc == -1 && errno == EIO, "reader: a read error after two lines is an error (rc %d, errno %d)", rc, errno);
+    if (f) fclose(f);
+    cli_texts_free(&t);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+    /* out of memory on an endless line (address space capped in a child process) */
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit rl = {(rlim_t)1 << 30, (rlim_t)1 << 30};
+        setrlimit(RLIMIT_AS, &rl);
+        cookie_io_functions_t io2 = {endless_read, NULL, NULL, NULL};
+        FILE *g = fopencookie(NULL, "r", io2);
+        cli_texts tt = {0};
+        int r = cli_texts_read_stream(&tt, g);
+        _exit(r == -1 && errno == ENOMEM ? 0 : 3);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "reader: out of memory on a long line is an error (status %d)", st);
+#endif
+    if (access(MODEL, R_OK) != 0) return;
+    /* NUL in a line: embeds as the text without it */
+    const char *in = tmp_path("nul_in.txt");
+    FILE *w = fopen(in, "wb");
+    if (w) {
+        fwrite("hello\0world\n", 1, 12, w);
+        fclose(w);
+    }
+    char a[600], b[600], c[600];
+    snprintf(a, sizeof a, "%s", tmp_path("nul_a.npy"));
+    snprintf(b, sizeof b, "%s", tmp_path("nul_b.npy"));
+    snprintf(c, sizeof c, "%s", tmp_path("nul_c.npy"));
+    const char *args1[] = {"embed", "--model", MODEL, "-o", a, NULL};
+    rc = attn_test_run_stdin(attn_bin, tmpdir, in, out_text, sizeof out_text, err_text, sizeof err_text, args1);
+    CHECK(rc == 0, "embed a line with NUL: exit %d: %s", rc, err_text);
+    int r2 = run_attn("embed", "--model", MODEL, "-o", b, "helloworld", (const char *)NULL);
+    int r3 = run_attn("embed", "--model", MODEL, "-o", c, "hello", (const char *)NULL);
+    attn_tensor ta, tb, tc;
+    if (rc == 0 && r2 == 0 && r3 == 0 && attn_npy_load(&ta, a) == 0) {
+        if (attn_npy_load(&tb, b) == 0) {
+            if (attn_npy_load(&tc, c) == 0) {
+                size_t n = (size_t)attn_tensor_numel(&ta);
+                CHECK(n == 384 && attn_test_max_abs_diff(ta.data, tb.data, n) <= 1e-6,
+                      "'hello\\0world' embeds as 'helloworld' (max diff %.3g)", attn_test_max_abs_diff(ta.data, tb.data, n));
+                CHECK(attn_test_max_abs_diff(ta.data, tc.data, n) > 1e-2, "... not as 'hello'");
+                attn_npy_free(&tc);
+            }
+            attn_npy_free(&tb);
+        }
+        attn_npy_free(&ta);
+    }
+    /* a read error: stdin is a directory */
+    put_file(a, "OLD");
+    const char *args2[] = {"embed", "--model", MODEL, "-o", a, NULL};
+    rc = attn_test_run_stdin(attn_bin, tmpdir, tmpdir, out_text, sizeof out_text, err_text, sizeof err_text, args2);
+    CHECK(rc == 1 && strstr(err_text, "Is a directory") && file_holds(a, "OLD"),
+          "embed, stdin unreadable: exit %d, reason given, output untouched: %s", rc, err_text);
+    const char *args3[] = {"embed", "--model", MODEL, NULL};
+    rc = attn_test_run_stdin(attn_bin, tmpdir, tmpdir, out_text, sizeof out_text, err_text, sizeof err_text, args3);
+    CHECK(rc == 1 && out_text[0] == '\0', "embed to stdout, stdin unreadable: exit %d, nothing printed (%.40s)", rc, out_text);
+}
+
 int main(void) {
     attn_test_name = "cli";
     attn_bin = attn_test_cli_path(); /* $ATTN_BIN, else $ATTN_BUILD/attn, else build/attn */
@@ -560,6 +667,7 @@ int main(void) {
         test_output_conflicts(od);
         test_end_of_options();
         test_masked_overflow();
+        test_input_lines();
     }
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);

@@ -142,6 +142,43 @@ int main(void) {
     attn_bert *m2 = NULL;
     CHECK_ERR(attn_bert_load(&m2, "/nonexistent/model"), ATTN_E_IO);
     CHECK(m2 == NULL, "failed load leaves *out NULL");
+    /* a NaN weight is named at load time (issue 11), not reported later as "sdpa: q[...] is NaN":
+     * a copy of the model with one query weight set to NaN */
+    {
+        char dir[64] = "/tmp/attn_test_nanw_XXXXXX", src[256], dst[600], cmd[1400];
+        if (mkdtemp(dir)) {
+            snprintf(cmd, sizeof cmd, "cp -r " MODEL "/. '%s'/", dir);
+            CHECK(system(cmd) == 0, "copy the model");
+            snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
+            snprintf(src, sizeof src, "\"encoder.layer.0.attention.self.query.weight\"");
+            FILE *f = fopen(dst, "r+b");
+            unsigned char n8[8] = {0};
+            if (f && fread(n8, 1, 8, f) == 8) {
+                uint64_t hl = 0;
+                for (int i = 7; i >= 0; i--) hl = hl << 8 | n8[i];
+                char *h = calloc(1, (size_t)hl + 1);
+                long long a = -1, b = -1;
+                if (h && fread(h, 1, (size_t)hl, f) == hl) {
+                    const char *at = strstr(h, src), *off = at ? strstr(at, "\"data_offsets\"") : NULL;
+                    if (off) sscanf(strchr(off, '[') + 1, "%lld,%lld", &a, &b);
+                }
+                CHECK(a >= 0 && b > a, "found the query weight in the header");
+                float nanv = NAN;
+                long long pos = 8 + (long long)hl + a + 4 * (5 * 384 + 3); /* [5, 3] */
+                if (a >= 0 && fseek(f, (long)pos, SEEK_SET) == 0) fwrite(&nanv, 4, 1, f);
+                free(h);
+            }
+            if (f) fclose(f);
+            attn_bert *m3 = NULL;
+            CHECK_ERR(attn_bert_load(&m3, dir), ATTN_E_RANGE);
+            CHECK(strstr(attn_last_error(), "encoder.layer.0.attention.self.query.weight") &&
+                      strstr(attn_last_error(), "NaN at [5, 3]"),
+                  "the message names the weight and the index: %s", attn_last_error());
+            attn_bert_free(m3);
+            snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+            if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
+        }
+    }
 
     attn_arena_free(&arena);
     free(bid);

@@ -627,6 +627,27 @@ static void test_model(void) {
     int32_t w[] = {101, 7592, 2129, 2024, 1057, 1029, 102};
     check_ids(tj, "H\xC3\xA9ll\xC3\xB2 h\xC3\xB4w are \xC3\xBC?", 1, 256, w, 7, "MiniLM doc example");
     test_cases(tj, tv);
+    /* NUL inside a text given with its length (issue 11, fault 5): removed as a control character,
+     * as HF tokenizers' BertNormalizer does; ids from tokenizers 0.x on this tokenizer.json:
+     * Tokenizer.encode("hello\x00world").ids etc. */
+    {
+        static const struct {
+            const char *text;
+            size_t len;
+            int32_t ids[6];
+            int n;
+        } nul[] = {{"hello\0world", 11, {101, 7592, 11108, 102}, 4},
+                   {"a\0\0b c\0", 7, {101, 11113, 1039, 102}, 4},
+                   {"\0", 1, {101, 102}, 2}};
+        for (int c = 0; c < 3; c++) {
+            int32_t ids[16];
+            int64_t n = 0;
+            int rc = attn_tokenizer_encode(tj, nul[c].text, nul[c].len, 1, 0, ids, &n, 16, NULL);
+            int same = rc == 0 && n == nul[c].n;
+            for (int i = 0; same && i < n; i++) same = ids[i] == nul[c].ids[i];
+            CHECK(same, "NUL case %d: rc %d, %lld ids (want HF's %d)", c, rc, (long long)n, nul[c].n);
+        }
+    }
     attn_tokenizer_free(tj);
     attn_tokenizer_free(tv);
 }

@@ -17,6 +17,11 @@ static void usage(FILE *f) {
             "\n"
             "Runs the encoder on TEXT and writes its softmax attention weights (rows = queries,\n"
             "columns = keys, tokens on both axes).\n"
+            "\n"
+            "Options:\n"
+            "  --model DIR     model directory (config.json, model.safetensors, tokenizer.json)\n"
+            "  -o, --output FILE  output file; - = standard output (png and npy only when it is\n"
+            "                  not a terminal); replaced only when complete\n"
             "  --layer L|all   layer index from 0, or all layers (default: the last layer)\n"
             "  --head H|mean|all  head index from 0, the mean over heads, or every head (default: mean)\n"
             "  --format F      png or svg heatmap with a colour bar (several layers/heads give a grid\n"
@@ -24,6 +29,8 @@ static void usage(FILE *f) {
             "                  and head are chosen interactively), or npy (float32 [layers?, heads?, L, L]\n"
             "                  keeping the dims that hold more than one choice). Default: from FILE.\n"
             "  --threads N     worker threads\n"
+            "  -h, --help      this help\n"
+            "  --              end of options: a TEXT that starts with '-' follows\n"
             "Texts longer than the model's maximum (256 word pieces for all-MiniLM-L6-v2) are truncated,\n"
             "as sentence-transformers does; a note on stderr says so.\n");
 }

@@ -5,6 +5,7 @@
 #include "attn_bert.h"
 #include "attn_npy.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -22,10 +23,14 @@ static void usage(FILE *f) {
             "\n"
             "Options:\n"
             "  --model DIR        model directory (config.json, model.safetensors, tokenizer.json, ...)\n"
-            "  -o, --output FILE  write float32 [N, E] as .npy; otherwise one JSON array per line\n"
+            "  -o, --output FILE  write float32 [N, E] as .npy (- = standard output when it is not a\n"
+            "                     terminal); otherwise one JSON array per line\n"
             "  --batch N          sentences per forward pass (default 32)\n"
             "  --threads N        worker threads (default: all cores)\n"
             "  -h, --help         this help\n"
+            "  --                 end of options: TEXTs that start with '-' follow\n"
+            "Input lines may hold any bytes (a NUL is removed, as the reference tokenizer does); a\n"
+            "read error stops the run with exit 1 and nothing written.\n"
             "A progress line (done/total, sentences/s) goes to stderr when it is a terminal.\n");
 }
 
@@ -89,8 +94,9 @@ int cmd_embed(int argc, char **argv) {
     }
     if (threads > 0) attn_set_num_threads((int)threads);
     if (texts.n == 0 && cli_texts_read_stdin(&texts) < 0) {
+        int e = errno;
         cli_texts_free(&texts);
-        return cli_error("reading standard input failed");
+        return cli_error("reading standard input failed: %s; nothing was written", strerror(e));
     }
     attn_bert *m = NULL;
     if (attn_bert_load(&m, model) < 0) {
@@ -106,7 +112,7 @@ int cmd_embed(int argc, char **argv) {
     progress_state ps;
     clock_gettime(CLOCK_MONOTONIC, &ps.t0);
     int show = isatty(2) && texts.n > batch;
-    if (attn_bert_embed(m, emb, (const char *const *)texts.items, texts.n, batch, show ? progress : NULL, &ps) < 0) {
+    if (attn_bert_embed_n(m, emb, (const char *const *)texts.items, texts.lens, texts.n, batch, show ? progress : NULL, &ps) < 0) {
         rc = cli_lib_error("embedding");
         goto done;
     }

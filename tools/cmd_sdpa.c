@@ -23,7 +23,7 @@ static void usage(FILE *f) {
             "  -q, --query FILE     queries (float32)\n"
             "  -k, --key FILE       keys (float32)\n"
             "  -v, --value FILE     values (float32)\n"
-            "  -o, --output FILE    output .npy (float32)\n"
+            "  -o, --output FILE    output .npy (float32); - = standard output (not a terminal)\n"
             "  -m, --mask FILE      bool (true = may attend) or float32 additive mask, broadcast\n"
             "                       to [B, H, Lq, Lk]; -inf or <= -FLT_MAX marks a masked key\n"
             "      --causal         bottom-right causal mask: key j visible to query i iff\n"
@@ -36,6 +36,8 @@ static void usage(FILE *f) {
             "      --impl NAME      default | reference | fused\n"
             "  -h, --help           this help\n"
             "A query row that sees no key gets zeros in OUT and in the weights.\n"
+            "Outputs are written only when the whole computation succeeded, each to a temporary file\n"
+            "renamed over its target when complete; outputs naming one file or an input are refused.\n"
             "\n"
             "Efficient variants (attn_variants.h; see docs/variants.md):\n"
             "      --variant NAME   exact (default) | linear | performer | sliding | longformer | bigbird\n"
@@ -90,6 +92,8 @@ int cmd_sdpa(int argc, char **argv) {
     /* --variant and its options (vopt: the first variant-only option seen) */
     const char *variant = NULL, *kpmp = NULL, *vopt = NULL;
     int window_set = 0, impl_set = 0;
+    /* which variant-specific options were given (refused for variants they do not apply to) */
+    int features_set = 0, seed_set = 0, block_set = 0, gblocks_set = 0, random_set = 0, global_set = 0;
     attn_variant_params var = attn_variant_params_default(ATTN_VARIANT_EXACT);
 
     cli_args a = cli_args_start(argc, argv, "sdpa");
@@ -147,23 +151,29 @@ int cmd_sdpa(int argc, char **argv) {
         } else if ((r = cli_opt(&a, NULL, "--global", &val))) {
             if (r < 0 || cli_parse_i64("sdpa", "--global", val, INT64_MIN, INT64_MAX, &var.n_global)) return CLI_USAGE;
             vopt = "--global";
+            global_set = 1;
         } else if ((r = cli_opt(&a, NULL, "--block", &val))) {
             if (r < 0 || cli_parse_i64("sdpa", "--block", val, INT64_MIN, INT64_MAX, &var.block)) return CLI_USAGE;
             vopt = "--block";
+            block_set = 1;
         } else if ((r = cli_opt(&a, NULL, "--global-blocks", &val))) {
             if (r < 0 || cli_parse_i64("sdpa", "--global-blocks", val, INT64_MIN, INT64_MAX, &var.global_blocks))
                 return CLI_USAGE;
             vopt = "--global-blocks";
+            gblocks_set = 1;
         } else if ((r = cli_opt(&a, NULL, "--random", &val))) {
             if (r < 0 || cli_parse_i64("sdpa", "--random", val, INT64_MIN, INT64_MAX, &var.random_blocks)) return CLI_USAGE;
             vopt = "--random";
+            random_set = 1;
         } else if ((r = cli_opt(&a, NULL, "--features", &val))) {
             if (r < 0 || cli_parse_i64("sdpa", "--features", val, INT64_MIN, INT64_MAX, &var.features)) return CLI_USAGE;
             vopt = "--features";
+            features_set = 1;
         } else if ((r = cli_opt(&a, NULL, "--seed", &val))) {
             if (r < 0 || cli_parse_i64("sdpa", "--seed", val, 0, INT64_MAX, &n)) return CLI_USAGE;
             var.seed = (uint64_t)n;
             vopt = "--seed";
+            seed_set = 1;
         } else {
             return cli_unknown(&a);
         }
@@ -181,6 +191,23 @@ int cmd_sdpa(int argc, char **argv) {
             if (impl_set) return cli_usage_error("sdpa", "--impl applies to exact attention only, not --variant %s", variant);
             if (window_set && kind != ATTN_VARIANT_SLIDING && kind != ATTN_VARIANT_LONGFORMER)
                 return cli_usage_error("sdpa", "--window applies to exact, sliding and longformer attention, not %s", variant);
+            /* every variant option is refused where it does not apply (see the help text) */
+            const int lin = kind == ATTN_VARIANT_LINEAR, perf = kind == ATTN_VARIANT_PERFORMER;
+            const int bb = kind == ATTN_VARIANT_BIGBIRD, lf = kind == ATTN_VARIANT_LONGFORMER;
+            if (features_set && !perf)
+                return cli_usage_error("sdpa", "--features applies to --variant performer only, not %s", variant);
+            if (seed_set && !perf && !bb)
+                return cli_usage_error("sdpa", "--seed applies to --variant performer and bigbird only, not %s", variant);
+            if ((block_set || gblocks_set || random_set) && !bb)
+                return cli_usage_error("sdpa", "%s applies to --variant bigbird only, not %s",
+                                       block_set ? "--block" : gblocks_set ? "--global-blocks" : "--random", variant);
+            if (global_set && !lf)
+                return cli_usage_error("sdpa", "--global applies to --variant longformer only, not %s", variant);
+            if (mp && (lin || perf))
+                return cli_usage_error("sdpa", "-m/--mask does not apply to --variant %s; use --causal or --key-padding FILE",
+                                       variant);
+            if (p.has_scale && lin)
+                return cli_usage_error("sdpa", "--scale does not apply to --variant linear (elu + 1 is applied to the raw q and k)");
             var.window = window_set ? p.window : d.window;
             p.window = 0;
             var.is_causal = p.is_causal;
@@ -211,7 +238,17 @@ int cmd_sdpa(int argc, char **argv) {
     if (cli_load_npy(&k, kp) || check_input(&k, "k", kp, q.ndim)) goto done;
     if (cli_load_npy(&v, vp) || check_input(&v, "v", vp, q.ndim)) goto done;
     if (mp) {
-        if (cli_load_npy(&m, mp)) goto done;
+        int lr = attn_npy_load(&m, mp);
+        if (lr == ATTN_E_DTYPE) { /* name what a mask accepts, not every .npy dtype */
+            const char *q1 = strchr(attn_last_error(), '\''), *q2 = q1 ? strchr(q1 + 1, '\'') : NULL;
+            cli_error("%s: a mask must be bool or float32, not %.*s", mp, q1 && q2 ? (int)(q2 - q1 + 1) : 12,
+                      q1 && q2 ? q1 : "this dtype");
+            goto done;
+        }
+        if (lr < 0) {
+            cli_lib_error(NULL);
+            goto done;
+        }
         if (m.dtype != ATTN_BOOL && m.dtype != ATTN_F32) {
             cli_error("%s: mask has dtype %s; expected bool or float32", mp, attn_dtype_name(m.dtype));
             goto done;

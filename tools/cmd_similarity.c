@@ -13,7 +13,13 @@ static void usage(FILE *f) {
             "Usage: attn similarity --model DIR [--threads N] TEXT TEXT [TEXT ...]\n"
             "\n"
             "Embeds each TEXT (see attn embed) and prints the matrix of cosine similarities\n"
-            "cos(a, b) = a.b / (|a| |b|) as a table; rows and columns are numbered as the texts.\n");
+            "cos(a, b) = a.b / (|a| |b|) as a table; rows and columns are numbered as the texts.\n"
+            "\n"
+            "Options:\n"
+            "  --model DIR   model directory (config.json, model.safetensors, tokenizer.json)\n"
+            "  --threads N   worker threads (default: all cores)\n"
+            "  -h, --help    this help\n"
+            "  --            end of options: TEXTs that start with '-' follow\n");
 }
 
 int cmd_similarity(int argc, char **argv) {

@@ -12,7 +12,13 @@ static void usage(FILE *f) {
             "\n"
             "Prints one line per token: position, id and word piece (with [CLS] ... [SEP]\n"
             "unless --no-special). DIR holds tokenizer.json (a file path to it also works).\n"
-            "--max-len N truncates to N ids, specials included (default: no truncation).\n");
+            "\n"
+            "Options:\n"
+            "  --model DIR     model directory or its tokenizer.json\n"
+            "  --no-special    no [CLS] / [SEP]\n"
+            "  --max-len N     truncate to N ids, specials included (default: no truncation)\n"
+            "  -h, --help      this help\n"
+            "  --              end of options: a TEXT that starts with '-' follows\n");
 }
 
 int cmd_tokenize(int argc, char **argv) {

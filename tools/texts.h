@@ -3,17 +3,28 @@
 #define ATTN_TOOLS_TEXTS_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 typedef struct {
-    char **items;
+    char **items;  /* each NUL-terminated after its lens[i] bytes (it may hold NUL bytes itself) */
+    int64_t *lens; /* byte length of each item */
     int64_t n, cap;
 } cli_texts;
 
-/* cli_texts_add: append a copy of s. Returns 0 or -1 (out of memory). */
+/* cli_texts_add: append a copy of the NUL-terminated s. Returns 0 or -1 (out of memory). */
 int cli_texts_add(cli_texts *t, const char *s);
 
-/* cli_texts_read_stdin: one sentence per line (the trailing "\n" or "\r\n" removed; blank
- * lines are kept as empty sentences). Returns 0 or -1 (out of memory / read error). */
+/* cli_texts_add_n: append a copy of the n bytes at s (NUL bytes kept). 0 or -1. */
+int cli_texts_add_n(cli_texts *t, const char *s, int64_t n);
+
+/* cli_texts_read_stream: one sentence per line of f (the trailing "\n" or "\r\n" removed;
+ * blank lines are kept as empty sentences; NUL bytes are kept, with explicit lengths).
+ * Tells a read error from the end of input: returns 0 at EOF, or -1 with errno set to the
+ * reason (the stream's read error, or ENOMEM) — the caller reports strerror(errno) and must
+ * not use what was read. */
+int cli_texts_read_stream(cli_texts *t, FILE *f);
+
+/* cli_texts_read_stdin: cli_texts_read_stream(t, stdin). */
 int cli_texts_read_stdin(cli_texts *t);
 
 void cli_texts_free(cli_texts *t);

@@ -159,7 +159,22 @@ static int attn__w(attn_bert *m, attn_tensor *out, const char *name, int ndim, i
         use = full;
     }
     int64_t shape[2] = {d0, d1};
-    return attn_safetensors_get_f32_shape(m->st, use, out, &m->warena, ndim, shape);
+    ATTN_TRY(attn_safetensors_get_f32_shape(m->st, use, out, &m->warena, ndim, shape));
+    /* a NaN / inf weight would surface later as a bad activation far from its cause: name it here */
+    const int64_t rows = ndim == 2 ? out->shape[0] : 1, cols = ndim == 2 ? out->shape[1] : out->shape[0];
+    const int64_t rs = ndim == 2 ? out->stride[0] : 0, cs = out->stride[ndim - 1];
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) {
+            const float x = ((const float *)out->data)[r * rs + c * cs];
+            if (!isfinite(x)) {
+                if (ndim == 2)
+                    return attn_set_error(ATTN_E_RANGE, "model.safetensors: weight \"%s\" holds %s at [%lld, %lld]", use,
+                                          isnan(x) ? "NaN" : "inf", (long long)r, (long long)c);
+                return attn_set_error(ATTN_E_RANGE, "model.safetensors: weight \"%s\" holds %s at [%lld]", use,
+                                      isnan(x) ? "NaN" : "inf", (long long)c);
+            }
+        }
+    return ATTN_OK;
 }
 
 void attn_bert_free(attn_bert *m) {
@@ -339,6 +354,11 @@ static int attn__by_len_desc(const void *a, const void *b) {
 
 int attn_bert_embed(const attn_bert *m, float *out, const char *const *texts, int64_t n, int64_t batch_size,
                     void (*progress)(int64_t, int64_t, void *), void *user) {
+    return attn_bert_embed_n(m, out, texts, NULL, n, batch_size, progress, user);
+}
+
+int attn_bert_embed_n(const attn_bert *m, float *out, const char *const *texts, const int64_t *lengths, int64_t n,
+                      int64_t batch_size, void (*progress)(int64_t, int64_t, void *), void *user) {
     if (!m || (n > 0 && (!out || !texts))) return attn_set_error(ATTN_E_INVALID, "bert_embed: NULL argument");
     if (n <= 0) return ATTN_OK;
     if (batch_size <= 0) batch_size = 32;
@@ -358,7 +378,12 @@ int attn_bert_embed(const attn_bert *m, float *out, const char *const *texts, in
             break;
         }
         int64_t cnt = 0;
-        rc = attn_tokenizer_encode(m->tok, texts[i], strlen(texts[i]), 1, Lmax, ids + i * Lmax, &cnt, Lmax, NULL);
+        if (lengths && lengths[i] < 0) {
+            rc = attn_set_error(ATTN_E_INVALID, "bert_embed: length of text %lld is negative", (long long)i);
+            break;
+        }
+        size_t len = lengths ? (size_t)lengths[i] : strlen(texts[i]);
+        rc = attn_tokenizer_encode(m->tok, texts[i], len, 1, Lmax, ids + i * Lmax, &cnt, Lmax, NULL);
         if (rc < 0) {
             char msg[512];
             snprintf(msg, sizeof msg, "%s", attn_last_error());

@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <sys/resource.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -475,12 +476,47 @@ static void test_output_conflicts(const char *od) {
     unlink(s);
 }
 
+/* Run attn with stdout on a pseudo-terminal; returns the exit code (stderr in err_text). */
+static int run_on_tty(const char *const *args) {
+    int mfd = posix_openpt(O_RDWR | O_NOCTTY);
+    if (mfd < 0 || grantpt(mfd) != 0 || unlockpt(mfd) != 0) return -1;
+    const char *slave = ptsname(mfd);
+    char ep[600];
+    snprintf(ep, sizeof ep, "%s/stderr.txt", tmpdir);
+    char *argv[32];
+    int n = 0;
+    argv[n++] = (char *)attn_bin;
+    for (; args[n - 1] && n < 31; n++) argv[n] = (char *)args[n - 1];
+    argv[n] = NULL;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, slave, O_WRONLY | O_NOCTTY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, ep, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid;
+    extern char **environ;
+    int rc = posix_spawn(&pid, attn_bin, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    int st = 0;
+    if (rc == 0) waitpid(pid, &st, 0);
+    close(mfd);
+    attn_test_read_file(ep, err_text, sizeof err_text);
+    return rc != 0 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
 /* Fault 7: "--" ends the options in every verb; "-o -" writes to standard output. */
 static void test_end_of_options(void) {
     const char *q = fx("cli/q.npy"), *k = fx("cli/k.npy"), *v = fx("cli/v.npy");
     int rc = run_attn("sdpa", "-q", q, "-k", k, "-v", v, "--window", "3", "-o", "-", (const char *)NULL);
     CHECK(rc == 0, "sdpa -o -: exit %d: %s", rc, err_text);
     if (rc == 0) compare("sdpa -o - (stdout)", tmp_path("stdout.txt"), fx("cli/window_ref_out.npy"));
+    {
+        const char *a1[] = {"sdpa", "-q", q, "-k", k, "-v", v, "-o", "-", NULL};
+        int r = run_on_tty(a1);
+        CHECK(r == 2 && strstr(err_text, "terminal"), "sdpa -o - on a terminal is refused (exit %d): %s", r, err_text);
+        const char *a2[] = {"pe", "--d-model", "4", "--len", "2", "--format", "svg", "-o", "-", NULL};
+        r = run_on_tty(a2);
+        CHECK(r == 0, "pe --format svg -o - on a terminal is allowed (text; exit %d): %s", r, err_text);
+    }
     EXPECT_FAIL(2, "unexpected argument '-o'", "sdpa -- -o", "sdpa", "-q", q, "-k", k, "-v", v, "--", "-o", "x.npy");
     EXPECT_FAIL(2, "unexpected argument '--help'", "pe -- --help", "pe", "--", "--help");
     if (access(MODEL, R_OK) != 0) return;

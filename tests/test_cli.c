@@ -408,6 +408,19 @@ static void test_atomic_outputs(const char *od) {
             CHECK(file_holds(p, "OLD"), "%s: old content kept", what);
             CHECK(stray_files(od) == 0, "%s: no temporary file left", what);
         }
+        /* translate --attention (a verb added later gets the same mechanism) */
+        const char *tm = "../shared/models/aren-transliteration";
+        if (access(tm, R_OK) == 0) {
+            snprintf(p, sizeof p, "%s/tr.png", od);
+            put_file(p, "OLD");
+            setenv("ATTN_FAULT_WRITE_AFTER", "200", 1);
+            EXPECT_FAIL(1, "No space left on device", "translate --attention, write fails", "translate", "--model", tm,
+                        "--attention", p, "\xd9\x85");
+            unsetenv("ATTN_FAULT_WRITE_AFTER");
+            CHECK(file_holds(p, "OLD") && stray_files(od) == 0, "translate --attention: old content kept, no temporary file");
+            int r = run_attn("translate", "--model", tm, "--", "-\xd9\x85", (const char *)NULL);
+            CHECK(r == 0, "translate -- '-...': exit %d: %s", r, err_text);
+        }
     } else {
         CHECK(0, "%s missing (scripts/fetch_minilm.sh)", MODEL);
     }

@@ -6,6 +6,7 @@
 #include "attn_translate.h"
 #include "attn_viz.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,16 +77,16 @@ static int to_ids(attn_translator *m, const char *s, int32_t **ids, int64_t *n, 
     return CLI_OK;
 }
 
-static int write_attention(const char *path, const attn_translation *t) {
+/* path: where to write (the staging file of --attention); png: PNG, else .npy (from the user's name) */
+static int write_attention(const char *path, int png, const attn_translation *t) {
     if (t->n == 0 || !t->hyps[0].attention || t->hyps[0].len == 0 || t->src_len == 0)
         return cli_error("--attention: the translation is empty, there is no attention to write");
     const attn_translation_hyp *h = &t->hyps[0];
     attn_tensor a = attn_tensor_f32_2d(h->attention, h->len, t->src_len);
-    if (cli_ends_with(path, ".npy")) {
+    if (!png) {
         if (attn_npy_save(path, &a) < 0) return cli_lib_error(NULL);
         return CLI_OK;
     }
-    if (!cli_ends_with(path, ".png")) return cli_error("--attention: '%s' must end in .npy or .png", path);
     attn_heatmap_opts o = attn_heatmap_opts_default();
     o.title = "cross-attention (last decoder layer, head 0)";
     o.row_labels = (const char *const *)h->tokens;
@@ -165,15 +166,14 @@ int cmd_translate(int argc, char **argv) {
             if (r < 0 || cli_parse_i64("translate", "--batch", val, 1, 4096, &batch) != CLI_OK) goto usage_err;
         } else if ((r = cli_opt(&a, NULL, "--threads", &val))) {
             if (r < 0 || cli_parse_i64("translate", "--threads", val, 1, 4096, &threads) != CLI_OK) goto usage_err;
-        } else if (a.argv[a.i][0] == '-' && a.argv[a.i][1] != 0) {
-            cli_texts_free(&texts);
-            return cli_unknown(&a);
-        } else {
-            if (cli_texts_add(&texts, a.argv[a.i]) < 0) {
+        } else if (cli_positional(&a, &val)) {
+            if (cli_texts_add(&texts, val) < 0) {
                 cli_texts_free(&texts);
                 return cli_error("out of memory");
             }
-            a.i++;
+        } else {
+            cli_texts_free(&texts);
+            return cli_unknown(&a);
         }
     }
     if (!model || !*model) {
@@ -188,10 +188,22 @@ int cmd_translate(int argc, char **argv) {
         cli_texts_free(&texts);
         return cli_usage_error("translate", "--min-len (%lld) cannot exceed --max-len (%lld)", (long long)min_len, (long long)max_len);
     }
+    if (attn_path && !cli_ends_with(attn_path, ".npy") && !cli_ends_with(attn_path, ".png")) {
+        cli_texts_free(&texts);
+        return cli_usage_error("translate", "--attention: '%s' must end in .npy or .png", attn_path);
+    }
+    /* the --attention file: refused up front when it clashes, written only after the work */
+    cli_outputs outs;
+    cli_outputs_init(&outs, "translate");
+    if ((rc = cli_output_add(&outs, "--attention", attn_path, 1)) || (rc = cli_output_input(&outs, "--model", model))) {
+        cli_texts_free(&texts);
+        return rc;
+    }
     if (threads > 0) attn_set_num_threads((int)threads);
     if (texts.n == 0 && cli_texts_read_stdin(&texts) < 0) {
+        int e = errno;
         cli_texts_free(&texts);
-        return cli_error("reading standard input failed");
+        return cli_error("reading standard input failed: %s; nothing was written", strerror(e));
     }
     if (attn_path && texts.n != 1) {
         cli_texts_free(&texts);
@@ -269,7 +281,10 @@ int cmd_translate(int argc, char **argv) {
                 putchar('\n');
             }
         }
-        if (attn_path) rc = write_attention(attn_path, &out[0]);
+        if (attn_path) {
+            const char *stage = cli_output_path(&outs, 0);
+            rc = stage ? write_attention(stage, cli_ends_with(attn_path, ".png"), &out[0]) : CLI_FAIL;
+        }
         attn_translations_free(out, n);
         if (rc != CLI_OK) goto done;
     }
@@ -284,7 +299,7 @@ done:
     free(stok);
     attn_translator_free(m);
     cli_texts_free(&texts);
-    return rc;
+    return cli_outputs_finish(&outs, rc);
 usage_err:
     cli_texts_free(&texts);
     return CLI_USAGE;

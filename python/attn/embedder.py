@@ -17,8 +17,6 @@ _POOLING = {0: "mean", 1: "cls", 2: "max"}
 def _utf8(text: Any, what: str, fn: str) -> bytes:
     if not isinstance(text, str):
         raise TypeError(f"{fn}: {what} must be a str, got {type(text).__name__}")
-    if "\x00" in text:
-        raise ValueError(f"{fn}: {what} contains a NUL character (U+0000)")
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError as e:
@@ -111,7 +109,7 @@ class Embedder:
     def token_ids(self, text: str) -> np.ndarray:
         """Word-piece ids of `text` (int32 ``[L]``): [CLS] ... [SEP], truncated to
         max_seq_length, as the tokenizer of sentence-transformers / transformers gives them.
-        Raises TypeError (not a str), ValueError (NUL character, lone surrogate)."""
+        Raises TypeError (not a str), ValueError (lone surrogate)."""
         raw = _utf8(text, "text", "token_ids")
         with self._lock:
             self._model()
@@ -148,7 +146,8 @@ class Embedder:
             float32 ``[N, E]`` for a list (``[0, E]`` for an empty one), ``[E]`` for a str.
         Raises:
             TypeError: a sentence that is not a str, a non-integer batch_size.
-            ValueError: batch_size < 1, a sentence with a NUL character or a lone surrogate.
+            ValueError: batch_size < 1, a sentence with a lone surrogate (not encodable as
+                UTF-8). A NUL character is removed, as the tokenizer's clean_text does.
         """
         fn = "encode"
         single = isinstance(sentences, str)
@@ -183,8 +182,9 @@ class Embedder:
             else:
                 bufs = [ffi.new("char[]", b) for b in raw]
                 texts = ffi.new("const char *[]", bufs)
-                raise_for(lib.attn_bert_embed(m, ffi.cast("float *", out.ctypes.data), texts, n, bs,
-                                              progress, ffi.NULL))
+                lens = ffi.new("int64_t[]", [len(b) for b in raw])
+                raise_for(lib.attn_bert_embed_n(m, ffi.cast("float *", out.ctypes.data), texts, lens, n, bs,
+                                                progress, ffi.NULL))
         if normalize is True and not self.config["normalize"]:
             nrm = np.sqrt(np.sum(out.astype(np.float64) ** 2, axis=1, keepdims=True))
             out = (out / np.maximum(nrm, 1e-12)).astype(np.float32)
@@ -234,7 +234,7 @@ class Embedder:
             batch of one; tokens the L word pieces ([CLS] ... [SEP], truncated to
             max_seq_length).
         Raises:
-            TypeError: text not a str. ValueError: a NUL character or a lone surrogate.
+            TypeError: text not a str. ValueError: a lone surrogate.
         """
         raw = _utf8(text, "text", "attention")
         c = self.config

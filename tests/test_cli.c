@@ -692,6 +692,43 @@ static void test_input_lines(void) {
     CHECK(rc == 1 && out_text[0] == '\0', "embed to stdout, stdin unreadable: exit %d, nothing printed (%.40s)", rc, out_text);
 }
 
+/* Fault 6, every reader: a file that cannot be read (here: a directory where a file is
+ * expected, read(2) fails with EISDIR) is reported with the reason, not taken for an empty
+ * or truncated file: .npy inputs, a model's JSON files (also the optional ones), tokenizer.json,
+ * a CTranslate2 vocabulary. */
+static void model_copy_with_dir(const char *model, const char *dir, const char *as_dir) {
+    char cmd[1600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s' && for f in '%s'/*; do ln -s \"$(realpath \"$f\")\" '%s'/; done && rm -f '%s/%s' && mkdir '%s/%s'",
+             dir, dir, model, dir, dir, as_dir, dir, as_dir);
+    CHECK(system(cmd) == 0, "make %s", dir);
+}
+
+static void test_reader_errors(void) {
+    const char *q = fx("cli/q.npy"), *k = fx("cli/k.npy");
+    EXPECT_FAIL(1, "directory", "sdpa -v DIR", "sdpa", "-q", q, "-k", k, "-v", tmpdir, "-o", tmp_path("r.npy"));
+    if (access(MODEL, R_OK) == 0) {
+        static const char *files[3] = {"config.json", "sentence_bert_config.json", "tokenizer.json"};
+        for (int i = 0; i < 3; i++) {
+            char d[600], what[128];
+            snprintf(d, sizeof d, "%s/m%d", tmpdir, i);
+            model_copy_with_dir(MODEL, d, files[i]);
+            snprintf(what, sizeof what, "embed, %s unreadable", files[i]);
+            EXPECT_FAIL(1, "Is a directory", what, "embed", "--model", d, "text");
+            CHECK(strstr(err_text, files[i]) != NULL, "%s: names the file: %s", what, err_text);
+        }
+        char d[600];
+        snprintf(d, sizeof d, "%s/m2", tmpdir);
+        EXPECT_FAIL(1, "Is a directory", "tokenize, tokenizer.json unreadable", "tokenize", "--model", d, "text");
+    }
+    const char *tm = "../shared/models/aren-transliteration";
+    if (access(tm, R_OK) == 0) {
+        char d[600];
+        snprintf(d, sizeof d, "%s/t0", tmpdir);
+        model_copy_with_dir(tm, d, "source_vocabulary.txt");
+        EXPECT_FAIL(1, "Is a directory", "translate, vocabulary unreadable", "translate", "--model", d, "\xd9\x85");
+    }
+}
+
 int main(void) {
     attn_test_name = "cli";
     attn_bin = attn_test_cli_path(); /* $ATTN_BIN, else $ATTN_BUILD/attn, else build/attn */
@@ -717,6 +754,7 @@ int main(void) {
         test_end_of_options();
         test_masked_overflow();
         test_input_lines();
+        test_reader_errors();
     }
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);

@@ -286,7 +286,8 @@ int attn_npy_load(attn_tensor *out, const char *path) {
     }
     size_t lenbytes = major == 1 ? 2 : 4;
     if (!read_exact(f, pre + 8, lenbytes)) {
-        rc = attn_set_error(ATTN_E_FORMAT, "%s: truncated .npy preamble", path);
+        rc = ferror(f) ? attn_set_error(ATTN_E_IO, "%s: read error: %s", path, strerror(errno))
+                       : attn_set_error(ATTN_E_FORMAT, "%s: truncated .npy preamble", path);
         goto done;
     }
     uint32_t hlen = (uint32_t)pre[8] | ((uint32_t)pre[9] << 8);
@@ -309,7 +310,8 @@ int attn_npy_load(attn_tensor *out, const char *path) {
         goto done;
     }
     if (!read_exact(f, header, hlen)) {
-        rc = attn_set_error(ATTN_E_FORMAT, "%s: truncated .npy header", path);
+        rc = ferror(f) ? attn_set_error(ATTN_E_IO, "%s: read error: %s", path, strerror(errno))
+                       : attn_set_error(ATTN_E_FORMAT, "%s: truncated .npy header", path);
         goto done;
     }
     header[hlen] = '\0';

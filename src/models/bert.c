@@ -6,10 +6,12 @@
 #include "core/internal.h"
 
 #include <cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 struct attn_bert {
     attn_bert_config cfg;
@@ -28,22 +30,35 @@ struct attn_bert {
 static char *attn__read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        errno = EISDIR;
+        return NULL;
+    }
     if (fseek(f, 0, SEEK_END) != 0) {
         fclose(f);
         return NULL;
     }
     long n = ftell(f);
     if (n < 0 || n > (64L << 20)) {
+        int e = n < 0 ? errno : EFBIG;
         fclose(f);
+        errno = e;
         return NULL;
     }
     rewind(f);
     char *buf = (char *)malloc((size_t)n + 1);
+    if (!buf) errno = ENOMEM;
     if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        int e = ferror(f) ? errno : EIO; /* a short read without an error: the file shrank */
         free(buf);
         buf = NULL;
+        errno = e;
     }
+    int e = errno;
     fclose(f);
+    errno = e;
     if (buf) {
         buf[n] = 0;
         if (len) *len = (size_t)n;
@@ -57,10 +72,15 @@ static int attn__load_json(cJSON **out, const char *dir, const char *name, int o
     snprintf(path, sizeof path, "%s/%s", dir, name);
     *out = NULL;
     size_t len = 0;
+    errno = 0;
     char *txt = attn__read_file(path, &len);
     if (!txt) {
-        if (optional) return ATTN_OK;
-        return attn_set_error(ATTN_E_IO, "bert: cannot read %s (is the model directory complete? run scripts/fetch_minilm.sh)", path);
+        int e = errno ? errno : EIO;
+        if (optional && e == ENOENT) return ATTN_OK; /* absent is fine; unreadable is an error */
+        if (e == ENOENT)
+            return attn_set_error(ATTN_E_IO, "bert: cannot read %s: %s (is the model directory complete? run scripts/fetch_minilm.sh)",
+                                  path, strerror(e));
+        return attn_set_error(ATTN_E_IO, "bert: cannot read %s: %s", path, strerror(e));
     }
     *out = cJSON_ParseWithLength(txt, len);
     free(txt);

@@ -67,7 +67,16 @@ static int attn__vocab_load(attn__vocab *v, const char *path) {
     ssize_t len;
     int64_t vcap = 0;
     int has_unk = 0;
-    while ((len = getline(&line, &cap, fp)) >= 0) {
+    for (;;) {
+        errno = 0;
+        if ((len = getline(&line, &cap, fp)) < 0) {
+            if (feof(fp) && !ferror(fp)) break;
+            int e = errno ? errno : EIO; /* a read error (or no memory), not the end of the file */
+            free(line);
+            fclose(fp);
+            attn__vocab_free(v);
+            return attn_set_error(ATTN_E_IO, "%s: read error: %s", path, strerror(e));
+        }
         if (len > 0 && line[len - 1] == '\n') line[--len] = 0;
         if (len > 0 && line[len - 1] == '\r') line[--len] = 0;
         if (memchr(line, 0, (size_t)len)) {

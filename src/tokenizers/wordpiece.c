@@ -737,6 +737,7 @@ static int read_file(const char *path, char **data, size_t *len) {
         fclose(f);
         return attn_set_error(ATTN_E_NOMEM, "out of memory reading %s", path);
     }
+    errno = 0;
     for (;;) {
         size_t got = fread(buf + n, 1, cap - n, f);
         n += got;
@@ -757,11 +758,11 @@ static int read_file(const char *path, char **data, size_t *len) {
             cap *= 2;
         }
     }
-    int err = ferror(f);
+    int err = ferror(f) ? (errno ? errno : EIO) : 0;
     fclose(f);
     if (err) {
         free(buf);
-        return attn_set_error(ATTN_E_IO, "error reading %s", path);
+        return attn_set_error(ATTN_E_IO, "error reading %s: %s", path, strerror(err));
     }
     buf[n] = '\0';
     *data = buf;

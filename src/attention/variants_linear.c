@@ -21,6 +21,8 @@
  * <= 1.5e-7). Both paths of linear attention and the step API use it, so that they agree to
  * 1e-5 for components down to -100 and beyond (issue 11). */
 static inline double attn__elu1d(float x) { return x > -80.0f ? (double)attn__elu1f(x) : exp((double)x); }
+/* elu(x) + 1 for x = -80 (1.8e-35): the float kernel's results at or above it are accurate */
+#define ATTN__LIN_TINY 1.8e-35f
 
 /* S += φ(k) vᵀ, z += φ(k) for one key k [D] (stride ks) and value v [Dv] (stride vs).
  * tk [D], tv [Dv] are scratch. noinline: the batch form and the step API must run the same
@@ -117,8 +119,9 @@ int attn__variant_linear(attn_tensor *out, attn_tensor *weights, const attn_tens
         float *vb = causal ? NULL : (float *)malloc(sizeof(float) * (CK * (size_t)Dv + 1));
         float *Sc = causal ? NULL : (float *)malloc(sizeof(float) * (size_t)(D * Dv + 1));
         float *ob = causal ? NULL : (float *)malloc(sizeof(float) * (CK * (size_t)Dv + 1));
+        float *icdb = causal ? NULL : (float *)malloc(sizeof(float) * (size_t)(D + 1));
         double *phik = weights ? (double *)malloc(sizeof(double) * (size_t)(Lk * D + 1)) : NULL;
-        int ok = S && z && t1 && t2 && (causal || (kb && vb && Sc && ob)) && (!weights || phik);
+        int ok = S && z && t1 && t2 && (causal || (kb && vb && Sc && ob && icdb)) && (!weights || phik);
         if (!ok) {
 #pragma omp atomic write
             failed = 1;
@@ -162,16 +165,23 @@ int attn__variant_linear(attn_tensor *out, attn_tensor *weights, const attn_tens
                     for (int64_t d = 0; d < D; d++)
                         if (kr[d * k->stride[3]] > cd[d]) cd[d] = kr[d * k->stride[3]];
                 }
-                for (int64_t d = 0; d < D; d++) cd[d] = cd[d] == -INFINITY ? 1.0 : attn__elu1d((float)cd[d]);
+                float *icd = icdb; /* [D] float 1/c_d where c_d is a normal float (else unused) */
+                for (int64_t d = 0; d < D; d++) {
+                    cd[d] = cd[d] == -INFINITY ? 1.0 : attn__elu1d((float)cd[d]);
+                    icd[d] = cd[d] >= ATTN__LIN_TINY ? (float)(1.0 / cd[d]) : 0.0f;
+                }
                 for (int64_t j0 = 0; j0 < Lk; j0 += (int64_t)CK) {
                     int64_t n = Lk - j0 < (int64_t)CK ? Lk - j0 : (int64_t)CK;
                     attn__gather_rows(kb, k, b, hk, j0, n, D);
                     attn__gather_rows(vb, v, b, hk, j0, n, Dv);
-                    for (int64_t r = 0; r < n; r++)
-                        for (int64_t d = 0; d < D; d++) {
-                            float *x = kb + r * D + d;
-                            *x = (float)(attn__elu1d(*x) / cd[d]);
-                        }
+                    attn__velu1(kb, n * D); /* vectorised; features below ATTN__LIN_TINY are redone in float64 */
+                    for (int64_t r = 0; r < n; r++) {
+                        float *kr = kb + r * D;
+                        for (int64_t d = 0; d < D; d++)
+                            kr[d] = kr[d] >= ATTN__LIN_TINY
+                                        ? kr[d] * icd[d]
+                                        : (float)(attn__elu1d(attn__row_ptr(k, b, hk, j0 + r)[d * k->stride[3]]) / cd[d]);
+                    }
                     for (int64_t r = 0; r < n; r++) {
                         float *kr = kb + r * D;
                         if (!c->valid[b * Lk + j0 + r]) { /* padding: out of S and z */
@@ -192,11 +202,14 @@ int attn__variant_linear(attn_tensor *out, attn_tensor *weights, const attn_tens
                     for (int64_t i0 = 0; i0 < Lq; i0 += (int64_t)CK) {
                         int64_t n = Lq - i0 < (int64_t)CK ? Lq - i0 : (int64_t)CK;
                         attn__gather_rows(kb, q, b, h, i0, n, D);
+                        attn__velu1(kb, n * D);
                         for (int64_t r = 0; r < n; r++) {
                             float *qr = kb + r * D;
                             double mx = 0.0;
                             for (int64_t d = 0; d < D; d++) {
-                                t1[d] = attn__elu1d(qr[d]) * cd[d];
+                                t1[d] = (qr[d] >= ATTN__LIN_TINY ? (double)qr[d]
+                                                                 : attn__elu1d(attn__row_ptr(q, b, h, i0 + r)[d * q->stride[3]])) *
+                                        cd[d];
                                 if (t1[d] > mx) mx = t1[d];
                             }
                             const double inv = mx > 0.0 ? 1.0 / mx : 0.0;
@@ -232,6 +245,7 @@ int attn__variant_linear(attn_tensor *out, attn_tensor *weights, const attn_tens
         free(vb);
         free(Sc);
         free(ob);
+        free(icdb);
         free(phik);
     }
     if (failed) return attn_set_error(ATTN_E_NOMEM, "linear: out of memory");

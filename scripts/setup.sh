@@ -10,6 +10,8 @@ fonts-dejavu-core clang libclang-rt-14-dev libomp-dev unzip"
 command -v python3 >/dev/null 2>&1 || PKGS="$PKGS python3 python3-pip"
 # the Python package (python/) and its tests: cffi, NumPy, pytest
 PKGS="$PKGS python3 python3-cffi python3-numpy python3-pytest"
+# seq2seq (attn transcribe): audio decoding, resampling, FFT; alsa-utils ships the test WAVs
+PKGS="$PKGS libsndfile1-dev libsamplerate0-dev libfftw3-dev alsa-utils python3-pip"
 
 missing=""
 for p in $PKGS; do
@@ -25,4 +27,5 @@ fi
 
 make -j2 all tests
 sh scripts/fetch_minilm.sh
+sh scripts/fetch_whisper.sh
 echo "setup: done (CLI at build/attn)"

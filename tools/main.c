@@ -17,7 +17,8 @@
     X(similarity, "cosine similarity matrix of sentence embeddings")                     \
     X(tokenize, "word pieces and ids of a text")                                         \
     X(attention, "attention weights of a model as a heatmap (png, svg, html) or .npy")                \
-    X(translate, "translate with a CTranslate2 Transformer (greedy / beam search)")
+    X(translate, "translate with a CTranslate2 Transformer (greedy / beam search)")       \
+    X(transcribe, "speech to text with Whisper (CTranslate2 model)")
 
 #define ATTN_CLI_DECLARE(name, summary) int cmd_##name(int argc, char **argv);
 ATTN_CLI_COMMANDS(ATTN_CLI_DECLARE)

@@ -159,6 +159,7 @@ static void attn__act(float *y, int64_t n, attn_activation act) {
 int attn__ct2_lin_apply(float *y, const float *x, int64_t M, const attn__ct2_lin *l, float *scratch, attn_activation act) {
     const int64_t K = l->in, N = l->out;
     if (M == 0) return ATTN_OK;
+    if (l->scale && !scratch) return attn_set_error(ATTN_E_UNSUPPORTED, "int8 weights are not supported here");
     if (!l->scale) {
         attn_tensor tx = attn_tensor_f32_2d((float *)x, M, K), tw = attn_tensor_f32_2d(l->w, N, K), ty = attn_tensor_f32_2d(y, M, N);
         attn_tensor tb = attn_tensor_f32_1d(l->b, N);

@@ -1,0 +1,184 @@
+/* Audio decoding, resampling and Whisper log-mel features (see include/attn_audio.h). */
+#include "attn_audio.h"
+#include "core/internal.h"
+
+#include <fftw3.h>
+#include <math.h>
+#include <samplerate.h>
+#include <sndfile.h>
+#include <stdlib.h>
+#include <string.h>
+
+int attn_audio_resample(float **out, int64_t *n_out, const float *in, int64_t n, int rate_in, int rate_out) {
+    if (!out || !n_out || (!in && n > 0) || n < 0 || rate_in <= 0 || rate_out <= 0)
+        return attn_set_error(ATTN_E_INVALID, "audio_resample: bad argument");
+    *out = NULL;
+    *n_out = 0;
+    double ratio = (double)rate_out / rate_in;
+    int64_t cap = (int64_t)ceil((double)n * ratio) + 16;
+    float *o = (float *)malloc(sizeof(float) * (size_t)(cap > 0 ? cap : 1));
+    if (!o) return attn_set_error(ATTN_E_NOMEM, "audio_resample: out of memory");
+    if (rate_in == rate_out || n == 0) {
+        if (n) memcpy(o, in, sizeof(float) * (size_t)n);
+        *out = o;
+        *n_out = n;
+        return ATTN_OK;
+    }
+    SRC_DATA d;
+    memset(&d, 0, sizeof d);
+    d.data_in = in;
+    d.input_frames = (long)n;
+    d.data_out = o;
+    d.output_frames = (long)cap;
+    d.src_ratio = ratio;
+    d.end_of_input = 1;
+    int e = src_simple(&d, SRC_SINC_BEST_QUALITY, 1);
+    if (e) {
+        free(o);
+        return attn_set_error(ATTN_E_FORMAT, "resampling %d -> %d Hz failed: %s", rate_in, rate_out, src_strerror(e));
+    }
+    *out = o;
+    *n_out = d.output_frames_gen;
+    return ATTN_OK;
+}
+
+int attn_audio_load(float **samples, int64_t *n, const char *path, int rate) {
+    if (!samples || !n || !path || rate <= 0) return attn_set_error(ATTN_E_INVALID, "audio_load: bad argument");
+    *samples = NULL;
+    *n = 0;
+    SF_INFO info;
+    memset(&info, 0, sizeof info);
+    SNDFILE *sf = sf_open(path, SFM_READ, &info);
+    if (!sf) return attn_set_error(ATTN_E_IO, "%s: cannot read as audio: %s", path, sf_strerror(NULL));
+    if (info.channels <= 0 || info.samplerate <= 0) {
+        sf_close(sf);
+        return attn_set_error(ATTN_E_FORMAT, "%s: %d channels at %d Hz", path, info.channels, info.samplerate);
+    }
+    if (info.frames < 0 || info.frames > ((sf_count_t)1 << 34) / info.channels) {
+        sf_close(sf);
+        return attn_set_error(ATTN_E_FORMAT, "%s: %lld frames is too long", path, (long long)info.frames);
+    }
+    int64_t frames = info.frames;
+    float *buf = (float *)malloc(sizeof(float) * (size_t)(frames * info.channels + 1));
+    float *mono = (float *)malloc(sizeof(float) * (size_t)(frames + 1));
+    if (!buf || !mono) {
+        free(buf);
+        free(mono);
+        sf_close(sf);
+        return attn_set_error(ATTN_E_NOMEM, "%s: out of memory", path);
+    }
+    sf_count_t got = frames > 0 ? sf_readf_float(sf, buf, frames) : 0;
+    sf_close(sf);
+    for (int64_t i = 0; i < got; i++) {
+        double s = 0;
+        for (int c = 0; c < info.channels; c++) s += buf[i * info.channels + c];
+        mono[i] = (float)(s / info.channels);
+        if (!isfinite(mono[i])) {
+            free(buf);
+            free(mono);
+            return attn_set_error(ATTN_E_FORMAT, "%s: non-finite sample at frame %lld", path, (long long)i);
+        }
+    }
+    free(buf);
+    int rc = attn_audio_resample(samples, n, mono, got, info.samplerate, rate);
+    free(mono);
+    return rc;
+}
+
+/* Slaney mel scale (librosa / faster-whisper): linear below 1 kHz, logarithmic above. */
+static double attn__hz_to_mel(double f) {
+    const double f_sp = 200.0 / 3, min_log_hz = 1000.0, min_log_mel = min_log_hz / f_sp, logstep = log(6.4) / 27.0;
+    return f < min_log_hz ? f / f_sp : min_log_mel + log(f / min_log_hz) / logstep;
+}
+static double attn__mel_to_hz(double m) {
+    const double f_sp = 200.0 / 3, min_log_hz = 1000.0, min_log_mel = min_log_hz / f_sp, logstep = log(6.4) / 27.0;
+    return m < min_log_mel ? m * f_sp : min_log_hz * exp(logstep * (m - min_log_mel));
+}
+
+int attn_whisper_log_mel(float **out, int64_t *n_frames, const float *samples, int64_t n) {
+    if (!out || !n_frames || (!samples && n > 0) || n < 0) return attn_set_error(ATTN_E_INVALID, "whisper_log_mel: bad argument");
+    *out = NULL;
+    *n_frames = 0;
+    const int NF = ATTN_WHISPER_N_FFT, H = ATTN_WHISPER_HOP, NM = ATTN_WHISPER_N_MELS, NB = NF / 2 + 1;
+    const int64_t len = n + 160;                 /* padding=160 */
+    const int64_t plen = len + NF;               /* reflect padding n_fft/2 on both sides */
+    const int64_t frames = len / H;              /* 1 + (plen - NF) / H frames, the last dropped */
+    float *x = (float *)malloc(sizeof(float) * (size_t)plen);
+    double *filt = (double *)calloc((size_t)NM * NB, sizeof(double));
+    double *mag = (double *)malloc(sizeof(double) * (size_t)NB);
+    float *mel = (float *)malloc(sizeof(float) * (size_t)(NM * (frames > 0 ? frames : 1)));
+    float *fin = (float *)fftwf_malloc(sizeof(float) * NF);
+    fftwf_complex *fout = (fftwf_complex *)fftwf_malloc(sizeof(fftwf_complex) * NB);
+    int rc = ATTN_OK;
+    fftwf_plan plan = NULL;
+    if (!x || !filt || !mag || !mel || !fin || !fout) {
+        rc = attn_set_error(ATTN_E_NOMEM, "whisper_log_mel: out of memory");
+        goto done;
+    }
+    /* signal + 160 zeros, reflect-padded by 200 (numpy "reflect": the edge is not repeated) */
+    for (int64_t i = 0; i < plen; i++) {
+        int64_t j = i - NF / 2;
+        if (j < 0) j = -j;
+        if (j >= len) j = 2 * (len - 1) - j;
+        if (j < 0) j = 0; /* only for len == 1 */
+        x[i] = j < n ? samples[j] : 0.0f;
+    }
+    /* mel filters */
+    {
+        const double max_mel = attn__hz_to_mel(8000.0);
+        double freqs[ATTN_WHISPER_N_MELS + 2];
+        for (int m = 0; m < NM + 2; m++) freqs[m] = attn__mel_to_hz(max_mel * m / (NM + 1));
+        for (int m = 0; m < NM; m++) {
+            double enorm = 2.0 / (freqs[m + 2] - freqs[m]);
+            for (int b = 0; b < NB; b++) {
+                double f = (double)b * ATTN_WHISPER_RATE / NF;
+                double lower = (f - freqs[m]) / (freqs[m + 1] - freqs[m]);
+                double upper = (freqs[m + 2] - f) / (freqs[m + 2] - freqs[m + 1]);
+                double w = lower < upper ? lower : upper;
+                filt[m * NB + b] = (w > 0 ? w : 0) * enorm;
+            }
+        }
+    }
+    plan = fftwf_plan_dft_r2c_1d(NF, fin, fout, FFTW_ESTIMATE);
+    if (!plan) {
+        rc = attn_set_error(ATTN_E_NOMEM, "whisper_log_mel: FFTW plan failed");
+        goto done;
+    }
+    float win[ATTN_WHISPER_N_FFT];
+    for (int i = 0; i < NF; i++) win[i] = (float)(0.5 - 0.5 * cos(2.0 * M_PI * i / NF)); /* periodic Hann */
+    double gmax = -INFINITY;
+    for (int64_t t = 0; t < frames; t++) {
+        for (int i = 0; i < NF; i++) fin[i] = x[t * H + i] * win[i];
+        fftwf_execute(plan);
+        for (int b = 0; b < NB; b++) {
+            float re = fout[b][0], im = fout[b][1];
+            float a = sqrtf(re * re + im * im); /* complex64 magnitude, squared in float32 */
+            mag[b] = (double)(a * a);
+        }
+        for (int m = 0; m < NM; m++) {
+            double s = 0;
+            const double *fr = filt + m * NB;
+            for (int b = 0; b < NB; b++) s += fr[b] * mag[b];
+            double l = log10(s > 1e-10 ? s : 1e-10);
+            mel[m * frames + t] = (float)l;
+            if (l > gmax) gmax = l;
+        }
+    }
+    for (int64_t i = 0; i < NM * frames; i++) {
+        double v = mel[i];
+        if (v < gmax - 8.0) v = gmax - 8.0;
+        mel[i] = (float)((v + 4.0) / 4.0);
+    }
+    *out = mel;
+    *n_frames = frames;
+    mel = NULL;
+done:
+    if (plan) fftwf_destroy_plan(plan);
+    fftwf_free(fin);
+    fftwf_free(fout);
+    free(x);
+    free(filt);
+    free(mag);
+    free(mel);
+    return rc;
+}

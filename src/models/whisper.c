@@ -1,0 +1,756 @@
+/* OpenAI Whisper from a CTranslate2 WhisperSpec model (see include/attn_whisper.h). */
+#include "attn_whisper.h"
+#include "attn_attention.h"
+#include "attn_audio.h"
+#include "attn_beam.h"
+#include "core/internal.h"
+#include "models/ct2_layers.h"
+
+#include <cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    attn__ct2_ln ln_sa, ln_ca, ln_ff;
+    attn__ct2_lin qkv, out_sa, q_ca, kv_ca, out_ca, ff1, ff2;
+} attn__wlayer;
+
+struct attn_whisper {
+    attn_whisper_config cfg;
+    attn__ct2_lin conv1, conv2; /* as linear layers over im2col rows: [E, 80*3], [E, E*3] */
+    float *enc_pos;             /* [1500, E] */
+    attn__wlayer *enc, *dec;
+    attn__ct2_ln enc_ln, dec_ln;
+    float *emb;                 /* [V, E] */
+    float *dec_pos;             /* [448, E] */
+    attn__ct2_lin proj;         /* tied to emb (proj_tied: proj.w is emb) */
+    int proj_tied;
+    char **vocab;
+    int64_t n_vocab;
+    int32_t *suppress, *suppress_begin;
+    int64_t n_suppress, n_suppress_begin;
+};
+
+/* ---------------------------------------------------------------- loading */
+
+void attn_whisper_free(attn_whisper *m) {
+    if (!m) return;
+    attn__ct2_lin_free(&m->conv1);
+    attn__ct2_lin_free(&m->conv2);
+    free(m->enc_pos);
+    for (int side = 0; side < 2; side++) {
+        attn__wlayer *L = side ? m->dec : m->enc;
+        int64_t n = side ? m->cfg.n_decoder_layers : m->cfg.n_encoder_layers;
+        if (!L) continue;
+        for (int64_t i = 0; i < n; i++) {
+            attn__ct2_ln_free(&L[i].ln_sa);
+            attn__ct2_ln_free(&L[i].ln_ca);
+            attn__ct2_ln_free(&L[i].ln_ff);
+            attn__ct2_lin_free(&L[i].qkv);
+            attn__ct2_lin_free(&L[i].out_sa);
+            attn__ct2_lin_free(&L[i].q_ca);
+            attn__ct2_lin_free(&L[i].kv_ca);
+            attn__ct2_lin_free(&L[i].out_ca);
+            attn__ct2_lin_free(&L[i].ff1);
+            attn__ct2_lin_free(&L[i].ff2);
+        }
+        free(L);
+    }
+    attn__ct2_ln_free(&m->enc_ln);
+    attn__ct2_ln_free(&m->dec_ln);
+    if (m->proj_tied) m->proj.w = NULL;
+    attn__ct2_lin_free(&m->proj);
+    free(m->emb);
+    free(m->dec_pos);
+    for (int64_t i = 0; i < m->n_vocab; i++) free(m->vocab[i]);
+    free(m->vocab);
+    free(m->suppress);
+    free(m->suppress_begin);
+    free(m);
+}
+
+static int64_t attn__wcount(const attn_ct2_file *f, const char *side) {
+    char name[96];
+    int64_t n = 0;
+    for (;; n++) {
+        snprintf(name, sizeof name, "%s/layer_%lld/ffn/linear_0/weight", side, (long long)n);
+        if (!attn_ct2_find(f, name)) return n;
+    }
+}
+
+static int attn__wbody(attn_whisper *m, const attn_ct2_file *f) {
+    attn_whisper_config *c = &m->cfg;
+    if (strcmp(attn_ct2_spec_name(f), "WhisperSpec") != 0)
+        return attn_set_error(ATTN_E_FORMAT, "model.bin: spec '%s' is not WhisperSpec", attn_ct2_spec_name(f));
+    const attn_ct2_var *c1 = attn_ct2_find(f, "encoder/conv1/weight");
+    if (!c1 || c1->rank != 3 || c1->shape[1] != ATTN_WHISPER_N_MELS || c1->shape[2] != 3)
+        return attn_set_error(ATTN_E_FORMAT, "model.bin: encoder/conv1/weight must be [E, 80, 3]");
+    const int64_t E = c1->shape[0];
+    c->d_model = E;
+    c->n_heads = (int64_t)attn__ct2_attr(f, "encoder/num_heads", 0);
+    if (c->n_heads <= 0 || E % c->n_heads) return attn_set_error(ATTN_E_FORMAT, "model.bin: bad encoder/num_heads");
+    if ((int64_t)attn__ct2_attr(f, "decoder/num_heads", (double)c->n_heads) != c->n_heads)
+        return attn_set_error(ATTN_E_FORMAT, "model.bin: encoder and decoder head counts differ");
+    if ((int)attn__ct2_attr(f, "decoder/activation", 3) != 3)
+        return attn_set_error(ATTN_E_UNSUPPORTED, "model.bin: only GELU Whisper models are supported");
+    c->n_encoder_layers = attn__wcount(f, "encoder");
+    c->n_decoder_layers = attn__wcount(f, "decoder");
+    if (c->n_encoder_layers < 1 || c->n_decoder_layers < 1) return attn_set_error(ATTN_E_FORMAT, "model.bin: no encoder or decoder layers");
+    const attn_ct2_var *f1 = attn_ct2_find(f, "encoder/layer_0/ffn/linear_0/weight");
+    c->d_ff = f1->rank == 2 ? f1->shape[0] : 0;
+    /* convolutions as linear layers over im2col rows (weight [out, in, k] flattened = [out, in*k]) */
+    {
+        float *w = NULL;
+        int64_t d1[3] = {E, ATTN_WHISPER_N_MELS, 3}, d2[3] = {E, E, 3}, db[1] = {E};
+        ATTN_TRY(attn__ct2_read(&w, f, "encoder/conv1/weight", 3, d1));
+        m->conv1 = (attn__ct2_lin){E, ATTN_WHISPER_N_MELS * 3, w, NULL, NULL, NULL, NULL, 0};
+        ATTN_TRY(attn__ct2_read(&m->conv1.b, f, "encoder/conv1/bias", 1, db));
+        ATTN_TRY(attn__ct2_read(&w, f, "encoder/conv2/weight", 3, d2));
+        m->conv2 = (attn__ct2_lin){E, E * 3, w, NULL, NULL, NULL, NULL, 0};
+        ATTN_TRY(attn__ct2_read(&m->conv2.b, f, "encoder/conv2/bias", 1, db));
+    }
+    const attn_ct2_var *ep = attn_ct2_find(f, "encoder/position_encodings/encodings");
+    if (!ep || ep->rank != 2 || ep->shape[1] != E) return attn_set_error(ATTN_E_FORMAT, "model.bin: encoder positions must be [n_audio_ctx, E]");
+    c->n_audio_ctx = ep->shape[0];
+    if (c->n_audio_ctx * 2 != ATTN_WHISPER_FRAMES) return attn_set_error(ATTN_E_FORMAT, "model.bin: %lld audio positions (1500 expected)", (long long)c->n_audio_ctx);
+    int64_t dp[2] = {c->n_audio_ctx, E};
+    ATTN_TRY(attn__ct2_read(&m->enc_pos, f, "encoder/position_encodings/encodings", 2, dp));
+    const attn_ct2_var *tp = attn_ct2_find(f, "decoder/position_encodings/encodings");
+    if (!tp || tp->rank != 2 || tp->shape[1] != E) return attn_set_error(ATTN_E_FORMAT, "model.bin: decoder positions must be [n_text_ctx, E]");
+    c->n_text_ctx = tp->shape[0];
+    int64_t dt[2] = {c->n_text_ctx, E};
+    ATTN_TRY(attn__ct2_read(&m->dec_pos, f, "decoder/position_encodings/encodings", 2, dt));
+    ATTN_TRY(attn__ct2_embedding(&m->emb, &c->vocab_size, f, "decoder/embeddings", E));
+    /* the output projection: tied to the embedding by an alias (shared, not copied), or its own */
+    const attn_ct2_var *pw = attn_ct2_find(f, "decoder/projection/weight");
+    if (pw && pw == attn_ct2_find(f, "decoder/embeddings/weight") && pw->dtype != ATTN_CT2_I8 && pw->dtype != ATTN_CT2_I16 &&
+        !attn_ct2_find(f, "decoder/projection/bias")) {
+        m->proj = (attn__ct2_lin){c->vocab_size, E, m->emb, NULL, NULL, NULL, NULL, 0};
+        m->proj_tied = 1;
+    } else {
+        ATTN_TRY(attn__ct2_lin_load(&m->proj, f, "decoder/projection", c->vocab_size, E, 0));
+    }
+    m->enc = (attn__wlayer *)calloc((size_t)c->n_encoder_layers, sizeof *m->enc);
+    m->dec = (attn__wlayer *)calloc((size_t)c->n_decoder_layers, sizeof *m->dec);
+    if (!m->enc || !m->dec) return attn_set_error(ATTN_E_NOMEM, "out of memory");
+    char s[160];
+    const int64_t F = c->d_ff;
+    for (int side = 0; side < 2; side++) {
+        const char *nm = side ? "decoder" : "encoder";
+        int64_t n = side ? c->n_decoder_layers : c->n_encoder_layers;
+        for (int64_t i = 0; i < n; i++) {
+            attn__wlayer *l = side ? &m->dec[i] : &m->enc[i];
+#define P(fmt) (snprintf(s, sizeof s, "%s/layer_%lld/" fmt, nm, (long long)i), s)
+            ATTN_TRY(attn__ct2_ln_load(&l->ln_sa, f, P("self_attention/layer_norm"), E));
+            ATTN_TRY(attn__ct2_lin_load(&l->qkv, f, P("self_attention/linear_0"), 3 * E, E, 0));
+            ATTN_TRY(attn__ct2_lin_load(&l->out_sa, f, P("self_attention/linear_1"), E, E, 0));
+            ATTN_TRY(attn__ct2_ln_load(&l->ln_ff, f, P("ffn/layer_norm"), E));
+            ATTN_TRY(attn__ct2_lin_load(&l->ff1, f, P("ffn/linear_0"), F, E, 0));
+            ATTN_TRY(attn__ct2_lin_load(&l->ff2, f, P("ffn/linear_1"), E, F, 0));
+            if (side) {
+                ATTN_TRY(attn__ct2_ln_load(&l->ln_ca, f, P("attention/layer_norm"), E));
+                ATTN_TRY(attn__ct2_lin_load(&l->q_ca, f, P("attention/linear_0"), E, E, 0));
+                ATTN_TRY(attn__ct2_lin_load(&l->kv_ca, f, P("attention/linear_1"), 2 * E, E, 0));
+                ATTN_TRY(attn__ct2_lin_load(&l->out_ca, f, P("attention/linear_2"), E, E, 0));
+            }
+#undef P
+        }
+    }
+    ATTN_TRY(attn__ct2_ln_load(&m->enc_ln, f, "encoder/layer_norm", E));
+    ATTN_TRY(attn__ct2_ln_load(&m->dec_ln, f, "decoder/layer_norm", E));
+    return ATTN_OK;
+}
+
+static int attn__wvocab(attn_whisper *m, const char *path) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return attn_set_error(ATTN_E_IO, "cannot open %s: %s", path, strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int64_t vcap = 0;
+    int rc = ATTN_OK;
+    while ((len = getline(&line, &cap, fp)) >= 0) {
+        if (len > 0 && line[len - 1] == '\n') line[--len] = 0;
+        if (m->n_vocab == vcap) {
+            vcap = vcap ? 2 * vcap : 1024;
+            char **t = (char **)realloc(m->vocab, sizeof(char *) * (size_t)vcap);
+            if (!t) {
+                rc = attn_set_error(ATTN_E_NOMEM, "out of memory");
+                break;
+            }
+            m->vocab = t;
+        }
+        m->vocab[m->n_vocab] = (char *)malloc((size_t)len + 1);
+        if (!m->vocab[m->n_vocab]) {
+            rc = attn_set_error(ATTN_E_NOMEM, "out of memory");
+            break;
+        }
+        memcpy(m->vocab[m->n_vocab], line, (size_t)len + 1);
+        m->n_vocab++;
+    }
+    free(line);
+    fclose(fp);
+    return rc;
+}
+
+static int32_t attn__wtok(const attn_whisper *m, const char *t) {
+    for (int64_t i = m->n_vocab - 1; i >= 0; i--)
+        if (strcmp(m->vocab[i], t) == 0) return (int32_t)i;
+    return -1;
+}
+
+static int attn__wids(int32_t **out, int64_t *n, const cJSON *arr, int64_t V, const char *what) {
+    *out = NULL;
+    *n = 0;
+    if (!arr) return ATTN_OK;
+    if (!cJSON_IsArray(arr)) return attn_set_error(ATTN_E_FORMAT, "config.json: %s is not an array", what);
+    int64_t k = cJSON_GetArraySize(arr);
+    *out = (int32_t *)malloc(sizeof(int32_t) * (size_t)(k ? k : 1));
+    if (!*out) return attn_set_error(ATTN_E_NOMEM, "out of memory");
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr) {
+        if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble >= (double)V)
+            return attn_set_error(ATTN_E_FORMAT, "config.json: %s holds an id outside the vocabulary", what);
+        (*out)[(*n)++] = (int32_t)it->valuedouble;
+    }
+    return ATTN_OK;
+}
+
+static int attn__wconfig(attn_whisper *m, const char *path) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return attn_set_error(ATTN_E_IO, "cannot open %s: %s", path, strerror(errno));
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    int rc = ATTN_OK;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            cap = cap ? 2 * cap : 65536;
+            if (cap > ((size_t)64 << 20)) {
+                rc = attn_set_error(ATTN_E_FORMAT, "%s is larger than 64 MiB", path);
+                break;
+            }
+            char *t = (char *)realloc(buf, cap);
+            if (!t) {
+                rc = attn_set_error(ATTN_E_NOMEM, "out of memory");
+                break;
+            }
+            buf = t;
+        }
+        size_t got = fread(buf + n, 1, 4096, fp);
+        n += got;
+        if (got < 4096) break;
+    }
+    fclose(fp);
+    if (rc < 0) {
+        free(buf);
+        return rc;
+    }
+    buf[n] = 0;
+    cJSON *j = cJSON_ParseWithLength(buf, n);
+    free(buf);
+    if (!j || !cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        return attn_set_error(ATTN_E_FORMAT, "%s is not a JSON object", path);
+    }
+    rc = attn__wids(&m->suppress, &m->n_suppress, cJSON_GetObjectItemCaseSensitive(j, "suppress_ids"), m->cfg.vocab_size, "suppress_ids");
+    if (rc == 0)
+        rc = attn__wids(&m->suppress_begin, &m->n_suppress_begin, cJSON_GetObjectItemCaseSensitive(j, "suppress_ids_begin"), m->cfg.vocab_size,
+                        "suppress_ids_begin");
+    cJSON_Delete(j);
+    return rc;
+}
+
+int attn_whisper_load(attn_whisper **out, const char *dir) {
+    if (!out || !dir) return attn_set_error(ATTN_E_INVALID, "whisper_load: NULL argument");
+    *out = NULL;
+    attn_whisper *m = (attn_whisper *)calloc(1, sizeof *m);
+    if (!m) return attn_set_error(ATTN_E_NOMEM, "out of memory");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.bin", dir);
+    attn_ct2_file *f = NULL;
+    int rc = attn_ct2_open(&f, path);
+    if (rc == 0) {
+        rc = attn__wbody(m, f);
+        if (rc < 0) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", attn_last_error());
+            rc = attn_set_error(rc, "%s: %s", path, msg);
+        }
+    }
+    attn_ct2_close(f);
+    if (rc == 0) {
+        snprintf(path, sizeof path, "%s/vocabulary.txt", dir);
+        rc = attn__wvocab(m, path);
+    }
+    if (rc == 0 && m->n_vocab != m->cfg.vocab_size)
+        rc = attn_set_error(ATTN_E_FORMAT, "%s: vocabulary.txt has %lld lines but the embeddings have %lld rows", dir, (long long)m->n_vocab,
+                            (long long)m->cfg.vocab_size);
+    if (rc == 0) {
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        rc = attn__wconfig(m, path);
+    }
+    if (rc == 0) {
+        m->cfg.sot = attn__wtok(m, "<|startoftranscript|>");
+        m->cfg.eot = attn__wtok(m, "<|endoftext|>");
+        m->cfg.no_timestamps = attn__wtok(m, "<|notimestamps|>");
+        m->cfg.timestamp_begin = m->cfg.no_timestamps + 1;
+        if (m->cfg.sot < 0 || m->cfg.eot < 0 || m->cfg.no_timestamps < 0)
+            rc = attn_set_error(ATTN_E_FORMAT, "%s: vocabulary.txt lacks <|startoftranscript|>, <|endoftext|> or <|notimestamps|>", dir);
+    }
+    if (rc < 0) {
+        attn_whisper_free(m);
+        return rc;
+    }
+    *out = m;
+    return ATTN_OK;
+}
+
+const attn_whisper_config *attn_whisper_get_config(const attn_whisper *m) { return m ? &m->cfg : NULL; }
+
+/* ---------------------------------------------------------------- text */
+
+/* GPT-2's byte-level alphabet (Radford et al. 2019): printable bytes map to themselves, the
+ * others to U+0100 + n in byte order. Returns the byte of code point cp, or -1. */
+static int attn__byte_of(uint32_t cp) {
+    if ((cp >= 33 && cp <= 126) || (cp >= 161 && cp <= 172) || (cp >= 174 && cp <= 255)) return (int)cp;
+    if (cp < 256 || cp >= 256 + 68) return -1;
+    int k = (int)(cp - 256), n = 0;
+    for (int b = 0; b < 256; b++) {
+        int printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+        if (!printable) {
+            if (n == k) return b;
+            n++;
+        }
+    }
+    return -1;
+}
+
+char *attn_whisper_text(const attn_whisper *m, const int32_t *ids, int64_t n) {
+    if (!m || (n > 0 && !ids)) return NULL;
+    size_t cap = 64, len = 0;
+    char *out = (char *)malloc(cap);
+    if (!out) return NULL;
+    for (int64_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= m->cfg.eot || ids[i] >= m->n_vocab) continue; /* special / timestamp */
+        const unsigned char *s = (const unsigned char *)m->vocab[ids[i]];
+        while (*s) {
+            uint32_t cp;
+            int k;
+            if (*s < 0x80) cp = *s, k = 1;
+            else if ((*s & 0xE0) == 0xC0 && s[1]) cp = (uint32_t)(*s & 0x1F) << 6 | (s[1] & 0x3F), k = 2;
+            else if ((*s & 0xF0) == 0xE0 && s[1] && s[2]) cp = (uint32_t)(*s & 0x0F) << 12 | (uint32_t)(s[1] & 0x3F) << 6 | (s[2] & 0x3F), k = 3;
+            else cp = 0xFFFF, k = 1;
+            int b = attn__byte_of(cp);
+            if (len + 2 > cap) {
+                cap *= 2;
+                char *t = (char *)realloc(out, cap);
+                if (!t) {
+                    free(out);
+                    return NULL;
+                }
+                out = t;
+            }
+            if (b >= 0) out[len++] = (char)b;
+            s += k;
+        }
+    }
+    out[len] = 0;
+    return out;
+}
+
+/* ---------------------------------------------------------------- forward */
+
+static int attn__mha(float *out, int64_t os, const float *q, int64_t qb, int64_t qh, int64_t qr, const float *k, const float *v,
+                     int64_t kb, int64_t kh, int64_t kr, int64_t B, int64_t Lq, int64_t Lk, int64_t H, int64_t D, int n_threads) {
+    attn_tensor tq = {(void *)q, ATTN_F32, 4, {B, H, Lq, D}, {qb, qh, qr, 1}};
+    attn_tensor tk = {(void *)k, ATTN_F32, 4, {B, H, Lk, D}, {kb, kh, kr, 1}};
+    attn_tensor tv = {(void *)v, ATTN_F32, 4, {B, H, Lk, D}, {kb, kh, kr, 1}};
+    attn_tensor to = {out, ATTN_F32, 4, {B, H, Lq, D}, {Lq * os, D, os, 1}};
+    attn_sdpa_params p = attn_sdpa_params_default();
+    p.n_threads = n_threads;
+    return attn_sdpa(&to, NULL, &tq, &tk, &tv, &p);
+}
+
+/* Encoder: mel [80, 3000] -> enc [1500, E]. */
+static int attn__wencode(attn_whisper *m, float *enc, const float *mel) {
+    const int64_t E = m->cfg.d_model, H = m->cfg.n_heads, D = E / H, T = ATTN_WHISPER_FRAMES, L = m->cfg.n_audio_ctx, F = m->cfg.d_ff;
+    const int64_t C = ATTN_WHISPER_N_MELS;
+    int64_t wide = F > 3 * E ? F : 3 * E;
+    float *col = (float *)malloc(sizeof(float) * (size_t)(T * (E * 3 > C * 3 ? E * 3 : C * 3)));
+    float *x1 = (float *)malloc(sizeof(float) * (size_t)(T * E));
+    float *h = (float *)malloc(sizeof(float) * (size_t)(L * E));
+    float *a = (float *)malloc(sizeof(float) * (size_t)(L * E));
+    float *w = (float *)malloc(sizeof(float) * (size_t)(L * wide));
+    int rc = ATTN_OK;
+    if (!col || !x1 || !h || !a || !w) {
+        rc = attn_set_error(ATTN_E_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t c = 0; c < C; c++)
+            for (int k = 0; k < 3; k++) {
+                int64_t s = t + k - 1;
+                col[t * C * 3 + c * 3 + k] = s >= 0 && s < T ? mel[c * T + s] : 0.0f;
+            }
+    if ((rc = attn__ct2_lin_apply(x1, col, T, &m->conv1, NULL, ATTN_ACT_GELU)) < 0) goto done;
+    for (int64_t t = 0; t < L; t++)
+        for (int64_t c = 0; c < E; c++)
+            for (int k = 0; k < 3; k++) {
+                int64_t s = 2 * t + k - 1;
+                col[t * E * 3 + c * 3 + k] = s >= 0 && s < T ? x1[s * E + c] : 0.0f;
+            }
+    if ((rc = attn__ct2_lin_apply(enc, col, L, &m->conv2, NULL, ATTN_ACT_GELU)) < 0) goto done;
+    for (int64_t i = 0; i < L * E; i++) enc[i] += m->enc_pos[i];
+    for (int64_t li = 0; li < m->cfg.n_encoder_layers; li++) {
+        attn__wlayer *l = &m->enc[li];
+        attn__ct2_ln_apply(h, enc, L, &l->ln_sa, 1e-5f);
+        if ((rc = attn__ct2_lin_apply(w, h, L, &l->qkv, NULL, ATTN_ACT_IDENTITY)) < 0) goto done;
+        if ((rc = attn__mha(a, E, w, L * 3 * E, D, 3 * E, w + E, w + 2 * E, L * 3 * E, D, 3 * E, 1, L, L, H, D, 0)) < 0) goto done;
+        if ((rc = attn__ct2_lin_apply(h, a, L, &l->out_sa, NULL, ATTN_ACT_IDENTITY)) < 0) goto done;
+        for (int64_t i = 0; i < L * E; i++) enc[i] += h[i];
+        attn__ct2_ln_apply(h, enc, L, &l->ln_ff, 1e-5f);
+        if ((rc = attn__ct2_lin_apply(w, h, L, &l->ff1, NULL, ATTN_ACT_GELU)) < 0) goto done;
+        if ((rc = attn__ct2_lin_apply(a, w, L, &l->ff2, NULL, ATTN_ACT_IDENTITY)) < 0) goto done;
+        for (int64_t i = 0; i < L * E; i++) enc[i] += a[i];
+    }
+    attn__ct2_ln_apply(enc, enc, L, &m->enc_ln, 1e-5f);
+done:
+    free(col);
+    free(x1);
+    free(h);
+    free(a);
+    free(w);
+    return rc;
+}
+
+typedef struct {
+    attn_whisper *m;
+    int64_t T, cap, pos0; /* cache positions, row capacity, position of decode step 0 */
+    float **k, **v, **k2, **v2, **ckv; /* per layer: self caches [rows, H, T, D]; cross K/V [1500, 2E] */
+    float *x, *h, *q, *a, *f;
+    int64_t len;
+    int timestamps;
+} attn__wstate;
+
+static void attn__wstate_free(attn__wstate *s) {
+    int64_t L = s->m ? s->m->cfg.n_decoder_layers : 0;
+    for (int64_t i = 0; i < L; i++) {
+        if (s->k) free(s->k[i]);
+        if (s->v) free(s->v[i]);
+        if (s->k2) free(s->k2[i]);
+        if (s->v2) free(s->v2[i]);
+        if (s->ckv) free(s->ckv[i]);
+    }
+    free(s->k);
+    free(s->v);
+    free(s->k2);
+    free(s->v2);
+    free(s->ckv);
+    free(s->x);
+    free(s->h);
+    free(s->q);
+    free(s->a);
+    free(s->f);
+}
+
+static int attn__wstate_init(attn__wstate *s, attn_whisper *m, int64_t cap) {
+    memset(s, 0, sizeof *s);
+    s->m = m;
+    s->cap = cap;
+    s->T = m->cfg.n_text_ctx;
+    const int64_t E = m->cfg.d_model, L = m->cfg.n_decoder_layers, F = m->cfg.d_ff, V = m->cfg.vocab_size, A = m->cfg.n_audio_ctx;
+    s->k = (float **)calloc((size_t)L, sizeof(float *));
+    s->v = (float **)calloc((size_t)L, sizeof(float *));
+    s->k2 = (float **)calloc((size_t)L, sizeof(float *));
+    s->v2 = (float **)calloc((size_t)L, sizeof(float *));
+    s->ckv = (float **)calloc((size_t)L, sizeof(float *));
+    if (!s->k || !s->v || !s->k2 || !s->v2 || !s->ckv) return attn_set_error(ATTN_E_NOMEM, "out of memory");
+    for (int64_t i = 0; i < L; i++) {
+        s->k[i] = (float *)malloc(sizeof(float) * (size_t)(cap * s->T * E));
+        s->v[i] = (float *)malloc(sizeof(float) * (size_t)(cap * s->T * E));
+        s->k2[i] = (float *)malloc(sizeof(float) * (size_t)(cap * s->T * E));
+        s->v2[i] = (float *)malloc(sizeof(float) * (size_t)(cap * s->T * E));
+        s->ckv[i] = (float *)malloc(sizeof(float) * (size_t)(A * 2 * E));
+        if (!s->k[i] || !s->v[i] || !s->k2[i] || !s->v2[i] || !s->ckv[i]) return attn_set_error(ATTN_E_NOMEM, "out of memory");
+    }
+    int64_t wide = F > 3 * E ? F : 3 * E;
+    s->x = (float *)malloc(sizeof(float) * (size_t)(cap * E));
+    s->h = (float *)malloc(sizeof(float) * (size_t)(cap * E));
+    s->q = (float *)malloc(sizeof(float) * (size_t)(cap * 3 * E));
+    s->a = (float *)malloc(sizeof(float) * (size_t)(cap * E));
+    s->f = (float *)malloc(sizeof(float) * (size_t)(cap * (wide > V ? wide : V)));
+    if (!s->x || !s->h || !s->q || !s->a || !s->f) return attn_set_error(ATTN_E_NOMEM, "out of memory");
+    return ATTN_OK;
+}
+
+/* one decoder position for N rows at absolute position pos; logits NULL skips the projection */
+static int attn__wforward(attn__wstate *s, float *logits, const int32_t *ids, int64_t N, int64_t pos) {
+    attn_whisper *m = s->m;
+    const int64_t E = m->cfg.d_model, H = m->cfg.n_heads, D = E / H, T = s->T, A = m->cfg.n_audio_ctx;
+    if (pos >= T) return attn_set_error(ATTN_E_RANGE, "whisper: position %lld beyond the %lld text positions", (long long)pos, (long long)T);
+    float *x = s->x, *h = s->h, *q = s->q, *a = s->a, *f = s->f;
+    for (int64_t r = 0; r < N; r++)
+        for (int64_t e = 0; e < E; e++) x[r * E + e] = m->emb[(int64_t)ids[r] * E + e] + m->dec_pos[pos * E + e];
+    for (int64_t li = 0; li < m->cfg.n_decoder_layers; li++) {
+        attn__wlayer *l = &m->dec[li];
+        attn__ct2_ln_apply(h, x, N, &l->ln_sa, 1e-5f);
+        ATTN_TRY(attn__ct2_lin_apply(q, h, N, &l->qkv, NULL, ATTN_ACT_IDENTITY));
+        for (int64_t r = 0; r < N; r++)
+            for (int64_t hh = 0; hh < H; hh++) {
+                memcpy(s->k[li] + ((r * H + hh) * T + pos) * D, q + r * 3 * E + E + hh * D, sizeof(float) * (size_t)D);
+                memcpy(s->v[li] + ((r * H + hh) * T + pos) * D, q + r * 3 * E + 2 * E + hh * D, sizeof(float) * (size_t)D);
+            }
+        ATTN_TRY(attn__mha(a, E, q, 3 * E, D, 3 * E, s->k[li], s->v[li], H * T * D, T * D, D, N, 1, pos + 1, H, D, 1));
+        ATTN_TRY(attn__ct2_lin_apply(h, a, N, &l->out_sa, NULL, ATTN_ACT_IDENTITY));
+        for (int64_t i = 0; i < N * E; i++) x[i] += h[i];
+        attn__ct2_ln_apply(h, x, N, &l->ln_ca, 1e-5f);
+        ATTN_TRY(attn__ct2_lin_apply(q, h, N, &l->q_ca, NULL, ATTN_ACT_IDENTITY));
+        /* every row attends over the same audio: one call with the rows as queries */
+        ATTN_TRY(attn__mha(a, E, q, N * E, D, E, s->ckv[li], s->ckv[li] + E, A * 2 * E, D, 2 * E, 1, N, A, H, D, 0));
+        ATTN_TRY(attn__ct2_lin_apply(h, a, N, &l->out_ca, NULL, ATTN_ACT_IDENTITY));
+        for (int64_t i = 0; i < N * E; i++) x[i] += h[i];
+        attn__ct2_ln_apply(h, x, N, &l->ln_ff, 1e-5f);
+        ATTN_TRY(attn__ct2_lin_apply(f, h, N, &l->ff1, NULL, ATTN_ACT_GELU));
+        ATTN_TRY(attn__ct2_lin_apply(a, f, N, &l->ff2, NULL, ATTN_ACT_IDENTITY));
+        for (int64_t i = 0; i < N * E; i++) x[i] += a[i];
+    }
+    s->len = pos + 1;
+    if (!logits) return ATTN_OK;
+    attn__ct2_ln_apply(x, x, N, &m->dec_ln, 1e-5f);
+    return attn__ct2_lin_apply(logits, x, N, &m->proj, NULL, ATTN_ACT_IDENTITY);
+}
+
+static int attn__wstep(void *ctx, float *logits, float *attn, const int32_t *ids, int64_t N, int64_t step) {
+    attn__wstate *s = (attn__wstate *)ctx;
+    (void)attn;
+    return attn__wforward(s, logits, ids, N, s->pos0 + step);
+}
+
+static int attn__wreorder(void *ctx, const int64_t *src, int64_t n_new, const int64_t *row_item) {
+    attn__wstate *s = (attn__wstate *)ctx;
+    (void)row_item;
+    const int64_t E = s->m->cfg.d_model, H = s->m->cfg.n_heads, D = E / H, T = s->T;
+    if (n_new > s->cap) return attn_set_error(ATTN_E_RANGE, "whisper: %lld rows exceed the capacity", (long long)n_new);
+    int identity = 1;
+    for (int64_t i = 0; i < n_new && identity; i++) identity = src[i] == i;
+    if (identity) return ATTN_OK;
+    const size_t chunk = sizeof(float) * (size_t)(s->len * D);
+    for (int64_t li = 0; li < s->m->cfg.n_decoder_layers; li++) {
+        for (int64_t i = 0; i < n_new; i++)
+            for (int64_t hh = 0; hh < H; hh++) {
+                memcpy(s->k2[li] + (i * H + hh) * T * D, s->k[li] + (src[i] * H + hh) * T * D, chunk);
+                memcpy(s->v2[li] + (i * H + hh) * T * D, s->v[li] + (src[i] * H + hh) * T * D, chunk);
+            }
+        float *t = s->k[li];
+        s->k[li] = s->k2[li];
+        s->k2[li] = t;
+        t = s->v[li];
+        s->v[li] = s->v2[li];
+        s->v2[li] = t;
+    }
+    return ATTN_OK;
+}
+
+/* OpenAI's timestamp rules as CTranslate2 applies them (ApplyTimestampRules), after the other
+ * processors: logits of disabled tokens are -inf already. */
+static int attn__wtimestamps(void *ctx, float *logits, int64_t n_rows, int64_t V, int64_t step, const int32_t *const *seqs, int64_t seq_len,
+                             const int64_t *row_item) {
+    attn__wstate *s = (attn__wstate *)ctx;
+    (void)row_item;
+    (void)seq_len;
+    const int32_t eot = s->m->cfg.eot, tb = s->m->cfg.timestamp_begin, te = (int32_t)V - 1;
+    const int32_t max_initial = tb + 50; /* max_initial_timestamp_index 50 (1.0 s) */
+    for (int64_t r = 0; r < n_rows; r++) {
+        float *l = logits + r * V;
+        int check = 0;
+        l[s->m->cfg.no_timestamps] = -INFINITY;
+        if (step == 0) {
+            for (int32_t i = 0; i < tb; i++) l[i] = -INFINITY;
+            for (int32_t i = max_initial + 1; i <= te; i++) l[i] = -INFINITY;
+        } else {
+            int32_t last = seqs[r][step - 1];
+            if (last >= tb) {
+                int32_t pen = step - 1 > 0 ? seqs[r][step - 2] : last;
+                if (pen >= tb) {
+                    for (int32_t i = tb; i <= te; i++) l[i] = -INFINITY;
+                } else {
+                    for (int32_t i = 0; i < eot; i++) l[i] = -INFINITY;
+                    check = 1;
+                }
+            } else {
+                check = 1;
+            }
+            for (int64_t t = step - 1; t >= 0; t--)
+                if (seqs[r][t] >= tb) {
+                    for (int32_t i = tb; i < seqs[r][t]; i++) l[i] = -INFINITY;
+                    break;
+                }
+        }
+        if (check) {
+            /* log-softmax; timestamps win when their total probability beats every text token */
+            float mx = -INFINITY;
+            for (int64_t j = 0; j < V; j++)
+                if (l[j] > mx) mx = l[j];
+            if (mx == -INFINITY) continue;
+            double sum = 0;
+            for (int64_t j = 0; j < V; j++) sum += exp((double)l[j] - mx);
+            double lse = mx + log(sum);
+            double text_max = -INFINITY;
+            for (int32_t j = 0; j < tb; j++)
+                if (l[j] - lse > text_max) text_max = l[j] - lse;
+            double tmax = -INFINITY;
+            for (int32_t j = tb; j <= te; j++)
+                if (l[j] > tmax) tmax = l[j];
+            double ts = -INFINITY;
+            if (tmax > -INFINITY) {
+                double t2 = 0;
+                for (int32_t j = tb; j <= te; j++) t2 += exp((double)l[j] - tmax);
+                ts = tmax + log(t2) - lse;
+            }
+            if (ts > text_max)
+                for (int32_t i = 0; i < tb; i++) l[i] = -INFINITY;
+        }
+    }
+    return ATTN_OK;
+}
+
+int attn_whisper_generate(attn_whisper *m, int32_t **ids, int64_t *n, float *score, const float *mel, const attn_whisper_opts *o) {
+    if (!m || !ids || !n || !mel || !o) return attn_set_error(ATTN_E_INVALID, "whisper_generate: NULL argument");
+    *ids = NULL;
+    *n = 0;
+    if (o->beam_size < 1 || o->beam_size > 64) return attn_set_error(ATTN_E_INVALID, "the beam size must be between 1 and 64 (got %lld)", (long long)o->beam_size);
+    for (int64_t i = 0; i < (int64_t)ATTN_WHISPER_N_MELS * ATTN_WHISPER_FRAMES; i++)
+        if (!isfinite(mel[i])) return attn_set_error(ATTN_E_RANGE, "whisper: non-finite feature at index %lld", (long long)i);
+    const int64_t E = m->cfg.d_model, A = m->cfg.n_audio_ctx;
+    attn__wstate s;
+    int rc = attn__wstate_init(&s, m, o->beam_size);
+    float *enc = (float *)malloc(sizeof(float) * (size_t)(A * E));
+    attn_decode_result res;
+    memset(&res, 0, sizeof res);
+    if (rc == 0 && !enc) rc = attn_set_error(ATTN_E_NOMEM, "out of memory");
+    if (rc == 0) rc = attn__wencode(m, enc, mel);
+    for (int64_t li = 0; rc == 0 && li < m->cfg.n_decoder_layers; li++) rc = attn__ct2_lin_apply(s.ckv[li], enc, A, &m->dec[li].kv_ca, NULL, ATTN_ACT_IDENTITY);
+    /* prompt: <|startoftranscript|> [<|notimestamps|>]; all but the last token prime the cache */
+    int32_t start = m->cfg.sot;
+    if (rc == 0 && !o->timestamps) {
+        rc = attn__wforward(&s, NULL, &m->cfg.sot, 1, 0);
+        start = m->cfg.no_timestamps;
+        s.pos0 = 1;
+    }
+    if (rc == 0) {
+        attn_decode_opts d = attn_decode_opts_default();
+        d.beam_size = o->beam_size;
+        d.n_best = 1;
+        d.max_length = m->cfg.n_text_ctx / 2 < m->cfg.n_text_ctx - s.pos0 ? m->cfg.n_text_ctx / 2 : m->cfg.n_text_ctx - s.pos0;
+        d.min_length = 0;
+        d.end_ids = &m->cfg.eot;
+        d.n_end = 1;
+        d.suppress = m->suppress;
+        d.n_suppress = m->n_suppress;
+        d.suppress_begin = m->suppress_begin;
+        d.n_suppress_begin = m->n_suppress_begin;
+        if (o->timestamps) {
+            s.timestamps = 1;
+            d.hook = attn__wtimestamps;
+            d.hook_ctx = &s;
+        }
+        attn_decoder_iface dec = {&s, m->cfg.vocab_size, 0, attn__wstep, attn__wreorder};
+        rc = attn_decode(&res, &dec, &start, 1, &d);
+    }
+    if (rc == 0 && res.n > 0) {
+        *ids = res.hyps[0].ids;
+        *n = res.hyps[0].len;
+        res.hyps[0].ids = NULL;
+        if (score) *score = res.hyps[0].score;
+    }
+    attn_decode_results_free(&res, 1);
+    free(enc);
+    attn__wstate_free(&s);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- transcription */
+
+void attn_whisper_result_free(attn_whisper_result *r) {
+    if (!r) return;
+    for (int64_t i = 0; i < r->n_segments; i++) free(r->segments[i].text);
+    free(r->segments);
+    free(r->ids);
+    free(r->text);
+    memset(r, 0, sizeof *r);
+}
+
+static int attn__add_segment(attn_whisper_result *r, double t0, double t1, char *text) {
+    if (!text) return attn_set_error(ATTN_E_NOMEM, "out of memory");
+    attn_whisper_segment *g = (attn_whisper_segment *)realloc(r->segments, sizeof *g * (size_t)(r->n_segments + 1));
+    if (!g) {
+        free(text);
+        return attn_set_error(ATTN_E_NOMEM, "out of memory");
+    }
+    r->segments = g;
+    g[r->n_segments].start = t0;
+    g[r->n_segments].end = t1;
+    g[r->n_segments].text = text;
+    r->n_segments++;
+    return ATTN_OK;
+}
+
+int attn_whisper_transcribe(attn_whisper *m, attn_whisper_result *out, const float *samples, int64_t n, const attn_whisper_opts *o) {
+    if (!m || !out || !o || (n > 0 && !samples)) return attn_set_error(ATTN_E_INVALID, "whisper_transcribe: NULL argument");
+    memset(out, 0, sizeof *out);
+    if (n <= 0) return attn_set_error(ATTN_E_INVALID, "the audio is empty (no samples)");
+    float *feat = NULL, *win = NULL;
+    int64_t frames = 0;
+    ATTN_TRY(attn_whisper_log_mel(&feat, &frames, samples, n));
+    const int64_t content = frames - 1 > 0 ? frames - 1 : 1, W = ATTN_WHISPER_FRAMES, C = ATTN_WHISPER_N_MELS;
+    const double fsec = (double)ATTN_WHISPER_HOP / ATTN_WHISPER_RATE, dur = (double)n / ATTN_WHISPER_RATE;
+    win = (float *)malloc(sizeof(float) * (size_t)(C * W));
+    int rc = win ? ATTN_OK : attn_set_error(ATTN_E_NOMEM, "out of memory");
+    for (int64_t seek = 0; rc == 0 && seek < content; seek += W) {
+        int64_t len = content - seek < W ? content - seek : W;
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t t = 0; t < W; t++) win[c * W + t] = t < len ? feat[c * frames + seek + t] : 0.0f;
+        int32_t *ids = NULL;
+        int64_t k = 0;
+        rc = attn_whisper_generate(m, &ids, &k, NULL, win, o);
+        if (rc < 0) break;
+        int32_t *all = (int32_t *)realloc(out->ids, sizeof(int32_t) * (size_t)(out->n_ids + k + 1));
+        if (!all) {
+            free(ids);
+            rc = attn_set_error(ATTN_E_NOMEM, "out of memory");
+            break;
+        }
+        out->ids = all;
+        if (k) memcpy(out->ids + out->n_ids, ids, sizeof(int32_t) * (size_t)k);
+        out->n_ids += k;
+        double t0 = seek * fsec, tend = (seek + len) * fsec;
+        if (tend > dur) tend = dur;
+        if (!o->timestamps) {
+            rc = attn__add_segment(out, t0, tend, attn_whisper_text(m, ids, k));
+        } else {
+            int64_t i = 0;
+            while (rc == 0 && i < k) {
+                /* [<|t0|>] text [<|t1|>] */
+                double s0 = t0;
+                if (ids[i] >= m->cfg.timestamp_begin) s0 = t0 + (ids[i++] - m->cfg.timestamp_begin) * 0.02;
+                int64_t j = i;
+                while (j < k && ids[j] < m->cfg.timestamp_begin) j++;
+                double s1 = j < k ? t0 + (ids[j] - m->cfg.timestamp_begin) * 0.02 : tend;
+                if (j > i) rc = attn__add_segment(out, s0, s1, attn_whisper_text(m, ids + i, j - i));
+                i = j < k ? j + 1 : j;
+            }
+        }
+        free(ids);
+    }
+    if (rc == 0) {
+        out->text = attn_whisper_text(m, out->ids, out->n_ids);
+        if (!out->text) rc = attn_set_error(ATTN_E_NOMEM, "out of memory");
+    }
+    free(feat);
+    free(win);
+    if (rc < 0) attn_whisper_result_free(out);
+    return rc;
+}

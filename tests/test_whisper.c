@@ -1,0 +1,223 @@
+/* Whisper tiny.en (models/whisper-tiny.en, fetched by scripts/setup.sh) against CTranslate2
+ * 4.8.5 / faster-whisper (tests/fixtures/whisper, written by scripts/gen_whisper_fixtures.py):
+ *  - log-mel features of 1 s of Front_Center within 1e-4 of faster-whisper's FeatureExtractor
+ *    (float32 FFT magnitudes, float64 filters: observed ~1e-6);
+ *  - generated token ids identical to CTranslate2's Whisper.generate on the same features for
+ *    the nine alsa-utils WAVs and three espeak-ng sentences (greedy), beam 5 and beam 5 with
+ *    timestamps on two of them (scripts/gen_whisper_fixtures.py records all three modes for all
+ *    twelve; the suite checks a subset to stay fast);
+ *  - the text of those tokens equal to the tokenizer.json decode;
+ *  - the CLI end to end (libsndfile + libsamplerate instead of PyAV's resampler) on two files,
+ *    timestamps, and bad input (not audio, empty audio, --beam 0, missing model). */
+#include "attn_audio.h"
+#include "attn_npy.h"
+#include "attn_whisper.h"
+#include "testutil.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MODEL "models/whisper-tiny.en"
+
+static void test_mel(void) {
+    attn_tensor in, ref;
+    memset(&in, 0, sizeof in);
+    memset(&ref, 0, sizeof ref);
+    CHECK_OK(attn_npy_load(&in, attn_test_fixture("whisper/mel_in.npy")));
+    CHECK_OK(attn_npy_load(&ref, attn_test_fixture("whisper/mel_ref.npy")));
+    if (in.data && ref.data) {
+        float *mel = NULL;
+        int64_t frames = 0;
+        CHECK_OK(attn_whisper_log_mel(&mel, &frames, (const float *)in.data, in.shape[0]));
+        CHECK(ref.ndim == 2 && ref.shape[0] == 80 && frames == ref.shape[1], "mel frames %lld, reference [%lld, %lld]", (long long)frames,
+              (long long)ref.shape[0], (long long)ref.shape[1]);
+        if (mel && frames == ref.shape[1]) {
+            double md = attn_test_max_abs_diff(mel, (const float *)ref.data, (size_t)(80 * frames));
+            CHECK(md <= 1e-4, "log-mel max |attn - faster-whisper| = %.3g (tol 1e-4)", md);
+            printf("  log-mel [80, %lld]: max diff %.2g\n", (long long)frames, md);
+        }
+        free(mel);
+    }
+    attn_npy_free(&in);
+    attn_npy_free(&ref);
+    float *mel = NULL;
+    int64_t frames = 0;
+    CHECK_ERR(attn_whisper_log_mel(&mel, &frames, NULL, 5), ATTN_E_INVALID);
+}
+
+/* tokens.txt line for (name, mode) */
+static int ref_tokens(const char *name, const char *mode, int32_t *ids, int64_t cap) {
+    FILE *f = fopen(attn_test_fixture("whisper/tokens.txt"), "r");
+    if (!f) return -1;
+    char line[8192];
+    int n = -1;
+    while (fgets(line, sizeof line, f)) {
+        char nm[64], md[32];
+        int off = 0;
+        if (sscanf(line, "%63s %31s%n", nm, md, &off) != 2) continue;
+        if (strcmp(nm, name) || strcmp(md, mode)) continue;
+        n = 0;
+        char *p = line + off, *e;
+        for (long v = strtol(p, &e, 10); e != p && n < cap; v = strtol(p, &e, 10)) {
+            ids[n++] = (int32_t)v;
+            p = e;
+        }
+        break;
+    }
+    fclose(f);
+    return n;
+}
+
+static void test_tokens(attn_whisper *m) {
+    static const char *names[] = {"Front_Center", "Front_Left", "Front_Right", "Noise", "Rear_Center", "Rear_Left",
+                                  "Rear_Right", "Side_Left", "Side_Right", "espeak_1", "espeak_2", "espeak_3"};
+    float *win = (float *)malloc(sizeof(float) * 80 * 3000);
+    int same = 0, total = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char p[128];
+        snprintf(p, sizeof p, "whisper/%s.mel.npy", names[i]);
+        attn_tensor t;
+        memset(&t, 0, sizeof t);
+        if (attn_npy_load(&t, attn_test_fixture(p)) < 0) {
+            CHECK(0, "%s: %s", p, attn_last_error());
+            continue;
+        }
+        int64_t T = t.shape[1] < 3000 ? t.shape[1] : 3000;
+        for (int64_t c = 0; c < 80; c++)
+            for (int64_t k = 0; k < 3000; k++) win[c * 3000 + k] = k < T ? ((float *)t.data)[c * t.shape[1] + k] : 0.0f;
+        attn_npy_free(&t);
+        const char *modes[3] = {"greedy", "beam5", "beam5_ts"};
+        int n_modes = (i == 1 || i == 11) ? 3 : 1; /* Front_Left (beam differs from greedy), espeak_3 */
+        for (int k = 0; k < n_modes; k++) {
+            attn_whisper_opts o = {k == 0 ? 1 : 5, k == 2};
+            int32_t want[512], *got = NULL;
+            int nw = ref_tokens(names[i], modes[k], want, 512);
+            int64_t ng = 0;
+            CHECK_OK(attn_whisper_generate(m, &got, &ng, NULL, win, &o));
+            int eq = nw >= 0 && ng == nw && (ng == 0 || memcmp(got, want, sizeof(int32_t) * (size_t)ng) == 0);
+            CHECK(eq, "%s %s: token ids identical to CTranslate2 (%lld vs %d tokens)", names[i], modes[k], (long long)ng, nw);
+            same += eq;
+            total++;
+            if (k == 1) {
+                /* text of the beam-5 tokens */
+                FILE *f = fopen(attn_test_fixture("whisper/text.txt"), "r");
+                char line[1024], want_text[1024] = "";
+                while (f && fgets(line, sizeof line, f)) {
+                    char *tab = strchr(line, '\t');
+                    if (tab && (size_t)(tab - line) == strlen(names[i]) && strncmp(line, names[i], (size_t)(tab - line)) == 0) {
+                        snprintf(want_text, sizeof want_text, "%s", tab + 1);
+                        want_text[strcspn(want_text, "\n")] = 0;
+                    }
+                }
+                if (f) fclose(f);
+                char *text = attn_whisper_text(m, got, ng);
+                const char *tt = text ? text : "";
+                while (*tt == ' ') tt++;
+                CHECK(strcmp(tt, want_text) == 0, "%s: text '%s', want '%s'", names[i], tt, want_text);
+                free(text);
+            }
+            free(got);
+        }
+    }
+    printf("  token ids identical to CTranslate2 in %d/%d (file, mode) cases\n", same, total);
+    free(win);
+    attn_whisper_opts bad = {0, 0};
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    float z[80 * 3000] = {0};
+    CHECK_ERR(attn_whisper_generate(m, &ids, &n, NULL, z, &bad), ATTN_E_INVALID);
+    attn_whisper_result r;
+    attn_whisper_opts o = {1, 0};
+    CHECK_ERR(attn_whisper_transcribe(m, &r, NULL, 0, &o), ATTN_E_INVALID);
+}
+
+static char tmpdir[256], out_text[8192], err_text[8192];
+static int run_attn(const char *first, ...) {
+    const char *args[32];
+    int n = 0;
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a && n < 31; a = va_arg(ap, const char *)) args[n++] = a;
+    va_end(ap);
+    args[n] = NULL;
+    return attn_test_run(attn_test_cli_path(), tmpdir, out_text, sizeof out_text, err_text, sizeof err_text, args);
+}
+
+static void write_wav(const char *path, int rate, int n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return;
+    uint32_t data = (uint32_t)n * 2, riff = 36 + data, fmt = 16, br = (uint32_t)rate * 2, r = (uint32_t)rate;
+    uint16_t pcm = 1, ch = 1, ba = 2, bits = 16;
+    fwrite("RIFF", 1, 4, f);
+    fwrite(&riff, 4, 1, f);
+    fwrite("WAVEfmt ", 1, 8, f);
+    fwrite(&fmt, 4, 1, f);
+    fwrite(&pcm, 2, 1, f);
+    fwrite(&ch, 2, 1, f);
+    fwrite(&r, 4, 1, f);
+    fwrite(&br, 4, 1, f);
+    fwrite(&ba, 2, 1, f);
+    fwrite(&bits, 2, 1, f);
+    fwrite("data", 1, 4, f);
+    fwrite(&data, 4, 1, f);
+    int16_t zero = 0;
+    for (int i = 0; i < n; i++) fwrite(&zero, 2, 1, f);
+    fclose(f);
+}
+
+static void test_cli(void) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/attn_test_whisper_XXXXXX");
+    if (!mkdtemp(tmpdir)) return;
+    int rc = run_attn("transcribe", "--model", MODEL, "/usr/share/sounds/alsa/Front_Center.wav", "tests/fixtures/whisper/espeak_3.wav",
+                      (const char *)NULL);
+    CHECK(rc == 0, "transcribe: exit %d (%s)", rc, err_text);
+    CHECK(strcmp(out_text, "/usr/share/sounds/alsa/Front_Center.wav: front, center.\n"
+                           "tests/fixtures/whisper/espeak_3.wav: Please call Stella and ask her to bring these things with her from the store.\n") == 0,
+          "transcripts: %s", out_text);
+    char p[512];
+    snprintf(p, sizeof p, "%s/not_audio.wav", tmpdir);
+    FILE *f = fopen(p, "w");
+    if (f) {
+        fputs("this is not audio\n", f);
+        fclose(f);
+    }
+    rc = run_attn("transcribe", "--model", MODEL, p, (const char *)NULL);
+    CHECK(rc == 1 && strstr(err_text, "cannot read as audio"), "not audio: exit %d: %s", rc, err_text);
+    snprintf(p, sizeof p, "%s/empty.wav", tmpdir);
+    write_wav(p, 16000, 0);
+    rc = run_attn("transcribe", "--model", MODEL, p, (const char *)NULL);
+    CHECK(rc == 1 && strstr(err_text, "empty"), "empty audio: exit %d: %s", rc, err_text);
+    snprintf(p, sizeof p, "%s/silence.wav", tmpdir);
+    write_wav(p, 8000, 8000);
+    /* timestamps, and 1 s of digital silence (8 kHz) in the same run */
+    rc = run_attn("transcribe", "--model", MODEL, "--timestamps", "/usr/share/sounds/alsa/Front_Center.wav", p, (const char *)NULL);
+    CHECK(rc == 0 && strncmp(out_text, "/usr/share/sounds/alsa/Front_Center.wav [0.00 --> 2.00] front, center.\n", 71) == 0,
+          "timestamps (CTranslate2: <|0.00|> ... <|2.00|>) and silence: exit %d: %s %s", rc, out_text, err_text);
+    rc = run_attn("transcribe", "--model", MODEL, "--beam", "0", p, (const char *)NULL);
+    CHECK(rc == 2, "--beam 0: exit %d", rc);
+    rc = run_attn("transcribe", "--model", "/nonexistent", "/usr/share/sounds/alsa/Front_Center.wav", (const char *)NULL);
+    CHECK(rc == 1 && strstr(err_text, "model.bin"), "missing model: exit %d: %s", rc, err_text);
+    rc = run_attn("transcribe", "--model", "../shared/models/aren-transliteration", "/usr/share/sounds/alsa/Front_Center.wav", (const char *)NULL);
+    CHECK(rc == 1 && strstr(err_text, "WhisperSpec"), "not a Whisper model: exit %d: %s", rc, err_text);
+}
+
+int main(void) {
+    attn_test_name = "whisper";
+    attn_set_num_threads(1);
+    test_mel();
+    attn_whisper *m = NULL;
+    CHECK_OK(attn_whisper_load(&m, MODEL));
+    if (m) {
+        const attn_whisper_config *c = attn_whisper_get_config(m);
+        CHECK(c->d_model == 384 && c->n_heads == 6 && c->n_encoder_layers == 4 && c->n_decoder_layers == 4 && c->d_ff == 1536 &&
+                  c->vocab_size == 51864 && c->n_text_ctx == 448 && c->sot == 50257 && c->no_timestamps == 50362,
+              "tiny.en config");
+        test_tokens(m);
+    }
+    attn_whisper_free(m);
+    test_cli();
+    return attn_test_finish();
+}

@@ -76,7 +76,14 @@ static void test_tokens(attn_whisper *m) {
                                   "Rear_Right", "Side_Left", "Side_Right", "espeak_1", "espeak_2", "espeak_3"};
     float *win = (float *)malloc(sizeof(float) * 80 * 3000);
     int same = 0, total = 0;
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+#if defined(__SANITIZE_ADDRESS__)
+    /* under AddressSanitizer (CI's second pass) a 30 s encoder costs ~8 s: check memory safety on
+     * three files; the plain `make test` pass checks all twelve */
+    const size_t n_names = 3;
+#else
+    const size_t n_names = sizeof names / sizeof names[0];
+#endif
+    for (size_t i = 0; i < n_names; i++) {
         char p[128];
         snprintf(p, sizeof p, "whisper/%s.mel.npy", names[i]);
         attn_tensor t;
@@ -91,6 +98,9 @@ static void test_tokens(attn_whisper *m) {
         attn_npy_free(&t);
         const char *modes[3] = {"greedy", "beam5", "beam5_ts"};
         int n_modes = (i == 1 || i == 11) ? 3 : 1; /* Front_Left (beam differs from greedy), espeak_3 */
+#if defined(__SANITIZE_ADDRESS__)
+        if (i == 1) n_modes = 2;
+#endif
         for (int k = 0; k < n_modes; k++) {
             attn_whisper_opts o = {k == 0 ? 1 : 5, k == 2};
             int32_t want[512], *got = NULL;

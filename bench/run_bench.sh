@@ -27,7 +27,7 @@ mkdir -p "$BUILD/bench"
 BIN="$BUILD/bench/bench_sdpa"
 # shellcheck disable=SC2046
 $CC -O2 -std=c11 -D_GNU_SOURCE -fopenmp -Iinclude -Isrc -I/usr/include/x86_64-linux-gnu/openblas-pthread \
-    bench/bench_sdpa.c "$BUILD/libattn.a" $(pkg-config --libs libcjson libutf8proc libpng freetype2 2>/dev/null) \
+    bench/bench_sdpa.c "$BUILD/libattn.a" $(pkg-config --libs libcjson libutf8proc libpng pangocairo cairo 2>/dev/null) \
     -lopenblas -lm -o "$BIN"
 
 echo "# $(lscpu | grep 'Model name' | sed 's/  */ /g'); $(nproc) CPUs; $($CC --version | head -n 1); torch $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null)" >&2

@@ -352,8 +352,8 @@ static int stray_files(const char *dir) {
 static void test_atomic_outputs(const char *od) {
     const char *q = fx("cli/q.npy"), *k = fx("cli/k.npy"), *v = fx("cli/v.npy");
     char p[600], what[128];
-    static const char *ext[] = {"npy", "png", "svg"};
-    for (int i = 0; i < 3; i++) {
+    static const char *ext[] = {"npy", "png", "svg", "pdf"};
+    for (int i = 0; i < 4; i++) {
         snprintf(p, sizeof p, "%s/pe.%s", od, ext[i]);
         put_file(p, "OLD");
         setenv("ATTN_FAULT_WRITE_AFTER", "100", 1);
@@ -397,8 +397,8 @@ static void test_atomic_outputs(const char *od) {
     unlink(ln);
     /* html, png and svg from the attention verb */
     if (access(MODEL, R_OK) == 0) {
-        static const char *aext[] = {"html", "png", "svg", "npy"};
-        for (int i = 0; i < 4; i++) {
+        static const char *aext[] = {"html", "png", "svg", "npy", "pdf"};
+        for (int i = 0; i < 5; i++) {
             snprintf(p, sizeof p, "%s/att.%s", od, aext[i]);
             put_file(p, "OLD");
             setenv("ATTN_FAULT_WRITE_AFTER", "200", 1);

@@ -12,19 +12,21 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "Usage: attn attention --model DIR [--layer L|all] [--head H|mean|all]\n"
-            "                      [--format png|svg|html|npy] TEXT -o FILE\n"
+            "Usage: attn attention --model DIR [--layer L|all] [--head H|mean|all] [--token I]\n"
+            "                      [--format png|svg|pdf|html|npy] TEXT -o FILE\n"
             "\n"
             "Runs the encoder on TEXT and writes its softmax attention weights (rows = queries,\n"
             "columns = keys, tokens on both axes).\n"
             "\n"
             "Options:\n"
             "  --model DIR     model directory (config.json, model.safetensors, tokenizer.json)\n"
-            "  -o, --output FILE  output file; - = standard output (png and npy only when it is\n"
+            "  -o, --output FILE  output file; - = standard output (png, pdf and npy only when it is\n"
             "                  not a terminal); replaced only when complete\n"
             "  --layer L|all   layer index from 0, or all layers (default: the last layer)\n"
             "  --head H|mean|all  head index from 0, the mean over heads, or every head (default: mean)\n"
-            "  --format F      png or svg heatmap with a colour bar (several layers/heads give a grid\n"
+            "  --token I       how token I (index from 0, [CLS] is 0) attends to every token in every\n"
+            "                  layer: layers x tokens (rows: layers; --head picks a head or the mean)\n"
+            "  --format F      png, svg or pdf heatmap with a colour bar (several layers/heads give a grid\n"
             "                  of panels, layers x heads), html (one self-contained page where layer\n"
             "                  and head are chosen interactively), or npy (float32 [layers?, heads?, L, L]\n"
             "                  keeping the dims that hold more than one choice). Default: from FILE.\n"
@@ -35,7 +37,7 @@ static void usage(FILE *f) {
             "as sentence-transformers does; a note on stderr says so.\n");
 }
 
-enum { F_NONE, F_PNG, F_SVG, F_HTML, F_NPY };
+enum { F_NONE, F_PNG, F_SVG, F_PDF, F_HTML, F_NPY };
 
 static int parse_sel(const char *verb, const char *opt, const char *s, int64_t n, int allow_mean, int64_t *out) {
     if (!strcmp(s, "all")) {
@@ -51,6 +53,7 @@ static int parse_sel(const char *verb, const char *opt, const char *s, int64_t n
 
 int cmd_attention(int argc, char **argv) {
     const char *model = NULL, *outp = NULL, *text = NULL, *layer_s = NULL, *head_s = "mean", *fmt_s = NULL;
+    const char *token_s = NULL;
     int64_t threads = 0;
     cli_args a = cli_args_start(argc, argv, "attention");
     while (cli_more(&a)) {
@@ -71,6 +74,9 @@ int cmd_attention(int argc, char **argv) {
         } else if ((r = cli_opt(&a, NULL, "--head", &val))) {
             if (r < 0) return CLI_USAGE;
             head_s = val;
+        } else if ((r = cli_opt(&a, NULL, "--token", &val))) {
+            if (r < 0) return CLI_USAGE;
+            token_s = val;
         } else if ((r = cli_opt(&a, NULL, "--format", &val))) {
             if (r < 0) return CLI_USAGE;
             fmt_s = val;
@@ -90,15 +96,21 @@ int cmd_attention(int argc, char **argv) {
     const char *fs = fmt_s ? fmt_s : "";
     if (!strcmp(fs, "png") || (!fmt_s && cli_ends_with(outp, ".png"))) fmt = F_PNG;
     else if (!strcmp(fs, "svg") || (!fmt_s && cli_ends_with(outp, ".svg"))) fmt = F_SVG;
+    else if (!strcmp(fs, "pdf") || (!fmt_s && cli_ends_with(outp, ".pdf"))) fmt = F_PDF;
     else if (!strcmp(fs, "html") || (!fmt_s && (cli_ends_with(outp, ".html") || cli_ends_with(outp, ".htm")))) fmt = F_HTML;
     else if (!strcmp(fs, "npy") || (!fmt_s && cli_ends_with(outp, ".npy"))) fmt = F_NPY;
     if (fmt == F_NONE)
-        return fmt_s ? cli_usage_error("attention", "--format must be png, svg, html or npy, not '%s'", fmt_s)
+        return fmt_s ? cli_usage_error("attention", "--format must be png, svg, pdf, html or npy, not '%s'", fmt_s)
                      : cli_usage_error("attention", "cannot tell the format from '%s'; give --format", outp);
+    if (token_s && (fmt == F_HTML || fmt == F_NPY))
+        return cli_usage_error("attention", "--token draws a picture: use png, svg or pdf");
+    if (token_s && layer_s) return cli_usage_error("attention", "--token shows every layer; drop --layer");
+    if (token_s && !strcmp(head_s, "all"))
+        return cli_usage_error("attention", "--token takes one head or the mean, not all heads");
     cli_outputs outs;
     cli_outputs_init(&outs, "attention");
     int orc;
-    if ((orc = cli_output_add(&outs, "-o", outp, fmt == F_PNG || fmt == F_NPY)) ||
+    if ((orc = cli_output_add(&outs, "-o", outp, fmt == F_PNG || fmt == F_PDF || fmt == F_NPY)) ||
         (orc = cli_output_input(&outs, "--model", model)))
         return orc;
     if (threads > 0) attn_set_num_threads((int)threads);
@@ -163,6 +175,20 @@ int cmd_attention(int argc, char **argv) {
         rc = CLI_FAIL;
         goto done;
     }
+    if (token_s) {
+        int64_t ti;
+        if (cli_parse_i64("attention", "--token", token_s, 0, L - 1, &ti) != CLI_OK) {
+            free(tokens);
+            rc = CLI_USAGE;
+            goto done;
+        }
+        attn_tensor all = attn_tensor_f32_4d(att, NL, H, L, L);
+        attn_heatmap_opts o = attn_heatmap_opts_default();
+        o.format = fmt == F_PNG ? ATTN_VIZ_PNG : fmt == F_SVG ? ATTN_VIZ_SVG : ATTN_VIZ_PDF;
+        if (attn_token_attention_write(path, &all, tokens, ti, hsel >= 0 ? hsel : -1, &o) < 0) rc = cli_lib_error(NULL);
+        free(tokens);
+        goto done;
+    }
     if (fmt == F_HTML) {
         attn_tensor all = attn_tensor_f32_4d(att, NL, H, L, L);
         snprintf(title, sizeof title, "Attention weights: %.180s", text);
@@ -216,18 +242,18 @@ int cmd_attention(int argc, char **argv) {
         o.x_label = "key";
         o.y_label = "query";
         o.title = title;
+        o.format = fmt == F_PNG ? ATTN_VIZ_PNG : fmt == F_SVG ? ATTN_VIZ_SVG : ATTN_VIZ_PDF;
         int r;
         if (nl * nh == 1) {
             if (hsel == -2) snprintf(title, sizeof title, "Attention, layer %lld (mean of %lld heads)", (long long)lsel, (long long)H);
             else snprintf(title, sizeof title, "Attention, layer %lld head %lld", (long long)lsel, (long long)hsel);
             attn_tensor t = attn_tensor_f32_2d(sel, L, L);
-            r = fmt == F_PNG ? attn_heatmap_png(path, &t, &o) : attn_heatmap_svg(path, &t, &o);
+            r = attn_heatmap_write(path, &t, &o);
         } else {
             snprintf(title, sizeof title, "Attention weights (%s x %s)", nl > 1 ? "layers" : "layer",
                      nh > 1 ? "heads" : (hsel == -2 ? "mean of heads" : "head"));
             attn_tensor t = attn_tensor_f32_4d(sel, nl, nh, L, L);
-            r = fmt == F_PNG ? attn_heatmap_grid_png(path, &t, 0, (const char *const *)caps, &o)
-                             : attn_heatmap_grid_svg(path, &t, 0, (const char *const *)caps, &o);
+            r = attn_heatmap_grid_write(path, &t, 0, (const char *const *)caps, &o);
         }
         if (r < 0) rc = cli_lib_error(NULL);
     }

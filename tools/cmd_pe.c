@@ -11,7 +11,7 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "Usage: attn pe --d-model D --len L -o FILE [--format npy|png|svg] [--offset P]\n"
+            "Usage: attn pe --d-model D --len L -o FILE [--format npy|png|svg|pdf] [--offset P]\n"
             "\n"
             "Writes the sinusoidal positional-encoding table [L, D] (float32):\n"
             "  PE[pos, 2i] = sin(pos / 10000^(2i/D)),  PE[pos, 2i+1] = cos(pos / 10000^(2i/D))\n"
@@ -21,15 +21,15 @@ static void usage(FILE *f) {
             "  --d-model D        model width (1..65536)\n"
             "  --len L            number of positions (1..1048576; D*L <= 2^28)\n"
             "  --offset P         first position (default 0)\n"
-            "  -o, --output FILE  output file (- = standard output; npy and png only when it is not\n"
-            "                     a terminal); replaced only when complete\n"
-            "  --format F         npy, png or svg (default: from FILE's extension)\n"
+            "  -o, --output FILE  output file (- = standard output; npy, png and pdf only when it is\n"
+            "                     not a terminal); replaced only when complete\n"
+            "  --format F         npy, png, svg or pdf (default: from FILE's extension)\n"
             "  -h, --help         this help\n"
             "The pictures put the position on the y axis and the dimension on the x axis, with a\n"
             "blue-white-red colour map over [-1, 1] and a colour bar.\n");
 }
 
-enum { FMT_NONE, FMT_NPY, FMT_PNG, FMT_SVG };
+enum { FMT_NONE, FMT_NPY, FMT_PNG, FMT_SVG, FMT_PDF };
 
 static int write_picture(const char *path, int fmt, const attn_tensor *t, int64_t D, int64_t L,
                          int64_t offset) {
@@ -68,7 +68,8 @@ static int write_picture(const char *path, int fmt, const attn_tensor *t, int64_
         o.cell_w = (int)(cw < 1 ? 1 : cw > 24 ? 24 : cw);
         o.cell_h = (int)(ch < 1 ? 1 : ch > 24 ? 24 : ch);
     }
-    int r = fmt == FMT_PNG ? attn_heatmap_png(path, t, &o) : attn_heatmap_svg(path, t, &o);
+    o.format = fmt == FMT_PNG ? ATTN_VIZ_PNG : fmt == FMT_SVG ? ATTN_VIZ_SVG : ATTN_VIZ_PDF;
+    int r = attn_heatmap_write(path, t, &o);
     if (r < 0) cli_lib_error(NULL);
     else rc = CLI_OK;
 done:
@@ -104,7 +105,8 @@ int cmd_pe(int argc, char **argv) {
             if (strcmp(val, "npy") == 0) fmt = FMT_NPY;
             else if (strcmp(val, "png") == 0) fmt = FMT_PNG;
             else if (strcmp(val, "svg") == 0) fmt = FMT_SVG;
-            else return cli_usage_error("pe", "--format must be npy, png or svg, got '%s'", val);
+            else if (strcmp(val, "pdf") == 0) fmt = FMT_PDF;
+            else return cli_usage_error("pe", "--format must be npy, png, svg or pdf, got '%s'", val);
         } else {
             return cli_unknown(&a);
         }
@@ -119,7 +121,8 @@ int cmd_pe(int argc, char **argv) {
         if (cli_ends_with(out, ".npy")) fmt = FMT_NPY;
         else if (cli_ends_with(out, ".png")) fmt = FMT_PNG;
         else if (cli_ends_with(out, ".svg")) fmt = FMT_SVG;
-        else return cli_usage_error("pe", "cannot tell the format of '%s'; use --format npy|png|svg", out);
+        else if (cli_ends_with(out, ".pdf")) fmt = FMT_PDF;
+        else return cli_usage_error("pe", "cannot tell the format of '%s'; use --format npy|png|svg|pdf", out);
     }
 
     cli_outputs outs;

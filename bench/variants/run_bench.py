@@ -47,7 +47,7 @@ def build():
     lib = os.path.join(ROOT, "build", "libattn.a")
     if not os.path.exists(lib):
         sys.exit("build/libattn.a is missing: run `make build/libattn.a` first")
-    pk = subprocess.run(["pkg-config", "--libs", "libcjson", "libutf8proc", "libpng", "freetype2"],
+    pk = subprocess.run(["pkg-config", "--libs", "libcjson", "libutf8proc", "libpng", "pangocairo", "cairo"],
                         capture_output=True, text=True).stdout.split()
     for name in ("bench_variants", "performer_error", "quality_variants"):
         cmd = ["cc", "-O2", "-std=c11", "-D_GNU_SOURCE", "-fopenmp", "-I" + os.path.join(ROOT, "include"),

@@ -34,42 +34,44 @@ static void attn__html_text(FILE *f, const char *s) {
 }
 
 static const char *attn__viewer_js =
-    "const NL=W.length,NH=W[0].length,L=T.length;\n"
-    "const ls=document.getElementById('layer'),hs=document.getElementById('head');\n"
+    "const NL=W.length,NH=W[0].length,L=T.length,NS='http://www.w3.org/2000/svg';\n"
+    "const $=id=>document.getElementById(id),ls=$('layer'),hs=$('head'),info=$('info'),hv=$('heat'),lv=$('lines');\n"
     "for(let l=0;l<NL;l++)ls.add(new Option('layer '+l,l));\n"
     "hs.add(new Option('mean of heads','mean'));for(let h=0;h<NH;h++)hs.add(new Option('head '+h,h));\n"
     "ls.value=(IL>=0&&IL<NL)?IL:NL-1;hs.value=(IH>=0&&IH<NH)?String(IH):'mean';\n"
     "function mat(){const l=+ls.value,h=hs.value;if(h!=='mean')return W[l][+h];\n"
     " const m=[];for(let i=0;i<L;i++){m.push(new Array(L).fill(0));for(let k=0;k<NH;k++)for(let j=0;j<L;j++)m[i][j]+=W[l][k][i][j]/NH;}return m;}\n"
-    "const V=[[68,1,84],[72,40,120],[62,74,137],[49,104,142],[38,130,142],[31,158,137],[53,183,121],[109,205,89],[180,222,44],[253,231,37]];\n"
-    "function col(t){t=Math.max(0,Math.min(1,t))*(V.length-1);const i=Math.min(V.length-2,Math.floor(t)),f=t-i;\n"
+    "/* viridis anchors, as attn_viz.h's ATTN_CMAP_VIRIDIS */\n"
+    "const V=[[68,1,84],[71,45,123],[59,82,139],[44,114,142],[33,145,140],[40,174,128],[94,201,98],[173,220,48],[253,231,37]];\n"
+    "function col(t){t=t>0?Math.min(1,t):0;const p=t*(V.length-1),i=Math.min(V.length-2,Math.floor(p)),f=p-i;\n"
     " return 'rgb('+[0,1,2].map(c=>Math.round(V[i][c]+(V[i+1][c]-V[i][c])*f)).join(',')+')';}\n"
-    "const cv=document.getElementById('heat'),cx=cv.getContext('2d'),info=document.getElementById('info');\n"
-    "const cell=Math.max(8,Math.min(36,Math.floor(560/L))),pad=8;let lab=0;\n"
-    "function draw(){const m=mat();cx.font='12px sans-serif';lab=Math.ceil(Math.max(...T.map(t=>cx.measureText(t).width))+pad);\n"
-    " cv.width=lab+L*cell+90;cv.height=lab+L*cell+10;cx.font='12px sans-serif';cx.fillStyle='#fff';cx.fillRect(0,0,cv.width,cv.height);\n"
-    " let mx=0;for(const r of m)for(const v of r)mx=Math.max(mx,v);if(mx<=0)mx=1;\n"
-    " for(let i=0;i<L;i++)for(let j=0;j<L;j++){cx.fillStyle=col(m[i][j]/mx);cx.fillRect(lab+j*cell,lab+i*cell,cell,cell);}\n"
-    " cx.fillStyle='#000';cx.textBaseline='middle';cx.textAlign='right';\n"
-    " for(let i=0;i<L;i++)cx.fillText(T[i],lab-4,lab+i*cell+cell/2);\n"
-    " for(let j=0;j<L;j++){cx.save();cx.translate(lab+j*cell+cell/2,lab-4);cx.rotate(-Math.PI/2);cx.textAlign='left';cx.fillText(T[j],0,0);cx.restore();}\n"
-    " const bx=lab+L*cell+20,bh=L*cell;for(let y=0;y<bh;y++){cx.fillStyle=col(1-y/bh);cx.fillRect(bx,lab+y,16,1);}\n"
-    " cx.textAlign='left';cx.fillStyle='#000';cx.fillText(mx.toPrecision(3),bx+20,lab+6);cx.fillText('0',bx+20,lab+bh-6);\n"
-    " drawLines(m,-1);}\n"
-    "cv.onmousemove=e=>{const r=cv.getBoundingClientRect(),x=e.clientX-r.left-lab,y=e.clientY-r.top-lab;\n"
-    " const i=Math.floor(y/cell),j=Math.floor(x/cell);if(i>=0&&j>=0&&i<L&&j<L){const m=mat();\n"
-    " info.textContent='query '+i+' \\u201c'+T[i]+'\\u201d \\u2192 key '+j+' \\u201c'+T[j]+'\\u201d: '+m[i][j].toFixed(4);}};\n"
-    "const lv=document.getElementById('lines'),lx=lv.getContext('2d');\n"
-    "function drawLines(m,sel){const rowh=20,w=460;lv.width=w;lv.height=L*rowh+10;lx.font='13px sans-serif';\n"
-    " lx.clearRect(0,0,w,lv.height);lx.textBaseline='middle';\n"
-    " for(let i=0;i<L;i++){if(sel>=0&&i!==sel)continue;for(let j=0;j<L;j++){const a=m[i][j];if(a<0.005)continue;\n"
-    "  lx.strokeStyle='rgba(30,90,200,'+Math.min(1,a*(sel>=0?1:0.9))+')';lx.lineWidth=sel>=0?2:1.2;\n"
-    "  lx.beginPath();lx.moveTo(150,i*rowh+15);lx.lineTo(310,j*rowh+15);lx.stroke();}}\n"
-    " lx.fillStyle='#000';for(let i=0;i<L;i++){lx.textAlign='right';lx.fillStyle=i===sel?'#c00':'#000';lx.fillText(T[i],140,i*rowh+15);\n"
-    "  lx.textAlign='left';lx.fillStyle='#000';lx.fillText(T[i],320,i*rowh+15);}}\n"
-    "lv.onmousemove=e=>{const r=lv.getBoundingClientRect(),i=Math.floor((e.clientY-r.top-5)/20);\n"
-    " if(e.clientX-r.left<160&&i>=0&&i<L)drawLines(mat(),i);else drawLines(mat(),-1);};\n"
-    "lv.onmouseleave=()=>drawLines(mat(),-1);\n"
+    "function el(p,tag,a,txt){const e=document.createElementNS(NS,tag);for(const k in a)e.setAttribute(k,a[k]);\n"
+    " if(txt!==undefined)e.textContent=txt;p.appendChild(e);return e;}\n"
+    "const mc=document.createElement('canvas').getContext('2d');mc.font='12px sans-serif';\n"
+    "const lab=Math.ceil(Math.max(...T.map(t=>mc.measureText(t).width)))+8,cell=Math.max(8,Math.min(36,Math.floor(560/L)));\n"
+    "let cur=null,sel=-1;\n"
+    "function draw(){const m=mat();cur=m;let mx=0;for(const r of m)for(const v of r)mx=Math.max(mx,v);if(mx<=0)mx=1;\n"
+    " hv.textContent='';const n=L*cell,w=lab+n+90,h=lab+n+10;hv.setAttribute('width',w);hv.setAttribute('height',h);\n"
+    " const g=el(hv,'g',{});\n"
+    " for(let i=0;i<L;i++)for(let j=0;j<L;j++){const r=el(g,'rect',{x:lab+j*cell,y:lab+i*cell,width:cell,height:cell,\n"
+    "  fill:col(m[i][j]/mx),'class':'cell','data-q':i,'data-k':j,'shape-rendering':'crispEdges'});\n"
+    "  r.onmouseenter=()=>{info.textContent='query '+i+' \\u201c'+T[i]+'\\u201d \\u2192 key '+j+' \\u201c'+T[j]+'\\u201d: '+m[i][j].toFixed(4);drawLines(i);};}\n"
+    " for(let i=0;i<L;i++)el(hv,'text',{x:lab-4,y:lab+i*cell+cell/2,'text-anchor':'end','dominant-baseline':'central','class':'row'},T[i]);\n"
+    " for(let j=0;j<L;j++)el(hv,'text',{transform:'translate('+(lab+j*cell+cell/2)+','+(lab-4)+') rotate(-90)',\n"
+    "  'dominant-baseline':'central','class':'col'},T[j]);\n"
+    " const bx=lab+n+16,defs=el(hv,'defs',{}),gr=el(defs,'linearGradient',{id:'cbar',x1:0,y1:1,x2:0,y2:0});\n"
+    " V.forEach((c,k)=>el(gr,'stop',{offset:k/(V.length-1),'stop-color':'rgb('+c.join(',')+')'}));\n"
+    " el(hv,'rect',{x:bx,y:lab,width:14,height:n,fill:'url(#cbar)',stroke:'#404040'});\n"
+    " [[mx,0],[mx/2,n/2],[0,n]].forEach(([v,y])=>{el(hv,'line',{x1:bx+14,x2:bx+19,y1:lab+y,y2:lab+y,stroke:'#404040'});\n"
+    "  el(hv,'text',{x:bx+22,y:lab+y,'dominant-baseline':'central','class':'tick'},+v.toPrecision(3)+'');});\n"
+    " drawLines(-1);document.body.dataset.shown=ls.value+':'+hs.value;}\n"
+    "function drawLines(s){sel=s;const m=cur,rowh=20,w=460;lv.textContent='';lv.setAttribute('width',w);lv.setAttribute('height',L*rowh+10);\n"
+    " for(let i=0;i<L;i++){if(s>=0&&i!==s)continue;for(let j=0;j<L;j++){const a=m[i][j];if(a<0.005)continue;\n"
+    "  el(lv,'line',{x1:150,y1:i*rowh+15,x2:310,y2:j*rowh+15,stroke:'rgb(30,90,200)','stroke-opacity':Math.min(1,a),'stroke-width':s>=0?2:1.2});}}\n"
+    " for(let i=0;i<L;i++){const q=el(lv,'text',{x:140,y:i*rowh+15,'text-anchor':'end','dominant-baseline':'central','class':'q',\n"
+    "  fill:i===s?'#c00':'#000'},T[i]);q.onmouseenter=()=>drawLines(i);\n"
+    "  el(lv,'text',{x:320,y:i*rowh+15,'dominant-baseline':'central','class':'k'},T[i]);}}\n"
+    "lv.onmouseleave=()=>drawLines(-1);\n"
     "ls.onchange=draw;hs.onchange=draw;draw();\n";
 
 int attn_attention_html(const char *path, const attn_tensor *w, const char *const *tokens, const char *title,
@@ -93,12 +95,14 @@ int attn_attention_html(const char *path, const attn_tensor *w, const char *cons
     fputs("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>", f);
     attn__html_text(f, title ? title : "attention");
     fputs("</title>\n<style>body{font-family:sans-serif;margin:20px}#wrap{display:flex;gap:30px;align-items:flex-start}"
-          "select{font-size:14px;margin-right:8px}#info{height:1.4em;color:#333}</style></head><body>\n<h2>",
+          "select{font-size:14px;margin-right:8px}#info{height:1.4em;color:#333}svg text{font:12px sans-serif}"
+          "#lines text{font-size:13px}</style></head><body>\n<h2>",
           f);
     attn__html_text(f, title ? title : "attention");
     fputs("</h2>\n<div><select id=\"layer\"></select><select id=\"head\"></select></div>\n"
           "<p id=\"info\">hover a cell to read its weight (rows: queries, columns: keys)</p>\n"
-          "<div id=\"wrap\"><canvas id=\"heat\"></canvas><canvas id=\"lines\"></canvas></div>\n<script>\nconst T=[",
+          "<div id=\"wrap\"><svg id=\"heat\" xmlns=\"http://www.w3.org/2000/svg\"></svg>"
+          "<svg id=\"lines\" xmlns=\"http://www.w3.org/2000/svg\"></svg></div>\n<script>\nconst T=[",
           f);
     for (int64_t i = 0; i < L; i++) {
         if (i) fputc(',', f);

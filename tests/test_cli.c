@@ -510,7 +510,14 @@ static int run_on_tty(const char *const *args) {
     int rc = posix_spawn(&pid, attn_bin, &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     int st = 0;
-    if (rc == 0) waitpid(pid, &st, 0);
+    if (rc == 0) {
+        /* drain the terminal: an output larger than the pty buffer would block the writer;
+         * read() fails with EIO once the child has closed the slave side */
+        char sink[4096];
+        while (read(mfd, sink, sizeof sink) > 0) {
+        }
+        waitpid(pid, &st, 0);
+    }
     close(mfd);
     attn_test_read_file(ep, err_text, sizeof err_text);
     return rc != 0 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128;

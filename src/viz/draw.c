@@ -894,8 +894,10 @@ int attn__viz_render(const char *path, attn_viz_format fmt, const attn__viz_scen
                                 k.err ? strerror(k.err) : cairo_status_to_string(st));
     }
     cairo_surface_destroy(surf);
-    if (rc == ATTN_OK) rc = attn_out_commit(out); /* write errors are reported with their reason */
-    else attn_out_abort(out);
+    if (rc == ATTN_OK || (k.err && ferror(k.f)))
+        rc = attn_out_commit(out); /* write errors are reported with their reason; nothing replaced */
+    else
+        attn_out_abort(out);
     vt_close(&t);
     return rc;
 }

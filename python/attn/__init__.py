@@ -7,7 +7,8 @@
 
 Functions: sdpa (scaled_dot_product_attention), variant, positional_encoding, layer_norm,
 rms_norm, rope, softmax, set_num_threads, get_num_threads, version. Classes: Embedder
-(sentence embeddings, attention maps), Translator (CTranslate2 Transformer models).
+(sentence embeddings, attention maps), Translator (CTranslate2 Transformer models), Whisper
+(speech recognition).
 Inputs are NumPy float32 arrays of any strides; outputs are new C-contiguous float32 arrays.
 Errors from libattn are raised as AttnError subclasses that are also ValueError / TypeError /
 OSError / MemoryError / NotImplementedError, carrying the library's message. The GIL is
@@ -21,13 +22,14 @@ from ._ffi import library_path
 from .attention import VARIANTS, scaled_dot_product_attention, sdpa, variant
 from .embedder import Embedder
 from .ops import layer_norm, positional_encoding, rms_norm, rope, softmax
+from .speech import Segment, Transcription, Whisper
 from .translate import TranslationResult, Translator
 
 __version__ = "0.1.0"
 
 __all__ = [
     "sdpa", "scaled_dot_product_attention", "variant", "VARIANTS", "positional_encoding",
-    "layer_norm", "rms_norm", "rope", "softmax", "Embedder", "Translator", "TranslationResult",
+    "layer_norm", "rms_norm", "rope", "softmax", "Embedder", "Translator", "TranslationResult", "Whisper", "Transcription", "Segment",
     "set_num_threads",
     "get_num_threads", "version", "library_path", "AttnError", "InvalidArgumentError",
     "ShapeError", "DTypeError", "AttnMemoryError", "AttnIOError", "FormatError", "RangeError",

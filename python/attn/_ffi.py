@@ -204,6 +204,41 @@ typedef struct {
 int attn_translate(attn_translator *m, attn_translation *out, const char *const *sources, int64_t n,
                    const attn_decode_opts *o, int replace_unknowns);
 void attn_translations_free(attn_translation *t, int64_t n);
+
+void free(void *p);
+int attn_audio_load(float **samples, int64_t *n, const char *path, int rate);
+int attn_audio_resample(float **out, int64_t *n_out, const float *in, int64_t n, int rate_in, int rate_out);
+int attn_whisper_log_mel(float **out, int64_t *n_frames, const float *samples, int64_t n);
+typedef struct attn_whisper attn_whisper;
+typedef struct {
+    int64_t d_model, n_heads, n_encoder_layers, n_decoder_layers, d_ff, vocab_size;
+    int64_t n_audio_ctx, n_text_ctx;
+    int32_t sot, eot, no_timestamps, timestamp_begin;
+} attn_whisper_config;
+int attn_whisper_load(attn_whisper **out, const char *dir);
+void attn_whisper_free(attn_whisper *m);
+const attn_whisper_config *attn_whisper_get_config(const attn_whisper *m);
+typedef struct {
+    int64_t beam_size;
+    int timestamps;
+} attn_whisper_opts;
+int attn_whisper_generate(attn_whisper *m, int32_t **ids, int64_t *n, float *score, const float *mel,
+                          const attn_whisper_opts *o);
+char *attn_whisper_text(const attn_whisper *m, const int32_t *ids, int64_t n);
+typedef struct {
+    double start, end;
+    char *text;
+} attn_whisper_segment;
+typedef struct {
+    attn_whisper_segment *segments;
+    int64_t n_segments;
+    int32_t *ids;
+    int64_t n_ids;
+    char *text;
+} attn_whisper_result;
+int attn_whisper_transcribe(attn_whisper *m, attn_whisper_result *out, const float *samples, int64_t n,
+                            const attn_whisper_opts *o);
+void attn_whisper_result_free(attn_whisper_result *r);
 """
 
 ffi = FFI()

@@ -24,6 +24,8 @@ DECLS = {
     "attn_tokenizer.h": [],
     "attn_beam.h": ["attn_decode_opts", "attn_length_penalty_form"],
     "attn_translate.h": ["attn_translator_config", "attn_translation_hyp", "attn_translation"],
+    "attn_audio.h": [],
+    "attn_whisper.h": ["attn_whisper_config", "attn_whisper_opts", "attn_whisper_segment", "attn_whisper_result"],
     "attn_bpe.h": ["attn_bpe_stream", "attn_bpe_kind"],
     "attn_sampling.h": ["attn_sampler_params"],
     "attn_llama.h": ["attn_llama_config"],

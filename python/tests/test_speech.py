@@ -1,0 +1,96 @@
+"""attn.Whisper against CTranslate2 4.8.5 / faster-whisper outputs for whisper tiny.en
+(tests/fixtures/whisper, the fixtures of tests/test_whisper.c; model in models/whisper-tiny.en,
+fetched by scripts/setup.sh; skipped when absent). Log-mel within 1e-4 of faster-whisper's;
+token ids identical to CTranslate2's; texts identical. Under AddressSanitizer (ATTN_SANITIZED,
+set by tests/run_python_tests.sh) fewer decoding modes run."""
+import os
+
+import numpy as np
+import pytest
+
+import attn
+from conftest import ROOT, fixture
+
+MODEL = os.path.join(ROOT, "models", "whisper-tiny.en")
+ALSA = "/usr/share/sounds/alsa/Front_Center.wav"
+
+
+def test_log_mel_matches_faster_whisper():
+    x = np.load(fixture("whisper", "mel_in.npy")).astype(np.float32)
+    ref = np.load(fixture("whisper", "mel_ref.npy"))
+    mel = attn.Whisper.log_mel(x)
+    assert mel.shape == ref.shape and np.max(np.abs(mel - ref)) <= 1e-4
+
+
+pytestmark_model = pytest.mark.skipif(not os.path.isdir(MODEL), reason=f"{MODEL} missing")
+
+
+@pytest.fixture(scope="module")
+def model():
+    return attn.Whisper(MODEL)
+
+
+def ref_tokens():
+    out = {}
+    with open(fixture("whisper", "tokens.txt")) as f:
+        for line in f:
+            p = line.split()
+            out[(p[0], p[1])] = [int(x) for x in p[2:]]
+    return out
+
+
+def ref_text():
+    with open(fixture("whisper", "text.txt"), encoding="utf-8") as f:
+        return dict(line.rstrip("\n").split("\t", 1) for line in f)
+
+
+@pytestmark_model
+@pytest.mark.parametrize("name", ["Front_Left"])  # greedy, beam 5 and timestamps (the C test does all)
+def test_tokens_match_ctranslate2(model, name):
+    mel = np.load(fixture("whisper", f"{name}.mel.npy"))[:, :3000].astype(np.float32)
+    want = ref_tokens()
+    modes = [("greedy", 1, False), ("beam5", 5, False), ("beam5_ts", 5, True)]
+    if os.environ.get("ATTN_SANITIZED"):  # under AddressSanitizer: the beam-5 modes only
+        modes = modes[1:2]
+    for mode, beam, ts in modes:
+        if (name, mode) not in want:
+            continue
+        ids, score = model.generate(mel, beam_size=beam, timestamps=ts)
+        assert ids == want[(name, mode)], mode
+        if mode == "beam5":
+            assert model.decode(ids).strip() == ref_text()[name]
+
+
+@pytestmark_model
+def test_transcribe_files(model):
+    espeak = fixture("whisper", "espeak_2.wav")
+    t = model.transcribe(espeak, beam_size=1)  # one window: the greedy tokens of CTranslate2
+    assert t.tokens == ref_tokens()[("espeak_2", "greedy")]
+    assert t.text.strip() == model.decode(t.tokens).strip() and len(t.segments) == 1
+    if os.path.isfile(ALSA):
+        t = model.transcribe(ALSA, timestamps=True)
+        assert t.text.strip() == "front, center." and t.tokens
+        assert len(t.segments) == 1 and (t.segments[0].start, t.segments[0].end) == (0.0, 2.0)
+        # the same audio as an array at another rate (resampled by libsamplerate)
+        x = attn.Whisper.load_audio(ALSA)
+        idx = np.arange(0, x.size - 1, 16000 / 22050)
+        x22 = np.interp(idx, np.arange(x.size), x).astype(np.float32)
+        assert model.transcribe(x22, sample_rate=22050).text.strip() == "front, center."
+
+
+@pytestmark_model
+def test_errors(model, tmp_path):
+    with pytest.raises(OSError):
+        model.transcribe(str(tmp_path / "none.wav"))
+    bad = tmp_path / "bad.wav"
+    bad.write_bytes(b"not audio at all")
+    with pytest.raises(OSError):
+        model.transcribe(str(bad))
+    with pytest.raises(ValueError, match="empty"):
+        model.transcribe(np.zeros(0, np.float32))
+    with pytest.raises(TypeError):
+        model.transcribe(np.zeros(100, np.float64))
+    with pytest.raises(ValueError):
+        model.transcribe(np.zeros(100, np.float32), beam_size=0)
+    with pytest.raises(OSError):
+        attn.Whisper(str(tmp_path))

@@ -210,6 +210,21 @@ static void test_errors(void) {
     EXPECT_FAIL(1, "float64", "float64 q", "sdpa", "-q", q64, "-k", k, "-v", v, "-o", o);
     const char *mi = make_npy("mask_i32.npy", ATTN_I32, 2, 5, 7, 0, 0);
     EXPECT_FAIL(1, "int32", "int32 mask", "sdpa", "-q", q, "-k", k, "-v", v, "-m", mi, "-o", o);
+    {   /* a dtype the .npy reader cannot hold (uint8): the message says what a mask accepts */
+        const char *mu = tmp_path("mask_u8.npy");
+        FILE *w = fopen(mu, "wb");
+        if (w) {
+            static const char h[] = "\x93NUMPY\x01\x00\x76\x00{'descr': '|u1', 'fortran_order': False, 'shape': (7,), }";
+            fwrite(h, 1, sizeof h - 1, w);
+            for (size_t i = sizeof h - 1; i < 127; i++) fputc(' ', w);
+            fputc('\n', w);
+            fwrite("\1\1\1\1\1\1\1", 1, 7, w);
+            fclose(w);
+        }
+        EXPECT_FAIL(1, "a mask must be bool or float32, not '|u1'", "uint8 mask", "sdpa", "-q", q, "-k", k, "-v", v, "-m", mu,
+                    "-o", o);
+        CHECK(strstr(err_text, "<f8") == NULL, "the mask message does not list every .npy dtype: %s", err_text);
+    }
     const char *vi = make_npy("v_i64.npy", ATTN_I64, 4, 2, 2, 7, 6);
     EXPECT_FAIL(1, "int64", "int64 v", "sdpa", "-q", q, "-k", k, "-v", vi, "-o", o);
     /* shapes */

@@ -75,6 +75,19 @@ static int check_input(const attn_tensor *t, const char *what, const char *path,
     return CLI_OK;
 }
 
+/* Load a mask file; a dtype .npy cannot hold at all is reported with what a mask accepts
+ * (`accepts`), not with every dtype the .npy reader knows. CLI_OK or CLI_FAIL. */
+static int load_mask(attn_tensor *t, const char *path, const char *accepts) {
+    int lr = attn_npy_load(t, path);
+    if (lr == ATTN_E_DTYPE) {
+        const char *q1 = strchr(attn_last_error(), '\''), *q2 = q1 ? strchr(q1 + 1, '\'') : NULL;
+        return cli_error("%s: %s, not %.*s", path, accepts, q1 && q2 ? (int)(q2 - q1 + 1) : 10,
+                         q1 && q2 ? q1 : "this dtype");
+    }
+    if (lr < 0) return cli_lib_error(NULL);
+    return CLI_OK;
+}
+
 /* a * b * c * d elements, or -1 on overflow. */
 static int64_t count4(const int64_t *s) {
     int64_t n = 1;
@@ -238,17 +251,7 @@ int cmd_sdpa(int argc, char **argv) {
     if (cli_load_npy(&k, kp) || check_input(&k, "k", kp, q.ndim)) goto done;
     if (cli_load_npy(&v, vp) || check_input(&v, "v", vp, q.ndim)) goto done;
     if (mp) {
-        int lr = attn_npy_load(&m, mp);
-        if (lr == ATTN_E_DTYPE) { /* name what a mask accepts, not every .npy dtype */
-            const char *q1 = strchr(attn_last_error(), '\''), *q2 = q1 ? strchr(q1 + 1, '\'') : NULL;
-            cli_error("%s: a mask must be bool or float32, not %.*s", mp, q1 && q2 ? (int)(q2 - q1 + 1) : 12,
-                      q1 && q2 ? q1 : "this dtype");
-            goto done;
-        }
-        if (lr < 0) {
-            cli_lib_error(NULL);
-            goto done;
-        }
+        if (load_mask(&m, mp, "a mask must be bool or float32")) goto done;
         if (m.dtype != ATTN_BOOL && m.dtype != ATTN_F32) {
             cli_error("%s: mask has dtype %s; expected bool or float32", mp, attn_dtype_name(m.dtype));
             goto done;
@@ -260,7 +263,7 @@ int cmd_sdpa(int argc, char **argv) {
     }
 
     if (kpmp) {
-        if (cli_load_npy(&kpm, kpmp)) goto done;
+        if (load_mask(&kpm, kpmp, "--key-padding must be bool")) goto done;
         if (kpm.dtype != ATTN_BOOL || kpm.ndim < 1 || kpm.ndim > 2) {
             cli_error("%s: key-padding mask must be bool [B, Lk] (or [Lk] when B = 1), got %s with %d dims", kpmp,
                       attn_dtype_name(kpm.dtype), kpm.ndim);

@@ -23,7 +23,8 @@ static void usage(FILE *f) {
             "  --timestamps    segments with start and end times\n"
             "  --beam N        beam size (default 5, as faster-whisper; 1 = greedy)\n"
             "  --threads N     worker threads (default: all cores)\n"
-            "  -h, --help      this help\n");
+            "  -h, --help      this help\n"
+            "  --              end of options: AUDIO files whose names start with '-' follow\n");
 }
 
 int cmd_transcribe(int argc, char **argv) {
@@ -47,11 +48,11 @@ int cmd_transcribe(int argc, char **argv) {
             if (r < 0 || cli_parse_i64("transcribe", "--threads", val, 1, 4096, &threads) != CLI_OK) return CLI_USAGE;
         } else if (cli_flag(&a, NULL, "--timestamps")) {
             ts = 1;
-        } else if (a.argv[a.i][0] == '-' && a.argv[a.i][1] != 0) {
-            return cli_unknown(&a);
-        } else {
+        } else if (cli_positional(&a, &val)) { /* after "--", a file name may start with '-' */
             if (n_files == 256) return cli_usage_error("transcribe", "at most 256 audio files");
-            files[n_files++] = a.argv[a.i++];
+            files[n_files++] = val;
+        } else {
+            return cli_unknown(&a);
         }
     }
     if (!model || !*model) return cli_usage_error("transcribe", "--model DIR is required");

@@ -568,6 +568,13 @@ static void test_end_of_options(void) {
     CHECK(rc == 0, "attention -- -x: exit %d: %s", rc, err_text);
     rc = run_attn("embed", "--model", MODEL, "-o", tmp_path("e1.npy"), "--", "-5 degrees", (const char *)NULL);
     CHECK(rc == 0, "embed -- '-5 degrees': exit %d: %s", rc, err_text);
+    if (access("models/whisper-tiny.en/model.bin", R_OK) == 0) {
+        /* after "--" a name starting with '-' is an audio file (here a missing one: exit 1 naming it) */
+        EXPECT_FAIL(1, "-no-such.wav", "transcribe -- -no-such.wav", "transcribe", "--model", "models/whisper-tiny.en", "--",
+                    "-no-such.wav");
+        EXPECT_FAIL(2, "unknown option '-no-such.wav'", "transcribe -no-such.wav", "transcribe", "--model",
+                    "models/whisper-tiny.en", "-no-such.wav");
+    }
 }
 
 /* Fault 8 (the issue's reproduction): q = [[4]], k = [[0], [1e38]], v = I, bool mask [true,

@@ -264,6 +264,36 @@ static void test_errors(void) {
     EXPECT_FAIL(2, "stray", "stray argument", "sdpa", "stray", "-q", q, "-k", k, "-v", v, "-o", o);
     CHECK(strstr(err_text, "attn sdpa --help") != NULL, "usage errors point at --help: %s", err_text);
 
+    /* options that do not apply to the chosen variant are refused, naming CLI options */
+    EXPECT_FAIL(2, "--features applies to --variant performer", "--features with linear", "sdpa", "-q", q, "-k", k, "-v", v,
+                "--variant", "linear", "--features", "8", "-o", o);
+    EXPECT_FAIL(2, "--block applies to --variant bigbird", "--block with sliding", "sdpa", "-q", q, "-k", k, "-v", v,
+                "--variant", "sliding", "--block", "4", "-o", o);
+    EXPECT_FAIL(2, "--seed applies", "--seed with longformer", "sdpa", "-q", q, "-k", k, "-v", v, "--variant", "longformer",
+                "--seed", "3", "-o", o);
+    EXPECT_FAIL(2, "--global applies", "--global with bigbird", "sdpa", "-q", q, "-k", k, "-v", v, "--variant", "bigbird",
+                "--global", "2", "-o", o);
+    EXPECT_FAIL(2, "--causal or --key-padding", "--mask with linear", "sdpa", "-q", q, "-k", k, "-v", v, "--variant", "linear",
+                "-m", fx("cli/mask_bool.npy"), "-o", o);
+    CHECK(strstr(err_text, "is_causal") == NULL && strstr(err_text, "key_padding_mask") == NULL,
+          "the message names CLI options, not library fields: %s", err_text);
+    EXPECT_FAIL(2, "--scale does not apply", "--scale with linear", "sdpa", "-q", q, "-k", k, "-v", v, "--variant", "linear",
+                "--scale", "2", "-o", o);
+    /* help texts list every option */
+    {
+        int hr = run_attn("attention", "--help", (const char *)NULL);
+        CHECK(hr == 0 && strstr(out_text, "--model") && strstr(out_text, "-o, --output") && strstr(out_text, "-h, --help") &&
+                  strstr(out_text, "--threads"),
+              "attention --help documents --model, -o, -h: %s", out_text);
+        hr = run_attn("similarity", "--help", (const char *)NULL);
+        CHECK(hr == 0 && strstr(out_text, "Options:") && strstr(out_text, "--model") && strstr(out_text, "--threads") &&
+                  strstr(out_text, "-h, --help"),
+              "similarity --help lists its options: %s", out_text);
+        hr = run_attn("tokenize", "--help", (const char *)NULL);
+        CHECK(hr == 0 && strstr(out_text, "--no-special") && strstr(out_text, "--max-len") && strstr(out_text, "-h, --help"),
+              "tokenize --help lists its options");
+    }
+
     /* dispatcher */
     EXPECT_FAIL(2, "unknown verb 'frob'", "unknown verb", "frob");
     EXPECT_FAIL(2, "unknown option", "unknown global option", "--frob");

@@ -108,8 +108,17 @@ int attn_linear(attn_tensor *out, const attn_tensor *x, const attn_tensor *w, co
     if (b) {
         const float *bb = (const float *)b->data;
         int64_t bs = b->stride[0];
-        for (int64_t r = 0; r < M; r++)
-            for (int64_t c = 0; c < of; c++) o[r * of + c] += bb[c * bs];
+        if (bs == 1) { /* the usual contiguous bias: a vectorised loop (same sums as below) */
+            for (int64_t r = 0; r < M; r++) {
+                float *restrict orow = o + r * of;
+                const float *restrict brow = bb;
+#pragma omp simd
+                for (int64_t c = 0; c < of; c++) orow[c] += brow[c];
+            }
+        } else {
+            for (int64_t r = 0; r < M; r++)
+                for (int64_t c = 0; c < of; c++) o[r * of + c] += bb[c * bs];
+        }
     }
     return ATTN_OK;
 }
@@ -133,6 +142,33 @@ static int attn__norm(attn_tensor *out, const attn_tensor *x, const attn_tensor 
         const float *xr = attn__row(x, r);
         float *orow = attn__row(out, r);
         double mean = 0.0, var = 0.0;
+        if (xs == 1 && os == 1 && (!gamma || gamma->stride[0] == 1) && (!beta || beta->stride[0] == 1)) {
+            /* contiguous rows (the usual case): the same two passes in float64, vectorised
+             * (partial sums per SIMD lane, so the last bit of a sum may differ from the loop below) */
+            const float *g = gamma ? (const float *)gamma->data : NULL, *bt = beta ? (const float *)beta->data : NULL;
+            if (!rms) {
+#pragma omp simd reduction(+ : mean)
+                for (int64_t e = 0; e < E; e++) mean += xr[e];
+                mean /= (double)(E > 0 ? E : 1);
+            }
+#pragma omp simd reduction(+ : var)
+            for (int64_t e = 0; e < E; e++) var += ((double)xr[e] - mean) * ((double)xr[e] - mean);
+            var /= (double)(E > 0 ? E : 1);
+            double denom = sqrt(var + (double)eps);
+            double inv = denom > 0.0 ? 1.0 / denom : 0.0;
+            if (g && bt) {
+#pragma omp simd
+                for (int64_t e = 0; e < E; e++) orow[e] = (float)(((double)xr[e] - mean) * inv * g[e] + bt[e]);
+            } else {
+                for (int64_t e = 0; e < E; e++) {
+                    double y = ((double)xr[e] - mean) * inv;
+                    if (g) y *= g[e];
+                    if (bt) y += bt[e];
+                    orow[e] = (float)y;
+                }
+            }
+            continue;
+        }
         if (!rms) {
             for (int64_t e = 0; e < E; e++) mean += xr[e * xs];
             mean /= (double)(E > 0 ? E : 1);

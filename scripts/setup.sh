@@ -10,6 +10,8 @@ clang libclang-rt-14-dev libomp-dev unzip"
 # pictures: cairo + pango with Noto fonts (Latin, Greek, Cyrillic, Arabic, Hebrew, Indic ...
 # and CJK); the tests read PDFs with pdftotext and check the HTML viewer in headless chromium
 PKGS="$PKGS libcairo2-dev libpango1.0-dev fonts-noto-core fonts-noto-cjk poppler-utils chromium"
+# ViT / images: JPEG and gzip readers, pixman for resizing, the Fashion-MNIST data set
+PKGS="$PKGS libjpeg-dev zlib1g-dev libpixman-1-dev dataset-fashion-mnist"
 command -v python3 >/dev/null 2>&1 || PKGS="$PKGS python3 python3-pip"
 # the Python package (python/) and its tests: cffi, NumPy, pytest
 PKGS="$PKGS python3 python3-cffi python3-numpy python3-pytest"

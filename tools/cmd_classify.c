@@ -1,0 +1,616 @@
+/* attn classify: image classification with a Hugging Face ViT checkpoint. */
+#include "cli.h"
+
+#include "attn_image.h"
+#include "attn_npy.h"
+#include "attn_rollout.h"
+#include "attn_viz.h"
+#include "attn_vit.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "Usage: attn classify --model DIR [OPTIONS] IMAGE...\n"
+            "       attn classify --model DIR --eval IMAGES.idx[.gz] LABELS.idx[.gz] [--confusion OUT.png]\n"
+            "\n"
+            "Classifies images with a Vision Transformer (transformers' ViTForImageClassification format:\n"
+            "config.json, model.safetensors, preprocessor_config.json) and prints the top labels with their\n"
+            "probabilities. IMAGE is a PNG or JPEG file of any size (converted to the model's channels and\n"
+            "resized to its image size), or an IDX file of images [N, H, W] (MNIST format, gzip'd or not),\n"
+            "whose items are classified in turn.\n"
+            "\n"
+            "Options:\n"
+            "  --model DIR          model directory\n"
+            "  --top K              labels shown per image (default 5)\n"
+            "  --index I            only item I of IDX inputs (0-based)\n"
+            "  --limit N            only the first N items of IDX inputs\n"
+            "  --native-size        do not resize; the position embeddings are interpolated to the image's\n"
+            "                       patch grid (transformers' interpolate_pos_encoding=True)\n"
+            "  --eval IMAGES LABELS accuracy and confusion matrix on an IDX data set; the last line reads\n"
+            "                       \"accuracy: 0.xxxx (N/M)\"\n"
+            "  --confusion OUT.png  with --eval: the confusion matrix as a picture\n"
+            "  --attention OUT.png  for one image: attention rollout (Abnar & Zuidema 2020) over the\n"
+            "                       patch grid as a heatmap; the CLS token's attention to every\n"
+            "                       patch for each layer and head goes to OUT-heads.png\n"
+            "  --logits OUT.npy     write the logits, float32 [N, n_labels]\n"
+            "  --batch N            images per forward pass (default 64)\n"
+            "  --threads N          worker threads (default: all cores)\n"
+            "  -h, --help           this help\n"
+            "Exit status: 0 success, 1 failure (unreadable or corrupt file, bad model), 2 usage error.\n");
+}
+
+/* ---------------------------------------------------------------- inputs */
+
+typedef struct {
+    const char *path;
+    int is_idx;
+    attn_idx idx;      /* when is_idx */
+    attn_image img;    /* otherwise */
+    int64_t first, n;  /* items used */
+} input;
+
+typedef struct {
+    input *in;
+    int n;
+} inputs;
+
+static void inputs_free(inputs *s) {
+    for (int i = 0; i < s->n; i++) {
+        attn_idx_free(&s->in[i].idx);
+        attn_image_free(&s->in[i].img);
+    }
+    free(s->in);
+    s->in = NULL;
+    s->n = 0;
+}
+
+/* IDX when the file starts with the gzip signature or the IDX magic 00 00 TYPE NDIM. */
+static int looks_like_idx(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    unsigned char b[4] = {0};
+    size_t n = fread(b, 1, 4, f);
+    fclose(f);
+    if (n >= 2 && b[0] == 0x1f && b[1] == 0x8b) return 1;
+    return n == 4 && b[0] == 0 && b[1] == 0 && b[2] >= 0x08 && b[2] <= 0x0E;
+}
+
+static int load_input(input *in, const char *path, int64_t index, int64_t limit) {
+    memset(in, 0, sizeof *in);
+    in->path = path;
+    if (looks_like_idx(path)) {
+        in->is_idx = 1;
+        if (attn_idx_load(&in->idx, path) < 0) return cli_lib_error(NULL);
+        if (in->idx.ndim != 3)
+            return cli_error("%s: an IDX image file must be 3-D [N, H, W], this one is %d-D", path, in->idx.ndim);
+        int64_t N = in->idx.dims[0];
+        if (index >= 0) {
+            if (index >= N) return cli_error("%s: --index %lld is outside 0..%lld", path, (long long)index, (long long)N - 1);
+            in->first = index;
+            in->n = 1;
+        } else {
+            in->first = 0;
+            in->n = limit >= 0 && limit < N ? limit : N;
+        }
+        return CLI_OK;
+    }
+    if (attn_image_load(&in->img, path) < 0) return cli_lib_error(NULL);
+    in->n = 1;
+    return CLI_OK;
+}
+
+/* item k (0-based within the input's used range) as an image view */
+static int input_item(attn_image *out, const input *in, int64_t k) {
+    if (!in->is_idx) {
+        *out = in->img;
+        return ATTN_OK;
+    }
+    return attn_idx_image(out, &in->idx, in->first + k);
+}
+
+/* ---------------------------------------------------------------- running the model */
+
+typedef struct {
+    attn_vit *m;
+    const attn_vit_config *cfg;
+    int native;
+    int64_t batch;
+    attn_arena arena;
+    float *pixels;   /* [batch, C, H, W] */
+    int64_t cap;     /* floats per image slot */
+    float *logits;   /* [batch, n_labels] */
+    int64_t bh, bw;  /* size of the images in the current batch */
+    int64_t nb;      /* images in the current batch */
+} runner;
+
+typedef void (*result_fn)(const float *logits, int64_t n, void *user);
+
+static int runner_flush(runner *r, result_fn fn, void *user) {
+    if (r->nb == 0) return CLI_OK;
+    if (attn_vit_forward(r->m, r->logits, NULL, r->pixels, r->nb, r->bh, r->bw, &r->arena) < 0)
+        return cli_lib_error("running the model");
+    fn(r->logits, r->nb, user);
+    r->nb = 0;
+    return CLI_OK;
+}
+
+/* preprocess one image into the batch (flushing first when full or of another size) */
+static int runner_add(runner *r, const attn_image *img, const char *name, result_fn fn, void *user) {
+    int64_t C = r->cfg->channels;
+    int64_t h = r->native || !r->cfg->do_resize ? img->height : r->cfg->resize_h;
+    int64_t w = r->native || !r->cfg->do_resize ? img->width : r->cfg->resize_w;
+    if (attn_vit_tokens(r->m, h, w) == 0)
+        return cli_error("%s: image of %lld x %lld pixels is smaller than one %lld x %lld patch", name, (long long)w,
+                         (long long)h, (long long)r->cfg->patch_w, (long long)r->cfg->patch_h);
+    if (h > 16384 || w > 16384) return cli_error("%s: image larger than 16384 pixels per side", name);
+    if (r->nb > 0 && (h != r->bh || w != r->bw || r->nb == r->batch)) {
+        int rc = runner_flush(r, fn, user);
+        if (rc != CLI_OK) return rc;
+    }
+    if (C * h * w > r->cap) {
+        free(r->pixels);
+        r->cap = C * h * w;
+        r->pixels = (float *)malloc(sizeof(float) * (size_t)(r->cap * r->batch));
+        if (!r->pixels) return cli_error("out of memory for a batch of %lld x %lld images", (long long)w, (long long)h);
+    }
+    int64_t H, W;
+    if (attn_vit_preprocess(r->m, r->pixels + r->nb * C * h * w, r->cap, &H, &W, img, r->native) < 0) {
+        char ctx[600];
+        snprintf(ctx, sizeof ctx, "%s", name);
+        return cli_lib_error(ctx);
+    }
+    r->bh = H;
+    r->bw = W;
+    r->nb++;
+    return CLI_OK;
+}
+
+/* ---------------------------------------------------------------- results */
+
+typedef struct {
+    const attn_vit *m;
+    int64_t n_labels, top;
+    float *all_logits;     /* [total, n_labels] when --logits */
+    int64_t done;
+    const char **names;    /* per item, for printing (NULL in eval mode) */
+    int64_t *pred;         /* per item argmax */
+} results;
+
+static void softmax_sorted(const float *lg, int64_t n, double *prob, int64_t *order) {
+    double mx = lg[0];
+    for (int64_t i = 1; i < n; i++) mx = lg[i] > mx ? lg[i] : mx;
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += prob[i] = exp((double)lg[i] - mx);
+    for (int64_t i = 0; i < n; i++) {
+        prob[i] /= s;
+        order[i] = i;
+    }
+    for (int64_t i = 1; i < n; i++) { /* insertion sort, descending, stable */
+        int64_t k = order[i], j = i;
+        while (j > 0 && prob[order[j - 1]] < prob[k]) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = k;
+    }
+}
+
+static void on_logits(const float *logits, int64_t n, void *user) {
+    results *res = (results *)user;
+    int64_t L = res->n_labels;
+    double prob[4096];
+    int64_t order[4096];
+    for (int64_t b = 0; b < n; b++) {
+        const float *lg = logits + b * L;
+        int64_t item = res->done + b;
+        if (res->all_logits) memcpy(res->all_logits + item * L, lg, sizeof(float) * (size_t)L);
+        int64_t best = 0;
+        for (int64_t i = 1; i < L; i++)
+            if (lg[i] > lg[best]) best = i;
+        if (res->pred) res->pred[item] = best;
+        if (res->names) {
+            softmax_sorted(lg, L, prob, order);
+            printf("%s\n", res->names[item]);
+            int64_t k = res->top < L ? res->top : L;
+            for (int64_t i = 0; i < k; i++) printf("  %.4f  %s\n", prob[order[i]], attn_vit_label(res->m, order[i]));
+        }
+    }
+    res->done += n;
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* ---------------------------------------------------------------- --attention */
+
+/* "dir/x.png" -> "dir/x-heads.png" */
+static void heads_path(char *out, size_t n, const char *path) {
+    const char *slash = strrchr(path, '/');
+    const char *dot = strrchr(path, '.');
+    if (!dot || (slash && dot < slash)) dot = path + strlen(path);
+    snprintf(out, n, "%.*s-heads%s", (int)(dot - path), path, dot);
+}
+
+static int write_attention(runner *r, const attn_image *img, const char *name, const char *outp, const char *hp,
+                           const char *user_outp, const char *user_hp) {
+    const attn_vit_config *c = r->cfg;
+    int64_t L = c->n_layers, H = c->n_heads, h = r->bh, w = r->bw;
+    int64_t gh = h / c->patch_h, gw = w / c->patch_w, T = 1 + gh * gw;
+    float *att = (float *)malloc(sizeof(float) * (size_t)(L * H * T * T));
+    float *roll = (float *)malloc(sizeof(float) * (size_t)(T * T));
+    float *cls = (float *)malloc(sizeof(float) * (size_t)(L * H * gh * gw));
+    int rc = CLI_OK;
+    if (!att || !roll || !cls) rc = cli_error("out of memory for the attention maps");
+    attn_vit_extra ex = {NULL, NULL, att};
+    if (rc == CLI_OK && attn_vit_forward(r->m, NULL, &ex, r->pixels, 1, h, w, &r->arena) < 0)
+        rc = cli_lib_error("running the model");
+    if (rc == CLI_OK && attn_attention_rollout(roll, att, L, 1, H, T) < 0) rc = cli_lib_error("attention rollout");
+    if (rc == CLI_OK) {
+        /* rollout: the CLS row over the patches */
+        attn_tensor map = attn_tensor_f32_2d(roll + 1, gh, gw);
+        map.stride[0] = gw;
+        attn_heatmap_opts o = attn_heatmap_opts_default();
+        char title[512];
+        snprintf(title, sizeof title, "attention rollout: %s", name);
+        o.title = title;
+        if (attn_heatmap_png(outp, &map, &o) < 0)
+            rc = cli_lib_error(NULL);
+    }
+    if (rc == CLI_OK) {
+        /* CLS attention of every layer and head: [L, H, gh, gw] */
+        for (int64_t l = 0; l < L; l++)
+            for (int64_t hh = 0; hh < H; hh++)
+                memcpy(cls + (l * H + hh) * gh * gw, att + ((l * H + hh) * T) * T + 1, sizeof(float) * (size_t)(gh * gw));
+        attn_tensor grid = attn_tensor_f32_4d(cls, L, H, gh, gw);
+        attn_heatmap_opts o = attn_heatmap_opts_default();
+        char title[512];
+        snprintf(title, sizeof title, "CLS attention to the patches, per layer (rows) and head (columns): %s", name);
+        o.title = title;
+        if (attn_heatmap_grid_png(hp, &grid, 0, NULL, &o) < 0) rc = cli_lib_error(NULL);
+        else fprintf(stderr, "writing %s (attention rollout) and %s (CLS attention per layer and head)\n", user_outp, user_hp);
+    }
+    free(att);
+    free(roll);
+    free(cls);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- eval */
+
+static int run_eval(runner *r, results *res, const char *img_path, const char *lab_path, int64_t limit,
+                    const char *confusion, const char *logits_out) {
+    int rc = CLI_OK;
+    attn_idx im = {0}, lb = {0};
+    int64_t *conf = NULL;
+    if (attn_idx_load(&im, img_path) < 0) return cli_lib_error(NULL);
+    if (attn_idx_load(&lb, lab_path) < 0) {
+        attn_idx_free(&im);
+        return cli_lib_error(NULL);
+    }
+    int64_t L = res->n_labels;
+    if (im.ndim != 3) rc = cli_error("%s: images must be a 3-D IDX [N, H, W], this one is %d-D", img_path, im.ndim);
+    else if (lb.ndim != 1) rc = cli_error("%s: labels must be a 1-D IDX [N], this one is %d-D", lab_path, lb.ndim);
+    else if (im.dims[0] != lb.dims[0])
+        rc = cli_error("%s has %lld images but %s has %lld labels", img_path, (long long)im.dims[0], lab_path,
+                       (long long)lb.dims[0]);
+    else if (im.dims[0] == 0) rc = cli_error("%s holds no images", img_path);
+    int64_t N = rc == CLI_OK ? im.dims[0] : 0;
+    if (limit >= 0 && limit < N) N = limit;
+    for (int64_t i = 0; i < N && rc == CLI_OK; i++)
+        if (lb.data[i] >= L)
+            rc = cli_error("%s: label %d of item %lld is outside the model's %lld classes", lab_path, lb.data[i], (long long)i,
+                           (long long)L);
+    if (rc == CLI_OK) {
+        res->pred = (int64_t *)malloc(sizeof(int64_t) * (size_t)N);
+        conf = (int64_t *)calloc((size_t)(L * L), sizeof(int64_t));
+        if (logits_out) res->all_logits = (float *)malloc(sizeof(float) * (size_t)(N * L));
+        if (!res->pred || !conf || (logits_out && !res->all_logits)) rc = cli_error("out of memory");
+    }
+    double t0 = now_s();
+    for (int64_t i = 0; i < N && rc == CLI_OK; i++) {
+        attn_image view;
+        char name[64];
+        snprintf(name, sizeof name, "item %lld", (long long)i);
+        attn_idx_image(&view, &im, i);
+        rc = runner_add(r, &view, name, on_logits, res);
+    }
+    if (rc == CLI_OK) rc = runner_flush(r, on_logits, res);
+    double dt = now_s() - t0;
+    if (rc == CLI_OK) {
+        int64_t correct = 0;
+        for (int64_t i = 0; i < N; i++) {
+            conf[lb.data[i] * L + res->pred[i]]++;
+            correct += res->pred[i] == lb.data[i];
+        }
+        fprintf(stderr, "classified %lld images in %.2f s (%.0f images/s, %d threads)\n", (long long)N, dt,
+                dt > 0 ? (double)N / dt : 0.0, attn_get_num_threads());
+        /* table: rows true label, columns predicted */
+        int lw = 5;
+        for (int64_t i = 0; i < L; i++) {
+            int n = (int)strlen(attn_vit_label(r->m, i));
+            lw = n > lw ? n : lw;
+        }
+        if (lw > 24) lw = 24;
+        printf("confusion matrix (rows: true label, columns: predicted label)\n");
+        printf("%*s %-*s", 3, "", lw, "");
+        for (int64_t j = 0; j < L; j++) printf(" %5lld", (long long)j);
+        printf("  recall\n");
+        for (int64_t i = 0; i < L; i++) {
+            int64_t row = 0;
+            for (int64_t j = 0; j < L; j++) row += conf[i * L + j];
+            printf("%3lld %-*.*s", (long long)i, lw, lw, attn_vit_label(r->m, i));
+            for (int64_t j = 0; j < L; j++) printf(" %5lld", (long long)conf[i * L + j]);
+            if (row) printf("  %.4f\n", (double)conf[i * L + i] / (double)row);
+            else printf("  -\n");
+        }
+        if (confusion) {
+            float *cm = (float *)malloc(sizeof(float) * (size_t)(L * L));
+            const char **labels = (const char **)malloc(sizeof(char *) * (size_t)L);
+            if (!cm || !labels) {
+                rc = cli_error("out of memory");
+            } else {
+                for (int64_t i = 0; i < L * L; i++) cm[i] = (float)conf[i];
+                for (int64_t i = 0; i < L; i++) labels[i] = attn_vit_label(r->m, i);
+                attn_tensor t = attn_tensor_f32_2d(cm, L, L);
+                attn_heatmap_opts o = attn_heatmap_opts_default();
+                char title[128];
+                snprintf(title, sizeof title, "confusion matrix, accuracy %.4f (%lld/%lld)", (double)correct / (double)N,
+                         (long long)correct, (long long)N);
+                o.title = title;
+                o.row_labels = labels;
+                o.col_labels = labels;
+                o.y_label = "true label";
+                o.x_label = "predicted label";
+                if (attn_heatmap_png(confusion, &t, &o) < 0) rc = cli_lib_error(NULL);
+            }
+            free(cm);
+            free(labels);
+        }
+        if (rc == CLI_OK && logits_out) {
+            attn_tensor t = attn_tensor_f32_2d(res->all_logits, N, L);
+            if (attn_npy_save(logits_out, &t) < 0) rc = cli_lib_error(NULL);
+        }
+        if (rc == CLI_OK) printf("accuracy: %.4f (%lld/%lld)\n", (double)correct / (double)N, (long long)correct, (long long)N);
+        if (fflush(stdout) != 0 && rc == CLI_OK) rc = cli_error("writing standard output failed");
+    }
+    free(conf);
+    attn_idx_free(&im);
+    attn_idx_free(&lb);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- main */
+
+int cmd_classify(int argc, char **argv) {
+    const char *model = NULL, *eval_img = NULL, *eval_lab = NULL, *confusion = NULL, *attention = NULL, *logits_out = NULL;
+    int64_t top = 5, batch = 64, threads = 0, index = -1, limit = -1;
+    int native = 0;
+    const char **paths = (const char **)calloc((size_t)argc + 1, sizeof(char *));
+    int npaths = 0;
+    if (!paths) return cli_error("out of memory");
+    cli_args a = cli_args_start(argc, argv, "classify");
+    while (cli_more(&a)) {
+        const char *val;
+        int r;
+        if (cli_help(&a)) {
+            usage(stdout);
+            free(paths);
+            return CLI_OK;
+        } else if ((r = cli_opt(&a, NULL, "--model", &val))) {
+            if (r < 0) goto usage_err;
+            model = val;
+        } else if ((r = cli_opt(&a, NULL, "--top", &val))) {
+            if (r < 0 || cli_parse_i64("classify", "--top", val, 1, 4096, &top) != CLI_OK) goto usage_err;
+        } else if ((r = cli_opt(&a, NULL, "--index", &val))) {
+            if (r < 0 || cli_parse_i64("classify", "--index", val, 0, INT64_MAX / 2, &index) != CLI_OK) goto usage_err;
+        } else if ((r = cli_opt(&a, NULL, "--limit", &val))) {
+            if (r < 0 || cli_parse_i64("classify", "--limit", val, 1, INT64_MAX / 2, &limit) != CLI_OK) goto usage_err;
+        } else if ((r = cli_opt(&a, NULL, "--batch", &val))) {
+            if (r < 0 || cli_parse_i64("classify", "--batch", val, 1, 4096, &batch) != CLI_OK) goto usage_err;
+        } else if ((r = cli_opt(&a, NULL, "--threads", &val))) {
+            if (r < 0 || cli_parse_i64("classify", "--threads", val, 1, 4096, &threads) != CLI_OK) goto usage_err;
+        } else if (cli_flag(&a, NULL, "--native-size")) {
+            native = 1;
+        } else if ((r = cli_opt(&a, NULL, "--eval", &val))) {
+            if (r < 0) goto usage_err;
+            eval_img = val;
+            if (!cli_more(&a) || (a.argv[a.i][0] == '-' && a.argv[a.i][1])) {
+                free(paths);
+                return cli_usage_error("classify", "--eval needs two files: IMAGES.idx[.gz] LABELS.idx[.gz]");
+            }
+            eval_lab = a.argv[a.i++];
+        } else if ((r = cli_opt(&a, NULL, "--confusion", &val))) {
+            if (r < 0) goto usage_err;
+            confusion = val;
+        } else if ((r = cli_opt(&a, NULL, "--attention", &val))) {
+            if (r < 0) goto usage_err;
+            attention = val;
+        } else if ((r = cli_opt(&a, NULL, "--logits", &val))) {
+            if (r < 0) goto usage_err;
+            logits_out = val;
+        } else if (cli_positional(&a, &val)) {
+            paths[npaths++] = val;
+        } else {
+            free(paths);
+            return cli_unknown(&a);
+        }
+    }
+    if (!model || !*model) {
+        free(paths);
+        return cli_usage_error("classify", "--model DIR is required");
+    }
+    if (eval_img && npaths) {
+        free(paths);
+        return cli_usage_error("classify", "--eval takes its images from the IDX file; drop the IMAGE arguments");
+    }
+    if (!eval_img && !npaths) {
+        free(paths);
+        return cli_usage_error("classify", "give at least one IMAGE, or --eval IMAGES LABELS");
+    }
+    if (confusion && !eval_img) {
+        free(paths);
+        return cli_usage_error("classify", "--confusion needs --eval");
+    }
+    if (attention && eval_img) {
+        free(paths);
+        return cli_usage_error("classify", "--attention works on one IMAGE, not with --eval");
+    }
+    if (eval_img && index >= 0) {
+        free(paths);
+        return cli_usage_error("classify", "--index does not apply to --eval (use --limit)");
+    }
+    /* outputs: refused up front when they clash with each other or an input; written to
+     * staging files and committed together only when the whole run succeeded */
+    cli_outputs outs;
+    cli_outputs_init(&outs, "classify");
+    char heads[4200] = "", user_heads[4200] = ""; /* staging path / the user's path of the heads grid */
+    if (attention) heads_path(user_heads, sizeof user_heads, attention);
+    {
+        int r;
+        if ((r = cli_output_add(&outs, "--confusion", confusion, 1)) || (r = cli_output_add(&outs, "--attention", attention, 1)) ||
+            (r = cli_output_add(&outs, "--attention (heads)", attention ? user_heads : NULL, 1)) ||
+            (r = cli_output_add(&outs, "--logits", logits_out, 1)) || (r = cli_output_input(&outs, "--model", model)) ||
+            (r = cli_output_input(&outs, "--eval", eval_img)) || (r = cli_output_input(&outs, "--eval", eval_lab))) {
+            free(paths);
+            return cli_outputs_finish(&outs, r);
+        }
+        for (int i = 0; i < npaths; i++)
+            if ((r = cli_output_input(&outs, "IMAGE", paths[i]))) {
+                free(paths);
+                return cli_outputs_finish(&outs, r);
+            }
+    }
+    /* staging paths of the declared outputs (in declaration order) */
+    const char *user_attention = attention;
+    {
+        int k = 0, bad = 0;
+        if (confusion) bad |= !(confusion = cli_output_path(&outs, k++));
+        if (attention) {
+            bad |= !(attention = cli_output_path(&outs, k++));
+            const char *hp = cli_output_path(&outs, k++);
+            bad |= !hp;
+            snprintf(heads, sizeof heads, "%s", hp ? hp : "");
+        }
+        if (logits_out) bad |= !(logits_out = cli_output_path(&outs, k++));
+        if (bad) { /* cli_output_path printed why */
+            free(paths);
+            return cli_outputs_finish(&outs, CLI_FAIL);
+        }
+    }
+    if (threads > 0) attn_set_num_threads((int)threads);
+
+    int rc = CLI_OK;
+    runner r;
+    memset(&r, 0, sizeof r);
+    results res;
+    memset(&res, 0, sizeof res);
+    inputs in = {0};
+    const char **names = NULL;
+    char *namebuf = NULL;
+    attn_arena_init(&r.arena, 4 << 20);
+    if (attn_vit_load(&r.m, model) < 0) {
+        rc = cli_lib_error("loading the model");
+        goto done;
+    }
+    r.cfg = attn_vit_get_config(r.m);
+    r.native = native;
+    r.batch = batch;
+    res.m = r.m;
+    res.n_labels = r.cfg->n_labels;
+    res.top = top;
+    if (res.n_labels < 1) {
+        rc = cli_error("%s has no classifier (a ViTModel checkpoint); classify needs ViTForImageClassification", model);
+        goto done;
+    }
+    if (res.n_labels > 4096) {
+        rc = cli_error("%s has %lld labels; at most 4096 are supported", model, (long long)res.n_labels);
+        goto done;
+    }
+    r.logits = (float *)malloc(sizeof(float) * (size_t)(batch * res.n_labels));
+    if (!r.logits) {
+        rc = cli_error("out of memory");
+        goto done;
+    }
+    if (eval_img) {
+        rc = run_eval(&r, &res, eval_img, eval_lab, limit, confusion, logits_out);
+        goto done;
+    }
+
+    /* classify files */
+    in.in = (input *)calloc((size_t)npaths, sizeof(input));
+    if (!in.in) {
+        rc = cli_error("out of memory");
+        goto done;
+    }
+    int64_t total = 0;
+    for (int i = 0; i < npaths && rc == CLI_OK; i++) {
+        in.n = i + 1;
+        rc = load_input(&in.in[i], paths[i], index, limit);
+        total += in.in[i].n;
+    }
+    if (rc != CLI_OK) goto done;
+    if (attention && total != 1) {
+        rc = cli_usage_error("classify", "--attention needs exactly one image (%lld given; use --index for an IDX file)",
+                             (long long)total);
+        goto done;
+    }
+    names = (const char **)malloc(sizeof(char *) * (size_t)total);
+    size_t nb = 0;
+    for (int i = 0; i < in.n; i++) nb += in.in[i].is_idx ? (size_t)in.in[i].n * (strlen(paths[i]) + 24) : strlen(paths[i]) + 1;
+    namebuf = (char *)malloc(nb + 1);
+    if (logits_out) res.all_logits = (float *)malloc(sizeof(float) * (size_t)(total * res.n_labels));
+    if (!names || !namebuf || (logits_out && !res.all_logits)) {
+        rc = cli_error("out of memory");
+        goto done;
+    }
+    {
+        char *p = namebuf;
+        int64_t k = 0;
+        for (int i = 0; i < in.n; i++)
+            for (int64_t j = 0; j < in.in[i].n; j++) {
+                names[k++] = p;
+                if (in.in[i].is_idx) p += sprintf(p, "%s[%lld]", paths[i], (long long)(in.in[i].first + j)) + 1;
+                else p += sprintf(p, "%s", paths[i]) + 1;
+            }
+    }
+    res.names = names;
+    int64_t k = 0;
+    for (int i = 0; i < in.n && rc == CLI_OK; i++)
+        for (int64_t j = 0; j < in.in[i].n && rc == CLI_OK; j++, k++) {
+            attn_image img;
+            input_item(&img, &in.in[i], j);
+            rc = runner_add(&r, &img, names[k], on_logits, &res);
+            if (rc == CLI_OK && attention) {
+                /* uses the batch slot just filled: before the batch is flushed */
+                rc = write_attention(&r, &img, names[k], attention, heads, user_attention, user_heads);
+            }
+        }
+    if (rc == CLI_OK) rc = runner_flush(&r, on_logits, &res);
+    if (rc == CLI_OK && logits_out) {
+        attn_tensor t = attn_tensor_f32_2d(res.all_logits, total, res.n_labels);
+        if (attn_npy_save(logits_out, &t) < 0) rc = cli_lib_error(NULL);
+    }
+    if (fflush(stdout) != 0 && rc == CLI_OK) rc = cli_error("writing standard output failed");
+done:
+    free(res.all_logits);
+    free(res.pred);
+    free(names);
+    free(namebuf);
+    inputs_free(&in);
+    free(r.pixels);
+    free(r.logits);
+    attn_vit_free(r.m);
+    attn_arena_free(&r.arena);
+    free(paths);
+    return cli_outputs_finish(&outs, rc);
+usage_err:
+    free(paths);
+    return CLI_USAGE;
+}

@@ -379,14 +379,14 @@ static void test_cli(void) {
         unlink(cpng);
     }
     {
-        const char *ap = tmp_path("att.png"), *hp = tmp_path("att-heads.png");
+        const char *ap = tmp_path("att.svg"), *hp = tmp_path("att-heads.svg");
         const char *args[] = {"classify", "--model", MODEL, img, "--attention", ap, NULL};
         int rc = run_cli(args, out, sizeof out, err, sizeof err);
         CHECK(rc == 0, "--attention exit %d: %s", rc, err);
-        char sig[9] = {0}, sig2[9] = {0};
-        attn_test_read_file(ap, sig, 9);
-        attn_test_read_file(hp, sig2, 9);
-        CHECK(memcmp(sig, "\x89PNG", 4) == 0 && memcmp(sig2, "\x89PNG", 4) == 0, "overlay and heads PNGs written");
+        static char sv1[1 << 16], sv2[1 << 16];
+        attn_test_read_file(ap, sv1, sizeof sv1);
+        attn_test_read_file(hp, sv2, sizeof sv2);
+        CHECK(strstr(sv1, "<svg") && strstr(sv2, "<svg"), "overlay and heads SVGs written");
         unlink(ap);
         unlink(hp);
     }
@@ -418,6 +418,8 @@ static void test_cli(void) {
         {{"classify", "--model", MODEL, "--eval", FMNIST "t10k-images-idx3-ubyte.gz"}, 2, "two files"},
         {{"classify", "--model", MODEL, "--top", "0", img}, 2, "--top"},
         {{"classify", "--model", MODEL, "--attention", "a.png", img, img}, 2, "exactly one"},
+        {{"classify", "--model", MODEL, "--attention", "a.txt", img}, 2, ".png, .svg or .pdf"},
+        {{"classify", "--model", MODEL, "--logits", img, img}, 2, "names the input"},
     };
     /* a 3 x 3 IDX image (smaller than a 7 x 7 patch) */
     unsigned char tiny[4 + 12 + 9] = {0, 0, 8, 3, 0, 0, 0, 1, 0, 0, 0, 3, 0, 0, 0, 3};

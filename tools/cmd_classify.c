@@ -32,10 +32,11 @@ static void usage(FILE *f) {
             "                       patch grid (transformers' interpolate_pos_encoding=True)\n"
             "  --eval IMAGES LABELS accuracy and confusion matrix on an IDX data set; the last line reads\n"
             "                       \"accuracy: 0.xxxx (N/M)\"\n"
-            "  --confusion OUT.png  with --eval: the confusion matrix as a picture\n"
-            "  --attention OUT.png  for one image: attention rollout (Abnar & Zuidema 2020) over the\n"
-            "                       patch grid as a heatmap; the CLS token's attention to every\n"
-            "                       patch for each layer and head goes to OUT-heads.png\n"
+            "  --confusion OUT.png  with --eval: the confusion matrix as a picture (.png, .svg or .pdf)\n"
+            "  --attention OUT.png  for one image: attention rollout (Abnar & Zuidema 2020) of the CLS\n"
+            "                       token over the patches, blended over the image (.png, .svg or .pdf);\n"
+            "                       the CLS token's attention to every patch for each layer and head\n"
+            "                       goes to OUT-heads.png (same extension)\n"
             "  --logits OUT.npy     write the logits, float32 [N, n_labels]\n"
             "  --batch N            images per forward pass (default 64)\n"
             "  --threads N          worker threads (default: all cores)\n"
@@ -239,7 +240,7 @@ static void heads_path(char *out, size_t n, const char *path) {
 }
 
 static int write_attention(runner *r, const attn_image *img, const char *name, const char *outp, const char *hp,
-                           const char *user_outp, const char *user_hp) {
+                           const char *user_outp, const char *user_hp, attn_viz_format fmt) {
     const attn_vit_config *c = r->cfg;
     int64_t L = c->n_layers, H = c->n_heads, h = r->bh, w = r->bw;
     int64_t gh = h / c->patch_h, gw = w / c->patch_w, T = 1 + gh * gw;
@@ -253,14 +254,16 @@ static int write_attention(runner *r, const attn_image *img, const char *name, c
         rc = cli_lib_error("running the model");
     if (rc == CLI_OK && attn_attention_rollout(roll, att, L, 1, H, T) < 0) rc = cli_lib_error("attention rollout");
     if (rc == CLI_OK) {
-        /* rollout: the CLS row over the patches */
+        /* rollout: the CLS row over the patches, blended over the input image */
         attn_tensor map = attn_tensor_f32_2d(roll + 1, gh, gw);
-        map.stride[0] = gw;
         attn_heatmap_opts o = attn_heatmap_opts_default();
         char title[512];
-        snprintf(title, sizeof title, "attention rollout: %s", name);
+        const char *base = strrchr(name, '/');
+        snprintf(title, sizeof title, "attention rollout: %s", base ? base + 1 : name);
         o.title = title;
-        if (attn_heatmap_png(outp, &map, &o) < 0)
+        o.format = fmt;
+        if (attn_image_overlay_write(outp, img->data, &map, &o, (int)img->width, (int)img->height, img->channels,
+                                     img->width * img->channels) < 0)
             rc = cli_lib_error(NULL);
     }
     if (rc == CLI_OK) {
@@ -271,10 +274,12 @@ static int write_attention(runner *r, const attn_image *img, const char *name, c
         attn_tensor grid = attn_tensor_f32_4d(cls, L, H, gh, gw);
         attn_heatmap_opts o = attn_heatmap_opts_default();
         char title[512];
-        snprintf(title, sizeof title, "CLS attention to the patches, per layer (rows) and head (columns): %s", name);
+        const char *base = strrchr(name, '/');
+        snprintf(title, sizeof title, "CLS attention to the patches, layer x head: %s", base ? base + 1 : name);
         o.title = title;
-        if (attn_heatmap_grid_png(hp, &grid, 0, NULL, &o) < 0) rc = cli_lib_error(NULL);
-        else fprintf(stderr, "writing %s (attention rollout) and %s (CLS attention per layer and head)\n", user_outp, user_hp);
+        o.format = fmt;
+        if (attn_heatmap_grid_write(hp, &grid, 0, NULL, &o) < 0) rc = cli_lib_error(NULL);
+        else fprintf(stderr, "writing %s (attention rollout over the image) and %s (CLS attention per layer and head)\n", user_outp, user_hp);
     }
     free(att);
     free(roll);
@@ -285,7 +290,7 @@ static int write_attention(runner *r, const attn_image *img, const char *name, c
 /* ---------------------------------------------------------------- eval */
 
 static int run_eval(runner *r, results *res, const char *img_path, const char *lab_path, int64_t limit,
-                    const char *confusion, const char *logits_out) {
+                    const char *confusion, attn_viz_format cfmt, const char *logits_out) {
     int rc = CLI_OK;
     attn_idx im = {0}, lb = {0};
     int64_t *conf = NULL;
@@ -368,7 +373,8 @@ static int run_eval(runner *r, results *res, const char *img_path, const char *l
                 o.col_labels = labels;
                 o.y_label = "true label";
                 o.x_label = "predicted label";
-                if (attn_heatmap_png(confusion, &t, &o) < 0) rc = cli_lib_error(NULL);
+                o.format = cfmt;
+                if (attn_heatmap_write(confusion, &t, &o) < 0) rc = cli_lib_error(NULL);
             }
             free(cm);
             free(labels);
@@ -466,6 +472,13 @@ int cmd_classify(int argc, char **argv) {
         free(paths);
         return cli_usage_error("classify", "--index does not apply to --eval (use --limit)");
     }
+    /* picture formats from the extensions (.png, .svg, .pdf) */
+    attn_viz_format afmt = ATTN_VIZ_PNG, cfmt = ATTN_VIZ_PNG;
+    if ((attention && attn_viz_format_from_path(&afmt, attention) < 0) ||
+        (confusion && attn_viz_format_from_path(&cfmt, confusion) < 0)) {
+        free(paths);
+        return cli_usage_error("classify", "--attention and --confusion write .png, .svg or .pdf files");
+    }
     /* outputs: refused up front when they clash with each other or an input; written to
      * staging files and committed together only when the whole run succeeded */
     cli_outputs outs;
@@ -539,7 +552,7 @@ int cmd_classify(int argc, char **argv) {
         goto done;
     }
     if (eval_img) {
-        rc = run_eval(&r, &res, eval_img, eval_lab, limit, confusion, logits_out);
+        rc = run_eval(&r, &res, eval_img, eval_lab, limit, confusion, cfmt, logits_out);
         goto done;
     }
 
@@ -589,7 +602,7 @@ int cmd_classify(int argc, char **argv) {
             rc = runner_add(&r, &img, names[k], on_logits, &res);
             if (rc == CLI_OK && attention) {
                 /* uses the batch slot just filled: before the batch is flushed */
-                rc = write_attention(&r, &img, names[k], attention, heads, user_attention, user_heads);
+                rc = write_attention(&r, &img, names[k], attention, heads, user_attention, user_heads, afmt);
             }
         }
     if (rc == CLI_OK) rc = runner_flush(&r, on_logits, &res);

@@ -18,7 +18,8 @@
  *
  * A picture has, from top to bottom: an optional title, the panel(s) (one cell per matrix
  * element; row 0 at the top, column 0 at the left) with optional row labels on the left and
- * column labels below (rotated 90 degrees, reading upwards), and on the right a colour bar
+ * column labels below (rotated 90 degrees, reading upwards, unless every column label fits
+ * within its cell: then level), and on the right a colour bar
  * (top = maximum) with "nice" tick values (1, 2 or 5 times a power of ten apart; see
  * attn_viz_ticks). Labels wider than 160 pixels are cut with an ellipsis. Labels that would
  * overlap are thinned: only every k-th label is drawn, k in 1, 2, 5, 10, 20, 50, ...

@@ -51,7 +51,7 @@ static const char *attn__viewer_js =
     "const lab=Math.ceil(Math.max(...T.map(t=>mc.measureText(t).width)))+8,cell=Math.max(8,Math.min(36,Math.floor(560/L)));\n"
     "let cur=null,sel=-1;\n"
     "function draw(){const m=mat();cur=m;let mx=0;for(const r of m)for(const v of r)mx=Math.max(mx,v);if(mx<=0)mx=1;\n"
-    " hv.textContent='';const n=L*cell,w=lab+n+90,h=lab+n+10;hv.setAttribute('width',w);hv.setAttribute('height',h);\n"
+    " hv.textContent='';const n=L*cell,w=lab+n+130,h=lab+n+10;hv.setAttribute('width',w);hv.setAttribute('height',h);\n"
     " const g=el(hv,'g',{});\n"
     " for(let i=0;i<L;i++)for(let j=0;j<L;j++){const r=el(g,'rect',{x:lab+j*cell,y:lab+i*cell,width:cell,height:cell,\n"
     "  fill:col(m[i][j]/mx),'class':'cell','data-q':i,'data-k':j,'shape-rendering':'crispEdges'});\n"

@@ -450,6 +450,7 @@ typedef struct {
     int font_px, title_px;
     int line, title_line; /* line heights */
     int rl_w, cl_h;       /* row-label column width, column-label band height */
+    int col_flat;         /* column labels fit their cells: drawn level, not rotated */
     int64_t row_step, col_step;
     int cap_h;
     int title_y, xlab_y, ylab_x;
@@ -561,6 +562,12 @@ static int compute_layout(layout_ex *X, vtext *t, const attn__viz_scene *S, cons
     int col_line = max_label_height(t, cl, cols, X->font_px, line);
     X->row_step = nice_step((double)ph / (double)rows, row_line + 1);
     X->col_step = nice_step((double)pw / (double)cols, col_line + 1);
+    /* short column labels (one or two characters, numbers) that fit their cells read level */
+    if (cl && X->cl_h > 0 && X->cl_h + 2 <= (double)pw / (double)cols) {
+        X->col_flat = 1;
+        X->col_step = 1;
+        X->cl_h = col_line;
+    }
     X->cap_h = 0;
     if (grid) {
         int ch = line;
@@ -793,8 +800,10 @@ static int draw_scene(cairo_t *cr, vtext *t, const layout_ex *X, const attn__viz
                 if (!o->col_labels[c]) continue;
                 double cx = L->plot_x + gc * L->panel_dx +
                             (cell_start(c, S->cols, L->plot_w) + cell_start(c + 1, S->cols, L->plot_w)) / 2.0;
-                /* rotated: the label ends just below the panel and reads upwards */
-                vt_draw(cr, t, o->col_labels[c], X->font_px, LABEL_MAX, cx, base_y, AL_RIGHT, 1);
+                if (X->col_flat) /* level, centred under its cell */
+                    vt_draw(cr, t, o->col_labels[c], X->font_px, LABEL_MAX, cx, base_y + X->cl_h / 2.0, AL_CENTRE, 0);
+                else /* rotated: the label ends just below the panel and reads upwards */
+                    vt_draw(cr, t, o->col_labels[c], X->font_px, LABEL_MAX, cx, base_y, AL_RIGHT, 1);
             }
         }
     int grid_w = L->grid_cols * L->plot_w + (L->grid_cols - 1) * PANEL_GAP;

@@ -2,6 +2,8 @@
 #include "models/ct2_layers.h"
 #include "core/internal.h"
 
+#include <cblas.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,7 +162,14 @@ int attn__ct2_lin_apply(float *y, const float *x, int64_t M, const attn__ct2_lin
     const int64_t K = l->in, N = l->out;
     if (M == 0) return ATTN_OK;
     if (l->scale && !scratch) return attn_set_error(ATTN_E_UNSUPPORTED, "int8 weights are not supported here");
-    if (!l->scale) {
+    if (!l->scale && (double)M * N * K < 4194304.0) {
+        /* small GEMM (a decoding step, a 32-wide model): one OpenBLAS call on this thread; splitting
+         * it across threads costs more than it computes */
+        if (l->b)
+            for (int64_t m = 0; m < M; m++) memcpy(y + m * N, l->b, sizeof(float) * (size_t)N);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, x, (int)K, l->w, (int)K, l->b ? 1.0f : 0.0f,
+                    y, (int)N);
+    } else if (!l->scale) {
         attn_tensor tx = attn_tensor_f32_2d((float *)x, M, K), tw = attn_tensor_f32_2d(l->w, N, K), ty = attn_tensor_f32_2d(y, M, N);
         attn_tensor tb = attn_tensor_f32_1d(l->b, N);
         ATTN_TRY(attn_linear(&ty, &tx, &tw, l->b ? &tb : NULL));

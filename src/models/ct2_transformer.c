@@ -478,12 +478,12 @@ static int attn__tstep(void *ctx, float *logits, float *attn_out, const int32_t 
         if (pre) attn__ct2_ln_apply(h, x, N, &l->ln_sa, 1e-5f);
         ATTN_TRY(attn__ct2_lin_apply(qkv, pre ? h : x, N, &l->qkv, scr, ATTN_ACT_IDENTITY));
         float *kc = st->k[li], *vc = st->v[li];
-        for (int64_t r = 0; r < N; r++)
-            for (int64_t hh = 0; hh < H; hh++) {
-                memcpy(kc + ((r * H + hh) * T + step) * D, qkv + r * 3 * E + E + hh * D, sizeof(float) * (size_t)D);
-                memcpy(vc + ((r * H + hh) * T + step) * D, qkv + r * 3 * E + 2 * E + hh * D, sizeof(float) * (size_t)D);
-            }
-        ATTN_TRY(attn__sdpa(att, E, NULL, qkv, 3 * E, D, 3 * E, kc, vc, H * T * D, T * D, D, N, 1, step + 1, H, D, NULL));
+        /* caches are [rows, T, E] (heads side by side): one copy per row */
+        for (int64_t r = 0; r < N; r++) {
+            memcpy(kc + (r * T + step) * E, qkv + r * 3 * E + E, sizeof(float) * (size_t)E);
+            memcpy(vc + (r * T + step) * E, qkv + r * 3 * E + 2 * E, sizeof(float) * (size_t)E);
+        }
+        ATTN_TRY(attn__sdpa(att, E, NULL, qkv, 3 * E, D, 3 * E, kc, vc, T * E, D, E, N, 1, step + 1, H, D, NULL));
         ATTN_TRY(attn__ct2_lin_apply(ff, att, N, &l->out_sa, scr, ATTN_ACT_IDENTITY));
         attn__addv(x, ff, N * E);
         if (!pre) attn__ct2_ln_apply(x, x, N, &l->ln_sa, 1e-5f);
@@ -525,18 +525,17 @@ static int attn__tstep(void *ctx, float *logits, float *attn_out, const int32_t 
 static int attn__treorder(void *ctx, const int64_t *src, int64_t n_new, const int64_t *row_item) {
     attn__tstate *st = (attn__tstate *)ctx;
     attn_translator *m = st->m;
-    const int64_t E = m->cfg.d_model, H = m->cfg.n_heads, D = E / H, T = st->T;
+    const int64_t E = m->cfg.d_model, T = st->T;
     if (n_new > st->cap_rows) return attn_set_error(ATTN_E_RANGE, "reorder: %lld rows exceed the capacity", (long long)n_new);
     int identity = 1;
     for (int64_t i = 0; i < n_new && identity; i++) identity = src[i] == i;
     if (!identity) {
-        const size_t chunk = sizeof(float) * (size_t)(st->len * D);
+        const size_t chunk = sizeof(float) * (size_t)(st->len * E);
         for (int64_t li = 0; li < m->cfg.n_decoder_layers; li++) {
-            for (int64_t i = 0; i < n_new; i++)
-                for (int64_t hh = 0; hh < H; hh++) {
-                    memcpy(st->k2[li] + (i * H + hh) * T * D, st->k[li] + (src[i] * H + hh) * T * D, chunk);
-                    memcpy(st->v2[li] + (i * H + hh) * T * D, st->v[li] + (src[i] * H + hh) * T * D, chunk);
-                }
+            for (int64_t i = 0; i < n_new; i++) {
+                memcpy(st->k2[li] + i * T * E, st->k[li] + src[i] * T * E, chunk);
+                memcpy(st->v2[li] + i * T * E, st->v[li] + src[i] * T * E, chunk);
+            }
             float *t = st->k[li];
             st->k[li] = st->k2[li];
             st->k2[li] = t;

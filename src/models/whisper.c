@@ -498,12 +498,12 @@ static int attn__wforward(attn__wstate *s, float *logits, const int32_t *ids, in
         attn__wlayer *l = &m->dec[li];
         attn__ct2_ln_apply(h, x, N, &l->ln_sa, 1e-5f);
         ATTN_TRY(attn__ct2_lin_apply(q, h, N, &l->qkv, NULL, ATTN_ACT_IDENTITY));
-        for (int64_t r = 0; r < N; r++)
-            for (int64_t hh = 0; hh < H; hh++) {
-                memcpy(s->k[li] + ((r * H + hh) * T + pos) * D, q + r * 3 * E + E + hh * D, sizeof(float) * (size_t)D);
-                memcpy(s->v[li] + ((r * H + hh) * T + pos) * D, q + r * 3 * E + 2 * E + hh * D, sizeof(float) * (size_t)D);
-            }
-        ATTN_TRY(attn__mha(a, E, q, 3 * E, D, 3 * E, s->k[li], s->v[li], H * T * D, T * D, D, N, 1, pos + 1, H, D, 1));
+        /* caches are [rows, T, E] (heads side by side): one copy per row */
+        for (int64_t r = 0; r < N; r++) {
+            memcpy(s->k[li] + (r * T + pos) * E, q + r * 3 * E + E, sizeof(float) * (size_t)E);
+            memcpy(s->v[li] + (r * T + pos) * E, q + r * 3 * E + 2 * E, sizeof(float) * (size_t)E);
+        }
+        ATTN_TRY(attn__mha(a, E, q, 3 * E, D, 3 * E, s->k[li], s->v[li], T * E, D, E, N, 1, pos + 1, H, D, 1));
         ATTN_TRY(attn__ct2_lin_apply(h, a, N, &l->out_sa, NULL, ATTN_ACT_IDENTITY));
         for (int64_t i = 0; i < N * E; i++) x[i] += h[i];
         attn__ct2_ln_apply(h, x, N, &l->ln_ca, 1e-5f);
@@ -532,18 +532,17 @@ static int attn__wstep(void *ctx, float *logits, float *attn, const int32_t *ids
 static int attn__wreorder(void *ctx, const int64_t *src, int64_t n_new, const int64_t *row_item) {
     attn__wstate *s = (attn__wstate *)ctx;
     (void)row_item;
-    const int64_t E = s->m->cfg.d_model, H = s->m->cfg.n_heads, D = E / H, T = s->T;
+    const int64_t E = s->m->cfg.d_model, T = s->T;
     if (n_new > s->cap) return attn_set_error(ATTN_E_RANGE, "whisper: %lld rows exceed the capacity", (long long)n_new);
     int identity = 1;
     for (int64_t i = 0; i < n_new && identity; i++) identity = src[i] == i;
     if (identity) return ATTN_OK;
-    const size_t chunk = sizeof(float) * (size_t)(s->len * D);
+    const size_t chunk = sizeof(float) * (size_t)(s->len * E);
     for (int64_t li = 0; li < s->m->cfg.n_decoder_layers; li++) {
-        for (int64_t i = 0; i < n_new; i++)
-            for (int64_t hh = 0; hh < H; hh++) {
-                memcpy(s->k2[li] + (i * H + hh) * T * D, s->k[li] + (src[i] * H + hh) * T * D, chunk);
-                memcpy(s->v2[li] + (i * H + hh) * T * D, s->v[li] + (src[i] * H + hh) * T * D, chunk);
-            }
+        for (int64_t i = 0; i < n_new; i++) {
+            memcpy(s->k2[li] + i * T * E, s->k[li] + src[i] * T * E, chunk);
+            memcpy(s->v2[li] + i * T * E, s->v[li] + src[i] * T * E, chunk);
+        }
         float *t = s->k[li];
         s->k[li] = s->k2[li];
         s->k2[li] = t;

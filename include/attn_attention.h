@@ -4,11 +4,20 @@
  *   out = softmax(Q·Kᵀ·scale + mask) · V          (Vaswani et al. 2017, eq. 1)
  *
  * Shapes (PyTorch order):
- *   q        [B, H,   Lq, D]    float32, any strides
- *   k        [B, Hkv, Lk, D]    float32, any strides; H must be a multiple of Hkv
- *   v        [B, Hkv, Lk, Dv]   float32, any strides
- *   out      [B, H,   Lq, Dv]   float32, any strides (written)
+ *   q        [B, H,   Lq, D]    float32, bfloat16 or float16, any strides
+ *   k        [B, Hkv, Lk, D]    same dtype as q, any strides; H must be a multiple of Hkv
+ *   v        [B, Hkv, Lk, Dv]   same dtype as q, any strides
+ *   out      [B, H,   Lq, Dv]   float32, bfloat16 or float16 (any of them, whatever q's dtype),
+ *                               any strides (written)
  *   weights  [B, H,   Lq, Lk]   float32, optional (written when not NULL)
+ * Half-precision inputs (bfloat16 / float16) are read exactly and computed in float32: the fused
+ * kernel widens each tile of q, k and v to float32 as it loads it (k and v are never copied
+ * whole) and runs the float32 kernels, accumulating in float32; the reference reads them into
+ * float64. A half output is the float32 result rounded once (to nearest even). On this code's
+ * CPUs there is no native bf16 arithmetic path (AVX-512 BF16 / AMX are not implemented), so the
+ * arithmetic cost is that of float32; the memory traffic for k and v is halved.
+ * Measured error against the float64 reference of the same half inputs, inputs ~N(0,1): as for
+ * float32 inputs (< 2e-6 x max|out|); see tests/test_sdpa_half.c.
  * Grouped-query attention: query head h reads kv head h / (H / Hkv) (Ainslie et al. 2023;
  * H == Hkv is ordinary multi-head attention, Hkv == 1 is multi-query attention).
  *
@@ -63,7 +72,8 @@ attn_sdpa_params attn_sdpa_params_default(void);
 /* attn_sdpa: scaled dot-product attention with the semantics above, dispatching on
  * p->impl (p may be NULL for the defaults).
  * Errors: ATTN_E_INVALID (NULL q/k/v/out, window < 0, non-finite scale, key_lengths out of
- * range), ATTN_E_DTYPE (q/k/v/out/weights not float32, mask neither bool nor float32),
+ * range), ATTN_E_DTYPE (q/k/v/out not float32 / bfloat16 / float16, q, k, v of different dtypes,
+ * weights not float32, mask neither bool nor float32),
  * ATTN_E_SHAPE (rank != 4, B or D mismatch, H % Hkv != 0, Hkv == 0, mask not broadcastable,
  * out/weights shape wrong), ATTN_E_RANGE (NaN or +inf in a float mask).
  * NaN/inf in q, k or v is reported as ATTN_E_RANGE naming the tensor and index. The reference
@@ -72,7 +82,8 @@ attn_sdpa_params attn_sdpa_params_default(void);
  * window / key_lengths range are skipped and cannot change the result), and out may have been
  * written when it fails. A score of a visible key that overflows float32 in the fused path is
  * ATTN_E_RANGE too; a masked key's score (bool mask, -inf / <= -FLT_MAX, key_lengths, causal,
- * window) never raises an error or changes the result, even when q.k overflows.
+ * window) never raises an error or changes the result, even when q.k overflows. A result that
+ * does not fit out's dtype (e.g. |out| > 65504 with a float16 out) is ATTN_E_RANGE.
  * Source: Vaswani et al. 2017 §3.2.1; semantics of torch.nn.functional.scaled_dot_product_attention
  * (PyTorch 2.x) except the empty-row and -FLT_MAX rules stated above. */
 int attn_sdpa(attn_tensor *out, attn_tensor *weights, const attn_tensor *q, const attn_tensor *k,

@@ -58,8 +58,8 @@ int attn_set_error(int status, const char *fmt, ...)
 
 typedef enum {
     ATTN_F32 = 0,  /* IEEE-754 binary32 */
-    ATTN_F16 = 1,  /* IEEE-754 binary16 (storage only; reserved for kernels) */
-    ATTN_BF16 = 2, /* bfloat16 (storage only; reserved for kernels) */
+    ATTN_F16 = 1,  /* IEEE-754 binary16 ("half"; attn_sdpa inputs/outputs, computed in float32) */
+    ATTN_BF16 = 2, /* bfloat16 = the top 16 bits of a binary32 (attn_sdpa inputs/outputs) */
     ATTN_BOOL = 3, /* one byte per element, 0 = false, non-zero = true */
     ATTN_I32 = 4,
     ATTN_I64 = 5,
@@ -73,6 +73,28 @@ size_t attn_dtype_size(attn_dtype dt);
 /* attn_dtype_name: "float32", "float16", "bfloat16", "bool", "int32", "int64", "float64",
  * or "unknown". */
 const char *attn_dtype_name(attn_dtype dt);
+
+/* ---------------------------------------------------------------- bfloat16 / float16 */
+
+/* Scalar conversions between float32 and the 16-bit formats, stored as uint16_t bit patterns.
+ * float32 -> half rounds to nearest, ties to even (IEEE 754 default; what VCVTPS2PH and
+ * VCVTNEPS2BF16 do); overflow gives +-inf (float16: |x| >= 65520), +-inf stays +-inf, a NaN stays
+ * a NaN of the same sign, made quiet (payload truncated), float16 subnormals are exact-rounded.
+ * half -> float32 is exact. Sources: IEEE 754-2008 binary16; Intel "BFLOAT16 - Hardware Numerics
+ * Definition" (2018) for bfloat16. No error cases. */
+uint16_t attn_f32_to_bf16(float x);
+/* attn_bf16_to_f32: exact (the bits shifted into the top half of a binary32). */
+float attn_bf16_to_f32(uint16_t h);
+/* attn_f32_to_f16: see above (round to nearest even, overflow to inf, NaN kept quiet). */
+uint16_t attn_f32_to_f16(float x);
+/* attn_f16_to_f32: exact, including subnormals, inf and NaN. */
+float attn_f16_to_f32(uint16_t h);
+
+/* attn_convert: dst[i] = src[i] for i < n, converting between ATTN_F32 and ATTN_BF16 / ATTN_F16
+ * with the rounding above (same dtype: a copy). Vectorised with AVX2 + F16C when the CPU has them
+ * (bit-identical to the scalar functions). Errors: ATTN_E_INVALID (NULL buffer with n > 0),
+ * ATTN_E_DTYPE (any other pair of dtypes). */
+int attn_convert(void *dst, attn_dtype dst_dtype, const void *src, attn_dtype src_dtype, size_t n);
 
 /* ---------------------------------------------------------------- tensor view */
 
@@ -132,6 +154,11 @@ int attn_tensor_merge_heads(attn_tensor *out, const attn_tensor *t);
 /* attn_tensor_copy: element-wise copy dst <- src for views of equal shape and dtype,
  * any strides. Errors: ATTN_E_SHAPE, ATTN_E_DTYPE. */
 int attn_tensor_copy(attn_tensor *dst, const attn_tensor *src);
+
+/* attn_tensor_convert: element-wise dst <- src for views of equal shape, any strides, between
+ * float32, bfloat16 and float16 (rounding as attn_convert; equal dtypes: attn_tensor_copy).
+ * Errors: ATTN_E_INVALID (NULL), ATTN_E_SHAPE, ATTN_E_DTYPE (a non-float dtype). */
+int attn_tensor_convert(attn_tensor *dst, const attn_tensor *src);
 
 /* attn_tensor_offset: element offset of index idx[0..ndim) (no bounds check). */
 int64_t attn_tensor_offset(const attn_tensor *t, const int64_t *idx);

@@ -14,9 +14,11 @@ attn_sdpa_params attn_sdpa_params_default(void) {
     return p;
 }
 
-static int attn__check_f32_4d(const attn_tensor *t, const char *name) {
-    if (t->dtype != ATTN_F32)
-        return attn_set_error(ATTN_E_DTYPE, "sdpa: %s must be float32, got %s", name, attn_dtype_name(t->dtype));
+/* A 4-D view of a float dtype: float32, bfloat16 or float16 when `halves`, else float32 only. */
+static int attn__check_4d(const attn_tensor *t, const char *name, int halves) {
+    if (halves ? !attn__is_float_dtype(t->dtype) : t->dtype != ATTN_F32)
+        return attn_set_error(ATTN_E_DTYPE, "sdpa: %s must be %s, got %s", name,
+                              halves ? "float32, bfloat16 or float16" : "float32", attn_dtype_name(t->dtype));
     if (t->ndim != 4)
         return attn_set_error(ATTN_E_SHAPE, "sdpa: %s must be 4-D [B, H, L, D], got %d-D", name, t->ndim);
     if (!t->data && attn_tensor_numel(t) > 0)
@@ -43,16 +45,34 @@ int attn__any_nonfinite(const float *p, int64_t n, int64_t s) {
     return bad != 0;
 }
 
-/* Scan a float32 4-D view for NaN / inf (a vectorised pass per row); report the first index. */
+/* 1 if any of n 16-bit halves at p (stride s) is NaN or +-inf: exponent bits (expmask) all ones. */
+static int attn__any_nonfinite_h(const uint16_t *p, int64_t n, int64_t s, uint16_t expmask) {
+    unsigned bad = 0;
+    for (int64_t i = 0; i < n; i++) bad |= (p[i * s] & expmask) == expmask;
+    return bad != 0;
+}
+
+/* A row of n elements of a float dtype at p (stride s) holds NaN or inf. */
+int attn__any_nonfinite_dt(const void *p, attn_dtype dt, int64_t n, int64_t s) {
+    if (dt == ATTN_F32) return attn__any_nonfinite((const float *)p, n, s);
+    return attn__any_nonfinite_h((const uint16_t *)p, n, s, dt == ATTN_BF16 ? 0x7f80u : 0x7c00u);
+}
+
+static inline const void *attn__at4(const attn_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d) {
+    return (const char *)t->data +
+           (size_t)(a * t->stride[0] + b * t->stride[1] + c * t->stride[2] + d * t->stride[3]) * attn_dtype_size(t->dtype);
+}
+
+/* Scan a 4-D float view for NaN / inf (a vectorised pass per row); report the first index. */
 static int attn__check_finite(const attn_tensor *t, const char *name) {
     if (attn_tensor_numel(t) == 0) return ATTN_OK; /* also avoids looping over huge zero-size shapes */
     for (int64_t a = 0; a < t->shape[0]; a++)
         for (int64_t b = 0; b < t->shape[1]; b++)
             for (int64_t c = 0; c < t->shape[2]; c++) {
-                const float *row = attn__f32_at4(t, a, b, c, 0);
-                if (!attn__any_nonfinite(row, t->shape[3], t->stride[3])) continue;
+                const void *row = attn__at4(t, a, b, c, 0);
+                if (!attn__any_nonfinite_dt(row, t->dtype, t->shape[3], t->stride[3])) continue;
                 for (int64_t d = 0; d < t->shape[3]; d++) {
-                    float x = row[d * t->stride[3]];
+                    float x = attn__load_f32(attn__at4(t, a, b, c, d), t->dtype);
                     if (!isfinite(x))
                         return attn_set_error(ATTN_E_RANGE, "sdpa: %s[%lld, %lld, %lld, %lld] is %s", name,
                                               (long long)a, (long long)b, (long long)c, (long long)d,
@@ -134,13 +154,14 @@ int attn__sdpa_post_check(const attn_tensor *out, const attn_tensor *weights, co
         for (int64_t a = 0; a < t->shape[0]; a++)
             for (int64_t b = 0; b < t->shape[1]; b++)
                 for (int64_t c = 0; c < t->shape[2]; c++)
-                    if (attn__any_nonfinite(attn__f32_at4(t, a, b, c, 0), t->shape[3], t->stride[3])) {
+                    if (attn__any_nonfinite_dt(attn__at4(t, a, b, c, 0), t->dtype, t->shape[3], t->stride[3])) {
                         /* name the input responsible, if any */
                         ATTN_TRY(attn__check_finite(q, "q"));
                         ATTN_TRY(attn__check_finite(k, "k"));
                         ATTN_TRY(attn__check_finite(v, "v"));
                         return attn_set_error(ATTN_E_RANGE,
-                                              "sdpa: the result overflowed float32 (scores or values too large); out is undefined");
+                                              "sdpa: the result overflowed %s (scores or values too large); out is undefined",
+                                              attn_dtype_name(t->dtype));
                     }
     }
     return ATTN_OK;
@@ -151,10 +172,13 @@ int attn__sdpa_check_ex(const attn_tensor *out, const attn_tensor *weights, cons
                         attn__mask_view *mv_out, int64_t *pB, int64_t *pH, int64_t *pHkv, int64_t *pLq, int64_t *pLk, int64_t *pD,
                         int64_t *pDv) {
     if (!q || !k || !v || !out) return attn_set_error(ATTN_E_INVALID, "sdpa: q, k, v and out must not be NULL");
-    ATTN_TRY(attn__check_f32_4d(q, "q"));
-    ATTN_TRY(attn__check_f32_4d(k, "k"));
-    ATTN_TRY(attn__check_f32_4d(v, "v"));
-    ATTN_TRY(attn__check_f32_4d(out, "out"));
+    ATTN_TRY(attn__check_4d(q, "q", 1));
+    ATTN_TRY(attn__check_4d(k, "k", 1));
+    ATTN_TRY(attn__check_4d(v, "v", 1));
+    ATTN_TRY(attn__check_4d(out, "out", 1));
+    if (k->dtype != q->dtype || v->dtype != q->dtype)
+        return attn_set_error(ATTN_E_DTYPE, "sdpa: q, k and v must have one dtype, got %s, %s, %s",
+                              attn_dtype_name(q->dtype), attn_dtype_name(k->dtype), attn_dtype_name(v->dtype));
     int64_t B = q->shape[0], H = q->shape[1], Lq = q->shape[2], D = q->shape[3];
     int64_t Hkv = k->shape[1], Lk = k->shape[2], Dv = v->shape[3];
     if (k->shape[0] != B || v->shape[0] != B)
@@ -176,7 +200,7 @@ int attn__sdpa_check_ex(const attn_tensor *out, const attn_tensor *weights, cons
                               (long long)B, (long long)H, (long long)Lq, (long long)Dv, (long long)out->shape[0],
                               (long long)out->shape[1], (long long)out->shape[2], (long long)out->shape[3]);
     if (weights) {
-        ATTN_TRY(attn__check_f32_4d(weights, "weights"));
+        ATTN_TRY(attn__check_4d(weights, "weights", 0));
         if (weights->shape[0] != B || weights->shape[1] != H || weights->shape[2] != Lq || weights->shape[3] != Lk)
             return attn_set_error(ATTN_E_SHAPE, "sdpa: weights must be [%lld, %lld, %lld, %lld], got [%lld, %lld, %lld, %lld]",
                                   (long long)B, (long long)H, (long long)Lq, (long long)Lk,

@@ -435,6 +435,8 @@ typedef struct {
     int64_t nqb;        /* query blocks per (b, h) in the tile path */
     float *partial;     /* split-K partials: [B*H*Lq][nsplit][Dv + 2] = (m, l, O[Dv]) */
     int *bad_scores;    /* set to 1 when a computed score is NaN or inf (see attn__sdpa_fused_ex) */
+    attn_dtype in_dt;   /* dtype of q, k and v (float32, bfloat16 or float16) */
+    attn_dtype out_dt;  /* dtype of out */
 } attn__fctx;
 
 static inline size_t attn__round16(size_t n) { return (n + 15) & ~(size_t)15; }
@@ -448,15 +450,20 @@ static inline float *attn__carve(float **cur, size_t n) {
 
 static size_t attn__tile_scratch_floats(const attn__fctx *c) {
     size_t ld = (size_t)c->bq;
-    return attn__round16(ld * (size_t)c->D + 1) + attn__round16(ld * (size_t)c->bk + 1) +
-           attn__round16(ld * (size_t)c->Dv + 1) + 4 * attn__round16(ld) + 2 * attn__round16(2 * ld) + 16;
+    size_t n = attn__round16(ld * (size_t)c->D + 1) + attn__round16(ld * (size_t)c->bk + 1) +
+               attn__round16(ld * (size_t)c->Dv + 1) + 4 * attn__round16(ld) + 2 * attn__round16(2 * ld) + 16;
+    if (c->in_dt != ATTN_F32) /* the widened query rows, key block and value block */
+        n += attn__round16(ld * (size_t)c->D + 1) + attn__round16((size_t)c->bk * (size_t)c->D + 1) +
+             attn__round16((size_t)c->bk * (size_t)c->Dv + 1);
+    if (c->out_dt != ATTN_F32) n += attn__round16(ld * (size_t)c->Dv + 1); /* output rows before narrowing */
+    return n;
 }
 
 static size_t attn__row_scratch_floats(const attn__fctx *c) {
     size_t dp = attn__round16((size_t)c->D), dvp = attn__round16((size_t)c->Dv);
     size_t n = attn__round16(dp + 1) + attn__round16(FUSED_ROW_CHUNK) + 2 * attn__round16(dvp + 1) + 16;
-    if (c->k->stride[3] != 1) n += attn__round16(FUSED_ROW_CHUNK * (size_t)(c->D ? c->D : 1));
-    if (c->v->stride[3] != 1) n += attn__round16(FUSED_ROW_CHUNK * (size_t)(c->Dv ? c->Dv : 1));
+    if (c->k->stride[3] != 1 || c->in_dt != ATTN_F32) n += attn__round16(FUSED_ROW_CHUNK * (size_t)(c->D ? c->D : 1));
+    if (c->v->stride[3] != 1 || c->in_dt != ATTN_F32) n += attn__round16(FUSED_ROW_CHUNK * (size_t)(c->Dv ? c->Dv : 1));
     return n;
 }
 
@@ -473,7 +480,7 @@ static inline float attn__apply_mask(const attn__mask_view *mv, int64_t off, flo
  * by -inf like every masked score and changes nothing. Runs only when a block held a non-finite
  * score. rows: nq rows from query i0 with visible ranges [lo[i], hi[i]); S[j * sj + i * si]. */
 static int attn__bad_scores(const attn__fctx *c, const float *S, int64_t sj, int64_t si, int nq, int nk, int64_t b,
-                            int64_t h, int64_t i0, int64_t j0, const int64_t *lo, const int64_t *hi, const float *kbase) {
+                            int64_t h, int64_t i0, int64_t j0, const int64_t *lo, const int64_t *hi, const char *kraw) {
     const attn__mask_view *mv = &c->mv;
     const int64_t ks2 = c->k->stride[2], ks3 = c->k->stride[3];
     for (int i = 0; i < nq; i++) {
@@ -487,7 +494,8 @@ static int attn__bad_scores(const attn__fctx *c, const float *S, int64_t sj, int
                 visible = mv->is_bool ? ((const unsigned char *)mv->data)[off] != 0
                                       : !attn__mask_value_is_masked(((const float *)mv->data)[off]);
             }
-            if (visible || attn__any_nonfinite(kbase + jj * ks2, c->D, ks3)) return 1;
+            if (visible || attn__any_nonfinite_dt(kraw + (size_t)(jj * ks2) * attn_dtype_size(c->in_dt), c->in_dt, c->D, ks3))
+                return 1;
         }
     }
     return 0;
@@ -522,7 +530,13 @@ static void attn__tile_item(const attn__fctx *c, float *scr, int64_t b, int64_t 
     float *m = attn__carve(&cur, (size_t)ld), *l = attn__carve(&cur, (size_t)ld), *al = attn__carve(&cur, (size_t)ld);
     float *cmax = attn__carve(&cur, (size_t)ld);
     int64_t *lo = (int64_t *)attn__carve(&cur, 2 * (size_t)ld), *hi = (int64_t *)attn__carve(&cur, 2 * (size_t)ld);
+    const int wide = c->in_dt != ATTN_F32; /* bfloat16 / float16 inputs: widen each block to float32 */
+    float *qw = wide ? attn__carve(&cur, (size_t)ld * (size_t)D) : NULL;
+    float *kw = wide ? attn__carve(&cur, (size_t)c->bk * (size_t)D) : NULL;
+    float *vw = wide ? attn__carve(&cur, (size_t)c->bk * (size_t)Dv) : NULL;
+    float *ow = c->out_dt != ATTN_F32 ? attn__carve(&cur, (size_t)ld * (size_t)Dv) : NULL;
     const int64_t hk = h / c->group;
+    const size_t ies = attn_dtype_size(c->in_dt);
 
     /* visible key ranges of the rows, their union [jlo, jhi) and intersection [maxlo, minhi) */
     int64_t jlo = Lk, jhi = 0, maxlo = 0, minhi = Lk;
@@ -541,7 +555,11 @@ static void attn__tile_item(const attn__fctx *c, float *scr, int64_t b, int64_t 
     /* pack the query block transposed and scaled; padded rows are 0 */
     const float *qbase = (const float *)c->q->data + b * c->q->stride[0] + h * c->q->stride[1];
     const int64_t qs2 = c->q->stride[2], qs3 = c->q->stride[3];
-    if (qs3 == 1) {
+    if (wide) {
+        attn__convert_rows(qw, ATTN_F32, D, 1, (const char *)c->q->data + (size_t)(b * c->q->stride[0] + h * c->q->stride[1] + i0 * qs2) * ies,
+                           c->in_dt, qs2, qs3, nq, D);
+        c->kern->pack_qt(QT, ld, nq, nqp, qw, D, D, c->scale);
+    } else if (qs3 == 1) {
         c->kern->pack_qt(QT, ld, nq, nqp, qbase + i0 * qs2, qs2, D, c->scale);
     } else {
         for (int i = 0; i < nq; i++) {
@@ -560,6 +578,8 @@ static void attn__tile_item(const attn__fctx *c, float *scr, int64_t b, int64_t 
     const float *kbase = (const float *)c->k->data + b * c->k->stride[0] + hk * c->k->stride[1];
     const float *vbase = (const float *)c->v->data + b * c->v->stride[0] + hk * c->v->stride[1];
     const int64_t ks2 = c->k->stride[2], ks3 = c->k->stride[3], vs2 = c->v->stride[2], vs3 = c->v->stride[3];
+    const char *kraw = (const char *)c->k->data + (size_t)(b * c->k->stride[0] + hk * c->k->stride[1]) * ies;
+    const char *vraw = (const char *)c->v->data + (size_t)(b * c->v->stride[0] + hk * c->v->stride[1]) * ies;
     const attn__mask_view *mv = &c->mv;
     float *wbase = c->w ? (float *)c->w->data + b * c->w->stride[0] + h * c->w->stride[1] : NULL;
     const int64_t ws2 = c->w ? c->w->stride[2] : 0, ws3 = c->w ? c->w->stride[3] : 0;
@@ -570,11 +590,16 @@ static void attn__tile_item(const attn__fctx *c, float *scr, int64_t b, int64_t 
         const int clean = !mv->present && j0 >= maxlo && j0 + nk <= minhi;
         if (clean)
             for (int i = 0; i < nqp; i++) cmax[i] = -INFINITY;
-        c->kern->s_block(ST, ld, nqp, QT, kbase + j0 * ks2, ks2, ks3, nk, D, clean ? cmax : NULL);
+        if (wide) {
+            attn__convert_rows(kw, ATTN_F32, D, 1, kraw + (size_t)(j0 * ks2) * ies, c->in_dt, ks2, ks3, nk, D);
+            c->kern->s_block(ST, ld, nqp, QT, kw, D, 1, nk, D, clean ? cmax : NULL);
+        } else {
+            c->kern->s_block(ST, ld, nqp, QT, kbase + j0 * ks2, ks2, ks3, nk, D, clean ? cmax : NULL);
+        }
         /* raw scores (all nqp rows are computed; padded query rows are 0): NaN / inf means a bad
          * key or an overflow — an error unless every such score is masked (attn__bad_scores) */
         if (attn__any_nonfinite(ST, (int64_t)nk * ld, 1) &&
-            attn__bad_scores(c, ST, ld, 1, nq, nk, b, h, i0, j0, lo, hi, kbase)) {
+            attn__bad_scores(c, ST, ld, 1, nq, nk, b, h, i0, j0, lo, hi, kraw)) {
 #pragma omp atomic write
             *c->bad_scores = 1;
         }
@@ -604,7 +629,12 @@ static void attn__tile_item(const attn__fctx *c, float *scr, int64_t b, int64_t 
             }
         }
         c->kern->softmax_block(ST, ld, nqp, nk, clean ? cmax : NULL, m, l, al);
-        c->kern->pv_block(OT, ld, nqp, ST, al, vbase + j0 * vs2, vs2, vs3, nk, Dv);
+        if (wide) {
+            attn__convert_rows(vw, ATTN_F32, Dv, 1, vraw + (size_t)(j0 * vs2) * ies, c->in_dt, vs2, vs3, nk, Dv);
+            c->kern->pv_block(OT, ld, nqp, ST, al, vw, Dv, 1, nk, Dv);
+        } else {
+            c->kern->pv_block(OT, ld, nqp, ST, al, vbase + j0 * vs2, vs2, vs3, nk, Dv);
+        }
     }
 
     if (c->nsplit > 1) {
@@ -618,7 +648,12 @@ static void attn__tile_item(const attn__fctx *c, float *scr, int64_t b, int64_t 
     }
     float *obase = (float *)c->out->data + b * c->out->stride[0] + h * c->out->stride[1];
     const int64_t os2 = c->out->stride[2], os3 = c->out->stride[3];
-    if (os3 == 1) {
+    if (ow) { /* bfloat16 / float16 out: float32 rows, then one rounding each */
+        c->kern->store_out(ow, Dv, OT, ld, nq, l, Dv);
+        const size_t oes = attn_dtype_size(c->out_dt);
+        attn__convert_rows((char *)c->out->data + (size_t)(b * c->out->stride[0] + h * c->out->stride[1] + i0 * os2) * oes,
+                           c->out_dt, os2, os3, ow, ATTN_F32, Dv, 1, nq, Dv);
+    } else if (os3 == 1) {
         c->kern->store_out(obase + i0 * os2, os2, OT, ld, nq, l, Dv);
     } else {
         for (int i = 0; i < nq; i++) {
@@ -640,22 +675,25 @@ static void attn__row_item(const attn__fctx *c, float *scr, int64_t b, int64_t h
     float *qs = attn__carve(&cur, dp + 1), *sc = attn__carve(&cur, FUSED_ROW_CHUNK);
     float *acc = attn__carve(&cur, dvp + 1), *O = attn__carve(&cur, dvp + 1);
     const int64_t ks2 = c->k->stride[2], ks3 = c->k->stride[3], vs2 = c->v->stride[2], vs3 = c->v->stride[3];
-    float *kbuf = ks3 != 1 ? attn__carve(&cur, FUSED_ROW_CHUNK * (size_t)(D ? D : 1)) : NULL;
-    float *vbuf = vs3 != 1 ? attn__carve(&cur, FUSED_ROW_CHUNK * (size_t)(Dv ? Dv : 1)) : NULL;
+    const int wide = c->in_dt != ATTN_F32;
+    float *kbuf = ks3 != 1 || wide ? attn__carve(&cur, FUSED_ROW_CHUNK * (size_t)(D ? D : 1)) : NULL;
+    float *vbuf = vs3 != 1 || wide ? attn__carve(&cur, FUSED_ROW_CHUNK * (size_t)(Dv ? Dv : 1)) : NULL;
     const int64_t hk = h / c->group;
+    const size_t ies = attn_dtype_size(c->in_dt);
 
     int64_t lo, hi;
     attn__key_range(c->p, b, i, Lq, Lk, &lo, &hi);
     const int64_t a = lo + (hi - lo) * s / c->nsplit, e = lo + (hi - lo) * (s + 1) / c->nsplit;
 
-    const float *qr = (const float *)c->q->data + b * c->q->stride[0] + h * c->q->stride[1] + i * c->q->stride[2];
-    for (int64_t d = 0; d < D; d++) qs[d] = qr[d * c->q->stride[3]] * c->scale;
+    const char *qr = (const char *)c->q->data + (size_t)(b * c->q->stride[0] + h * c->q->stride[1] + i * c->q->stride[2]) * ies;
+    for (int64_t d = 0; d < D; d++) qs[d] = attn__load_f32(qr + (size_t)(d * c->q->stride[3]) * ies, c->in_dt) * c->scale;
     for (size_t d = (size_t)D; d < dp; d++) qs[d] = 0.0f;
     float m = -INFINITY, l = 0.0f;
     for (int64_t x = 0; x < Dv; x++) O[x] = 0.0f;
 
-    const float *kbase = (const float *)c->k->data + b * c->k->stride[0] + hk * c->k->stride[1];
-    const float *vbase = (const float *)c->v->data + b * c->v->stride[0] + hk * c->v->stride[1];
+    const char *kraw = (const char *)c->k->data + (size_t)(b * c->k->stride[0] + hk * c->k->stride[1]) * ies;
+    const char *vraw = (const char *)c->v->data + (size_t)(b * c->v->stride[0] + hk * c->v->stride[1]) * ies;
+    const float *kbase = (const float *)kraw, *vbase = (const float *)vraw;
     const attn__mask_view *mv = &c->mv;
     const int64_t mo = mv->present ? b * mv->stride[0] + h * mv->stride[1] + i * mv->stride[2] : 0;
     float *wrow = c->w ? (float *)c->w->data + b * c->w->stride[0] + h * c->w->stride[1] + i * c->w->stride[2] : NULL;
@@ -666,13 +704,12 @@ static void attn__row_item(const attn__fctx *c, float *scr, int64_t b, int64_t h
         const float *kp = kbase + j0 * ks2;
         int64_t ksj = ks2;
         if (kbuf) {
-            for (int j = 0; j < nk; j++)
-                for (int64_t d = 0; d < D; d++) kbuf[j * D + d] = kp[j * ks2 + d * ks3];
+            attn__convert_rows(kbuf, ATTN_F32, D, 1, kraw + (size_t)(j0 * ks2) * ies, c->in_dt, ks2, ks3, nk, D);
             kp = kbuf;
             ksj = D;
         }
         c->kern->row_dots(sc, qs, kp, ksj, nk, D);
-        if (attn__any_nonfinite(sc, nk, 1) && attn__bad_scores(c, sc, 1, 0, 1, nk, b, h, i, j0, &lo, &hi, kbase)) {
+        if (attn__any_nonfinite(sc, nk, 1) && attn__bad_scores(c, sc, 1, 0, 1, nk, b, h, i, j0, &lo, &hi, kraw)) {
 #pragma omp atomic write
             *c->bad_scores = 1;
         }
@@ -688,8 +725,7 @@ static void attn__row_item(const attn__fctx *c, float *scr, int64_t b, int64_t h
         const float *vp = vbase + j0 * vs2;
         int64_t vsj = vs2;
         if (vbuf) {
-            for (int j = 0; j < nk; j++)
-                for (int64_t x = 0; x < Dv; x++) vbuf[j * Dv + x] = vp[j * vs2 + x * vs3];
+            attn__convert_rows(vbuf, ATTN_F32, Dv, 1, vraw + (size_t)(j0 * vs2) * ies, c->in_dt, vs2, vs3, nk, Dv);
             vp = vbuf;
             vsj = Dv;
         }
@@ -707,8 +743,9 @@ static void attn__row_item(const attn__fctx *c, float *scr, int64_t b, int64_t h
         return;
     }
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    float *orow = (float *)c->out->data + b * c->out->stride[0] + h * c->out->stride[1] + i * c->out->stride[2];
-    for (int64_t x = 0; x < Dv; x++) orow[x * c->out->stride[3]] = O[x] * inv;
+    const size_t oes = attn_dtype_size(c->out_dt);
+    char *orow = (char *)c->out->data + (size_t)(b * c->out->stride[0] + h * c->out->stride[1] + i * c->out->stride[2]) * oes;
+    for (int64_t x = 0; x < Dv; x++) attn__store_f32(orow + (size_t)(x * c->out->stride[3]) * oes, c->out_dt, O[x] * inv);
     if (wrow) attn__finish_weights_row(c, wrow, ws3, lo, hi, m, inv, l > 0.0f);
 }
 
@@ -716,24 +753,27 @@ static void attn__row_item(const attn__fctx *c, float *scr, int64_t b, int64_t h
 static void attn__merge_row(const attn__fctx *c, int64_t r) {
     const int64_t Dv = c->Dv, Lq = c->Lq, H = c->H;
     const int64_t b = r / (H * Lq), h = (r / Lq) % H, i = r % Lq;
-    const float *recs = c->partial + r * c->nsplit * (Dv + 2);
+    float *recs = c->partial + r * c->nsplit * (Dv + 2);
     float M = -INFINITY;
     for (int s = 0; s < c->nsplit; s++)
         if (recs[s * (Dv + 2)] > M) M = recs[s * (Dv + 2)];
-    float *orow = (float *)c->out->data + b * c->out->stride[0] + h * c->out->stride[1] + i * c->out->stride[2];
+    const size_t oes = attn_dtype_size(c->out_dt);
+    char *orow = (char *)c->out->data + (size_t)(b * c->out->stride[0] + h * c->out->stride[1] + i * c->out->stride[2]) * oes;
     const int64_t os3 = c->out->stride[3];
     float L = 0.0f;
-    for (int64_t x = 0; x < Dv; x++) orow[x * os3] = 0.0f;
-    if (M == -INFINITY) return;
-    for (int s = 0; s < c->nsplit; s++) {
+    float *acc = recs; /* the first record is consumed first, so its O[] can hold the sum */
+    const float f0 = M == -INFINITY || recs[0] == -INFINITY ? 0.0f : attn__exp_scalar(recs[0] - M);
+    L = recs[1] * f0;
+    for (int64_t x = 0; x < Dv; x++) acc[2 + x] = recs[2 + x] * f0;
+    for (int s = 1; s < c->nsplit && M != -INFINITY; s++) {
         const float *rec = recs + s * (Dv + 2);
         if (rec[0] == -INFINITY) continue;
         const float f = attn__exp_scalar(rec[0] - M);
         L += rec[1] * f;
-        for (int64_t x = 0; x < Dv; x++) orow[x * os3] += rec[2 + x] * f;
+        for (int64_t x = 0; x < Dv; x++) acc[2 + x] += rec[2 + x] * f;
     }
     const float inv = L > 0.0f ? 1.0f / L : 0.0f;
-    for (int64_t x = 0; x < Dv; x++) orow[x * os3] *= inv;
+    for (int64_t x = 0; x < Dv; x++) attn__store_f32(orow + (size_t)(x * os3) * oes, c->out_dt, acc[2 + x] * inv);
 }
 
 int attn__sdpa_fused_ex(attn_tensor *out, attn_tensor *weights, const attn_tensor *q, const attn_tensor *k,
@@ -754,6 +794,8 @@ int attn__sdpa_fused_ex(attn_tensor *out, attn_tensor *weights, const attn_tenso
     c.w = weights;
     c.p = p;
     c.group = c.Hkv > 0 ? c.H / c.Hkv : 1;
+    c.in_dt = q->dtype;
+    c.out_dt = out->dtype;
     c.scale = (p && p->has_scale) ? p->scale : (float)(1.0 / sqrt((double)(c.D > 0 ? c.D : 1)));
     const int64_t rows = c.B * c.H * c.Lq;
     if (rows == 0) return ATTN_OK;

@@ -39,6 +39,8 @@ int attn__sdpa_post_check(const attn_tensor *out, const attn_tensor *weights, co
 
 /* 1 if any of the n floats at p (stride s) is NaN or +-inf. */
 int attn__any_nonfinite(const float *p, int64_t n, int64_t s);
+/* The same for n elements of dtype dt (float32, bfloat16 or float16). */
+int attn__any_nonfinite_dt(const void *p, attn_dtype dt, int64_t n, int64_t s);
 
 /* A float mask value that means "masked": -inf or anything <= -FLT_MAX. */
 static inline int attn__mask_value_is_masked(float m) { return m <= -FLT_MAX; }

@@ -1,5 +1,5 @@
 /* Reference scaled dot-product attention: plain loops, float64 accumulation, one query
- * row at a time. This is the oracle the optimised kernels are tested against; keep it
+ * row at a time; bfloat16 / float16 inputs are read exactly (widened to double). This is the oracle the optimised kernels are tested against; keep it
  * obviously right rather than fast. */
 #include "attention/sdpa_internal.h"
 #include "core/internal.h"
@@ -10,6 +10,13 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+
+/* element (a, b, c, d) of a float32 / bfloat16 / float16 view, as double (exact) */
+static inline double attn__ref_ld(const attn_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d) {
+    const int64_t o = a * t->stride[0] + b * t->stride[1] + c * t->stride[2] + d * t->stride[3];
+    if (t->dtype == ATTN_F32) return (double)((const float *)t->data)[o];
+    return (double)attn__load_f32((const uint16_t *)t->data + o, t->dtype);
+}
 
 int attn_sdpa_reference(attn_tensor *out, attn_tensor *weights, const attn_tensor *q, const attn_tensor *k,
                         const attn_tensor *v, const attn_sdpa_params *p) {
@@ -72,7 +79,7 @@ int attn_sdpa_reference(attn_tensor *out, attn_tensor *weights, const attn_tenso
             }
             double dot = 0.0;
             for (int64_t d = 0; d < D; d++)
-                dot += (double)*attn__f32_at4(q, b, h, i, d) * (double)*attn__f32_at4(k, b, hk, j, d);
+                dot += attn__ref_ld(q, b, h, i, d) * attn__ref_ld(k, b, hk, j, d);
             sc[j] = dot * scale + mval;
             if (sc[j] > mx) mx = sc[j];
         }
@@ -89,12 +96,18 @@ int attn_sdpa_reference(attn_tensor *out, attn_tensor *weights, const attn_tenso
             double w = vis[j] ? sc[j] * inv : 0.0;
             if (weights) *attn__f32_at4(weights, b, h, i, j) = (float)w;
             if (w == 0.0) continue;
-            for (int64_t d = 0; d < Dv; d++) acc[d] += w * (double)*attn__f32_at4(v, b, hk, j, d);
+            for (int64_t d = 0; d < Dv; d++) acc[d] += w * attn__ref_ld(v, b, hk, j, d);
         }
-        for (int64_t d = 0; d < Dv; d++) *attn__f32_at4(out, b, h, i, d) = (float)acc[d];
+        const size_t oes = attn_dtype_size(out->dtype);
+        for (int64_t d = 0; d < Dv; d++) /* one rounding to float32, then (bf16 / f16 out) one to the output dtype */
+            attn__store_f32((char *)out->data + (size_t)(b * out->stride[0] + h * out->stride[1] + i * out->stride[2] +
+                                                         d * out->stride[3]) * oes,
+                            out->dtype, (float)acc[d]);
     }
     free(sc_all);
     free(vis_all);
     free(acc_all);
-    return ATTN_OK;
+    /* the inputs were scanned above; this only reports a result that does not fit out's dtype
+     * (e.g. a float16 out above 65504) */
+    return attn__sdpa_post_check(out, weights, q, k, v, 0);
 }

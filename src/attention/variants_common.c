@@ -151,6 +151,14 @@ int attn_variant_check(const attn_tensor *out, const attn_tensor *weights, const
         const char *body = strncmp(msg, "sdpa: ", 6) == 0 ? msg + 6 : msg;
         return attn_set_error(rc, "%s: %s", attn_variant_name(p->kind), body);
     }
+    {
+        const attn_tensor *ts[4] = {q, k, v, out};
+        const char *nm[4] = {"q", "k", "v", "out"};
+        for (int t = 0; t < 4; t++)
+            if (ts[t]->dtype != ATTN_F32)
+                return attn_set_error(ATTN_E_DTYPE, "%s: %s must be float32, got %s (bfloat16 / float16 are exact attention only)",
+                                      attn_variant_name(p->kind), nm[t], attn_dtype_name(ts[t]->dtype));
+    }
     ATTN_TRY(attn__variant_check_shapes(p, B, Lk));
     if (pB) *pB = B;
     if (pH) *pH = H;

@@ -22,6 +22,30 @@ float attn__f16_to_f32(uint16_t h);
 float attn__bf16_to_f32(uint16_t b);
 uint16_t attn__f32_to_bf16(float f);
 
+/* Bulk conversion with the SIMD path allowed (simd = 1: AVX2 + F16C when the CPU has them) or
+ * forced off (simd = 0: portable C); results are bit-identical. Same contract as attn_convert. */
+int attn__convert_path(void *dst, attn_dtype dst_dtype, const void *src, attn_dtype src_dtype, size_t n, int simd);
+/* 1 if attn__convert_path's SIMD path can run on this CPU. */
+int attn__convert_simd_supported(void);
+/* 1 for ATTN_F32, ATTN_BF16 and ATTN_F16. */
+int attn__is_float_dtype(attn_dtype dt);
+/* Convert nrows x ncols elements between float dtypes; strides in elements (row stride, column
+ * stride) for each side. Contiguous rows go through attn_convert. */
+void attn__convert_rows(void *dst, attn_dtype ddt, int64_t drs, int64_t dcs, const void *src, attn_dtype sdt,
+                        int64_t srs, int64_t scs, int64_t nrows, int64_t ncols);
+
+/* One element of a float tensor (F32, BF16 or F16) as float32, and the reverse (RNE). */
+static inline float attn__load_f32(const void *p, attn_dtype dt) {
+    if (dt == ATTN_F32) return *(const float *)p;
+    if (dt == ATTN_BF16) return attn_bf16_to_f32(*(const uint16_t *)p);
+    return attn_f16_to_f32(*(const uint16_t *)p);
+}
+static inline void attn__store_f32(void *p, attn_dtype dt, float x) {
+    if (dt == ATTN_F32) *(float *)p = x;
+    else if (dt == ATTN_BF16) *(uint16_t *)p = attn_f32_to_bf16(x);
+    else *(uint16_t *)p = attn_f32_to_f16(x);
+}
+
 /* Element i of a float32 view of any rank given a flat row-major index over its shape. */
 static inline float *attn__f32_at4(const attn_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d) {
     return (float *)t->data + a * t->stride[0] + b * t->stride[1] + c * t->stride[2] + d * t->stride[3];

@@ -102,6 +102,14 @@ int attn_sdpa_check(const attn_tensor *out, const attn_tensor *weights, const at
                     int64_t *B, int64_t *H, int64_t *Hkv, int64_t *Lq, int64_t *Lk, int64_t *D,
                     int64_t *Dv);
 
+/* attn_sdpa_kernel_name: which code attn_sdpa runs for implementation `impl` and input dtype
+ * `dtype` on this CPU with the current ATTN_SIMD setting (ATTN_SIMD = avx512 | avx2 | portable |
+ * auto forces the fused kernel's SIMD path): a constant string such as "reference",
+ * "fused avx2" or "fused avx2 (bfloat16 widened to float32 per tile)". For benchmarks and logs.
+ * Returns NULL (attn_last_error set) when ATTN_SIMD names a path this CPU cannot run or is not a
+ * known value, or for an unknown impl / dtype. */
+const char *attn_sdpa_kernel_name(attn_impl impl, attn_dtype dtype);
+
 #ifdef __cplusplus
 }
 #endif

@@ -19,7 +19,8 @@
     X(attention, "attention weights of a model as a heatmap (png, svg, html) or .npy")                \
     X(translate, "translate with a CTranslate2 Transformer (greedy / beam search)")       \
     X(transcribe, "speech to text with Whisper (CTranslate2 model)")       \
-    X(classify, "image classification with a ViT (top-5, --eval accuracy, --attention)")
+    X(classify, "image classification with a ViT (top-5, --eval accuracy, --attention)") \
+    X(bench, "kernel and model throughput (sdpa GFLOP/s, embed sentences/s)")
 
 #define ATTN_CLI_DECLARE(name, summary) int cmd_##name(int argc, char **argv);
 ATTN_CLI_COMMANDS(ATTN_CLI_DECLARE)

@@ -245,3 +245,23 @@ int attn_sdpa(attn_tensor *out, attn_tensor *weights, const attn_tensor *q, cons
     if (p && p->impl == ATTN_IMPL_REFERENCE) return attn_sdpa_reference(out, weights, q, k, v, p);
     return attn__sdpa_fused(out, weights, q, k, v, p);
 }
+
+const char *attn_sdpa_kernel_name(attn_impl impl, attn_dtype dtype) {
+    if (!attn__is_float_dtype(dtype)) {
+        attn_set_error(ATTN_E_DTYPE, "sdpa: no kernel for %s inputs", attn_dtype_name(dtype));
+        return NULL;
+    }
+    if (impl == ATTN_IMPL_REFERENCE) return "reference";
+    if (impl != ATTN_IMPL_DEFAULT && impl != ATTN_IMPL_FUSED) {
+        attn_set_error(ATTN_E_INVALID, "sdpa: unknown impl %d", (int)impl);
+        return NULL;
+    }
+    const int path = attn__fused_resolve_path(ATTN__SIMD_AUTO);
+    if (path < 0) return NULL;
+    static const char *names[3][3] = {
+        {"fused portable", "fused portable (float16 widened to float32 per tile)", "fused portable (bfloat16 widened to float32 per tile)"},
+        {"fused avx2", "fused avx2 (float16 widened to float32 per tile)", "fused avx2 (bfloat16 widened to float32 per tile)"},
+        {"fused avx512", "fused avx512 (float16 widened to float32 per tile)", "fused avx512 (bfloat16 widened to float32 per tile)"},
+    };
+    return names[path][dtype == ATTN_F32 ? 0 : dtype == ATTN_F16 ? 1 : 2];
+}

@@ -88,6 +88,7 @@
 #define FUSED_ROW_MAX_LQ 4   /* default: Lq <= 4 uses the row path */
 #define FUSED_SPLIT_MIN_ROW 512
 #define FUSED_ALIGN 64
+#define FUSED_MAX_GROUPS 64 /* boundary blocks are split per 16 query rows up to block_q = 1024 */
 
 /* ================================================================== portable kernels */
 
@@ -501,6 +502,17 @@ static int attn__bad_scores(const attn__fctx *c, const float *S, int64_t sj, int
     return 0;
 }
 
+/* 1 if any of the kk x nc floats at ST (row stride ld) is NaN or inf (exponent bits all ones). */
+static inline int attn__rect_nonfinite(const float *ST, int ld, int kk, int nc) {
+    uint32_t bad = 0;
+    for (int j = 0; j < kk; j++) {
+        const uint32_t *row = (const uint32_t *)(const void *)(ST + (int64_t)j * ld);
+        PSIMD
+        for (int i = 0; i < nc; i++) bad |= (uint32_t)((row[i] & 0x7f800000u) == 0x7f800000u);
+    }
+    return bad != 0;
+}
+
 /* Final weights of one row: W[j] = exp(W[j] - m)·inv for j in [jlo, jhi), 0 elsewhere. */
 static void attn__finish_weights_row(const attn__fctx *c, float *wrow, int64_t ws, int64_t jlo, int64_t jhi, float m,
                                      float inv, int have) {
@@ -586,54 +598,88 @@ static void attn__tile_item(const attn__fctx *c, float *scr, int64_t b, int64_t 
 
     for (int64_t j0 = a; j0 < e; j0 += c->bk) {
         const int nk = (int)(e - j0 < c->bk ? e - j0 : c->bk);
+        const int inside = j0 >= maxlo && j0 + nk <= minhi; /* every row sees every key of the block */
         /* a block that needs no masking: the score kernel also gives the column max */
-        const int clean = !mv->present && j0 >= maxlo && j0 + nk <= minhi;
-        if (clean)
-            for (int i = 0; i < nqp; i++) cmax[i] = -INFINITY;
+        const int clean = !mv->present && inside;
+        const float *kp = kbase + j0 * ks2, *vp = vbase + j0 * vs2;
+        int64_t ksj = ks2, ksd = ks3, vsj = vs2, vsd = vs3;
         if (wide) {
             attn__convert_rows(kw, ATTN_F32, D, 1, kraw + (size_t)(j0 * ks2) * ies, c->in_dt, ks2, ks3, nk, D);
-            c->kern->s_block(ST, ld, nqp, QT, kw, D, 1, nk, D, clean ? cmax : NULL);
-        } else {
-            c->kern->s_block(ST, ld, nqp, QT, kbase + j0 * ks2, ks2, ks3, nk, D, clean ? cmax : NULL);
+            attn__convert_rows(vw, ATTN_F32, Dv, 1, vraw + (size_t)(j0 * vs2) * ies, c->in_dt, vs2, vs3, nk, Dv);
+            kp = kw, ksj = D, ksd = 1, vp = vw, vsj = Dv, vsd = 1;
         }
-        /* raw scores (all nqp rows are computed; padded query rows are 0): NaN / inf means a bad
-         * key or an overflow — an error unless every such score is masked (attn__bad_scores) */
-        if (attn__any_nonfinite(ST, (int64_t)nk * ld, 1) &&
-            attn__bad_scores(c, ST, ld, 1, nq, nk, b, h, i0, j0, lo, hi, kraw)) {
-#pragma omp atomic write
-            *c->bad_scores = 1;
-        }
-        if (mv->present) {
-            for (int i = 0; i < nq; i++) {
-                const int64_t mo = b * mv->stride[0] + h * mv->stride[1] + (i0 + i) * mv->stride[2];
-                for (int j = 0; j < nk; j++) {
-                    float *x = ST + (int64_t)j * ld + i;
-                    *x = attn__apply_mask(mv, mo + (j0 + j) * mv->stride[3], *x);
+        /* Column runs: a boundary block (causal diagonal, window edge, key_lengths end) is done per
+         * group of 16 query rows, each over only the keys [ga, gb) that some row of the group can see
+         * (adjacent groups with the same range are merged); so the masked half of a causal diagonal
+         * tile is not computed. Otherwise (and when the weights are written) one run: all rows, all keys. */
+        int run_c[FUSED_MAX_GROUPS], run_n[FUSED_MAX_GROUPS], run_a[FUSED_MAX_GROUPS], run_b[FUSED_MAX_GROUPS];
+        int nrun = 0;
+        const int ng = nqp / 16;
+        if (!inside && !wbase && ng <= FUSED_MAX_GROUPS) {
+            for (int g = 0; g < ng; g++) {
+                int ga = nk, gb = 0;
+                for (int i = 16 * g; i < 16 * g + 16 && i < nq; i++) {
+                    if (lo[i] >= hi[i]) continue;
+                    int64_t a1 = lo[i] - j0, b1 = hi[i] - j0;
+                    a1 = a1 < 0 ? 0 : a1 > nk ? nk : a1;
+                    b1 = b1 < 0 ? 0 : b1 > nk ? nk : b1;
+                    if (a1 < ga) ga = (int)a1;
+                    if (b1 > gb) gb = (int)b1;
+                }
+                if (ga >= gb) continue; /* the group sees no key here: m, l and OT stay as they are */
+                if (nrun && run_c[nrun - 1] + run_n[nrun - 1] == 16 * g && run_a[nrun - 1] == ga && run_b[nrun - 1] == gb) {
+                    run_n[nrun - 1] += 16;
+                } else {
+                    run_c[nrun] = 16 * g, run_n[nrun] = 16, run_a[nrun] = ga, run_b[nrun] = gb;
+                    nrun++;
                 }
             }
-        }
-        if (!(j0 >= maxlo && j0 + nk <= minhi)) { /* a boundary block of causal / window / key_lengths */
-            for (int i = 0; i < nq; i++) { /* -inf into exactly the cells outside row i's [lo, hi) */
-                int64_t a1 = lo[i] - j0, b1 = hi[i] - j0;
-                a1 = a1 < 0 ? 0 : a1 > nk ? nk : a1;
-                b1 = b1 < a1 ? a1 : b1 > nk ? nk : b1;
-                float *x = ST + i;
-                for (int64_t j = 0; j < a1; j++) x[j * ld] = -INFINITY;
-                for (int64_t j = b1; j < nk; j++) x[j * ld] = -INFINITY;
-            }
-        }
-        if (wbase) {
-            for (int i = 0; i < nq; i++) {
-                float *wr = wbase + (i0 + i) * ws2 + j0 * ws3;
-                for (int j = 0; j < nk; j++) wr[j * ws3] = ST[(int64_t)j * ld + i];
-            }
-        }
-        c->kern->softmax_block(ST, ld, nqp, nk, clean ? cmax : NULL, m, l, al);
-        if (wide) {
-            attn__convert_rows(vw, ATTN_F32, Dv, 1, vraw + (size_t)(j0 * vs2) * ies, c->in_dt, vs2, vs3, nk, Dv);
-            c->kern->pv_block(OT, ld, nqp, ST, al, vw, Dv, 1, nk, Dv);
         } else {
-            c->kern->pv_block(OT, ld, nqp, ST, al, vbase + j0 * vs2, vs2, vs3, nk, Dv);
+            run_c[0] = 0, run_n[0] = nqp, run_a[0] = 0, run_b[0] = nk;
+            nrun = 1;
+        }
+        for (int r = 0; r < nrun; r++) {
+            const int c0 = run_c[r], nc = run_n[r], ja = run_a[r], kk = run_b[r] - run_a[r];
+            const int ilast = c0 + nc < nq ? c0 + nc : nq; /* real rows of the run: [c0, ilast) */
+            float *STr = ST + (int64_t)ja * ld + c0;
+            if (clean)
+                for (int i = 0; i < nc; i++) cmax[c0 + i] = -INFINITY;
+            c->kern->s_block(STr, ld, nc, QT + c0, kp + ja * ksj, ksj, ksd, kk, D, clean ? cmax + c0 : NULL);
+            /* raw scores (padded query rows are 0): NaN / inf means a bad key or an overflow — an error
+             * unless every such score is masked (attn__bad_scores) */
+            if ((nc == ld ? attn__any_nonfinite(STr, (int64_t)kk * ld, 1) : attn__rect_nonfinite(STr, ld, kk, nc)) &&
+                attn__bad_scores(c, STr, ld, 1, ilast - c0, kk, b, h, i0 + c0, j0 + ja, lo + c0, hi + c0, kraw)) {
+#pragma omp atomic write
+                *c->bad_scores = 1;
+            }
+            if (mv->present) {
+                for (int i = c0; i < ilast; i++) {
+                    const int64_t mo = b * mv->stride[0] + h * mv->stride[1] + (i0 + i) * mv->stride[2];
+                    for (int j = ja; j < ja + kk; j++) {
+                        float *x = ST + (int64_t)j * ld + i;
+                        *x = attn__apply_mask(mv, mo + (j0 + j) * mv->stride[3], *x);
+                    }
+                }
+            }
+            if (!inside) { /* a boundary block of causal / window / key_lengths: -inf into exactly the
+                              computed cells outside each row's [lo, hi) (few, once the runs are split) */
+                for (int i = c0; i < ilast; i++) {
+                    int64_t a1 = lo[i] - j0, b1 = hi[i] - j0;
+                    a1 = a1 < ja ? ja : a1 > ja + kk ? ja + kk : a1;
+                    b1 = b1 < a1 ? a1 : b1 > ja + kk ? ja + kk : b1;
+                    float *x = ST + i;
+                    for (int64_t j = ja; j < a1; j++) x[j * ld] = -INFINITY;
+                    for (int64_t j = b1; j < ja + kk; j++) x[j * ld] = -INFINITY;
+                }
+            }
+            if (wbase) { /* (one run: all rows, all keys of the block) */
+                for (int i = 0; i < nq; i++) {
+                    float *wr = wbase + (i0 + i) * ws2 + j0 * ws3;
+                    for (int j = 0; j < nk; j++) wr[j * ws3] = ST[(int64_t)j * ld + i];
+                }
+            }
+            c->kern->softmax_block(STr, ld, nc, kk, clean ? cmax + c0 : NULL, m + c0, l + c0, al + c0);
+            c->kern->pv_block(OT + c0, ld, nc, STr, al + c0, vp + ja * vsj, vsj, vsd, kk, Dv);
         }
     }
 

@@ -71,6 +71,8 @@ static void usage_sdpa(FILE *f) {
 static int parse_list(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *v, int *n) {
     char buf[256];
     if (strlen(s) >= sizeof buf) return cli_usage_error("bench", "%s: list too long", opt);
+    if (!*s || s[0] == ',' || s[strlen(s) - 1] == ',' || strstr(s, ",,"))
+        return cli_usage_error("bench", "%s: empty value in '%s'", opt, s);
     strcpy(buf, s);
     *n = 0;
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
@@ -205,6 +207,8 @@ static int bench_sdpa(int argc, char **argv) {
             if (r < 0) return CLI_USAGE;
             char buf[128];
             if (strlen(val) >= sizeof buf) return cli_usage_error("bench", "--dtype: list too long");
+            if (!*val || val[0] == ',' || val[strlen(val) - 1] == ',' || strstr(val, ",,"))
+                return cli_usage_error("bench", "--dtype: empty value in '%s'", val);
             strcpy(buf, val);
             nDt = 0;
             for (char *tok = strtok(buf, ","); tok && nDt < 16; tok = strtok(NULL, ",")) {

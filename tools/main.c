@@ -58,14 +58,33 @@ static const cli_command *find(const char *name) {
  * than its AVX-512 ones here. Unless the user set OPENBLAS_CORETYPE (or
  * ATTN_KEEP_BLAS_CORETYPE), pick the kernel family from the CPU's own feature flags and
  * re-execute once; OpenBLAS reads the variable when it is loaded, before main(). */
+/* One thread pool: attn runs OpenBLAS with one thread (core/threads.c) and splits GEMMs across its
+ * own OpenMP threads, but the pthreads build of OpenBLAS still starts its worker threads when it
+ * is loaded, and they spin in sched_yield for a while beside attn's threads (2 cores: measured as
+ * ~10% of `attn sdpa`'s CPU time). With OPENBLAS_NUM_THREADS=1 in the environment when the
+ * library loads it starts none; so the CLI sets it (unless the user did) and re-executes once,
+ * together with the core-type choice below. */
+static int blas_one_thread(void) {
+    if (getenv("OPENBLAS_NUM_THREADS") || getenv("ATTN_KEEP_BLAS_THREADS")) return 0;
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    return 1;
+}
+
 static void blas_coretype(char **argv) {
-    if (getenv("OPENBLAS_CORETYPE") || getenv("ATTN_KEEP_BLAS_CORETYPE")) return;
+    const int reexec = blas_one_thread();
+    if (getenv("OPENBLAS_CORETYPE") || getenv("ATTN_KEEP_BLAS_CORETYPE")) {
+        if (reexec) execv("/proc/self/exe", argv); /* returns only on failure: carry on as loaded */
+        return;
+    }
     const char *cur = openblas_get_corename();
     static const char *generic[] = {"prescott", "core2", "penryn", "dunnington", "nehalem", "atom", "sandybridge",
                                     "barcelona", "bulldozer", "piledriver", "steamroller", "excavator", "unknown"};
     int weak = 0;
     for (size_t i = 0; cur && i < sizeof generic / sizeof generic[0]; i++) weak |= strcasecmp(cur, generic[i]) == 0;
-    if (!weak) return;
+    if (!weak) {
+        if (reexec) execv("/proc/self/exe", argv);
+        return;
+    }
     const char *ct = NULL;
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
@@ -73,7 +92,10 @@ static void blas_coretype(char **argv) {
         ct = "SkylakeX";
     else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
         ct = "Haswell";
-    if (!ct) return;
+    if (!ct) {
+        if (reexec) execv("/proc/self/exe", argv);
+        return;
+    }
     setenv("OPENBLAS_CORETYPE", ct, 1);
     execv("/proc/self/exe", argv); /* returns only on failure: carry on with the detected kernels */
 }

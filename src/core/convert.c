@@ -158,8 +158,14 @@ __attribute__((target("avx2,f16c"))) static void attn__f32_to_f16_avx2(uint16_t 
 
 int attn__convert_simd_supported(void) {
 #ifdef ATTN__HAVE_X86
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    static int cached = -1; /* every thread computes the same value; relaxed atomics keep it race-free */
+    int c = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (c < 0) {
+        __builtin_cpu_init();
+        c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+        __atomic_store_n(&cached, c, __ATOMIC_RELAXED);
+    }
+    return c;
 #else
     return 0;
 #endif

@@ -208,6 +208,24 @@ static void test_errors(void) {
         CHECK(rc == ATTN_E_RANGE && strstr(attn_last_error(), "float16"), "f16 out overflow (impl %d): rc %d '%s'", impl, rc,
               attn_last_error());
     }
+    /* a masked key's overflowing q.k (bf16 inputs): no error under causal; without it the fused
+     * kernel's float32 score overflows: an error.
+     * q0 and k1 hold 1e30 (q0.k1 = inf, masked by causal), all else 0.1 */
+    {
+        uint16_t qo[32], ko[32];
+        for (int i = 0; i < 32; i++) qo[i] = ko[i] = attn_f32_to_bf16(0.1f);
+        for (int d = 0; d < 8; d++) qo[d] = ko[8 + d] = attn_f32_to_bf16(1e30f);
+        attn_tensor tq = view4(qo, ATTN_BF16, 0, 1, 1, 4, 8), tk = view4(ko, ATTN_BF16, 0, 1, 1, 4, 8);
+        for (int impl = 1; impl <= 2; impl++) {
+            attn_sdpa_params pc = attn_sdpa_params_default();
+            pc.impl = (attn_impl)impl;
+            pc.is_causal = 1;
+            CHECK_OK(attn_sdpa(&of, NULL, &tq, &tk, &q, &pc));
+            CHECK(!attn_test_has_nonfinite(o, 32), "masked overflow (bf16, impl %d): out finite", impl);
+            pc.is_causal = 0; /* visible: float32 scores overflow (the float64 reference does not) */
+            if (impl == ATTN_IMPL_FUSED) CHECK_ERR(attn_sdpa(&of, NULL, &tq, &tk, &q, &pc), ATTN_E_RANGE);
+        }
+    }
     /* the efficient variants are float32 only */
     attn_variant_params vp = attn_variant_params_default(ATTN_VARIANT_SLIDING);
     vp.window = 2;

@@ -1,23 +1,26 @@
 #!/bin/sh
 # bench/vit: images/s of `attn classify --eval` against transformers (PyTorch) on the 10,000
 # Fashion-MNIST test images, batch 64, with 1 and 2 threads, side by side in one run.
-# Needs the Python venv with torch + transformers (never in CI):  PY=/work/venv/bin/python sh bench/vit/run.sh
+# Both sides time preprocessing (uint8 -> normalised float32) + forward; best of REPEAT passes.
+# Needs the Python venv with torch + transformers (never in CI):
+#   PY=/work/venv/bin/python REPEAT=3 sh bench/vit/run.sh
 set -eu
 cd "$(dirname "$0")/../.."
 PY=${PY:-python3}
 M=models/vit-fashion-mnist
 D=/usr/share/datasets/fashion-mnist
-REPEAT=${REPEAT:-3}
+REPEAT=${REPEAT:-1}
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) vCPUs"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for t in 1 2; do
   best=""
   for r in $(seq "$REPEAT"); do
-    s=$(./build/attn classify --model $M --eval $D/t10k-images-idx3-ubyte.gz $D/t10k-labels-idx1-ubyte.gz \
-          --batch 64 --threads $t 2>&1 >/dev/null | sed -n 's/.*(\([0-9]*\) images\/s.*/\1/p')
+    out=$(./build/attn classify --model $M --eval $D/t10k-images-idx3-ubyte.gz $D/t10k-labels-idx1-ubyte.gz \
+          --batch 64 --threads $t 2>&1)
+    s=$(printf '%s\n' "$out" | sed -n 's/.*(\([0-9]*\) images\/s.*/\1/p')
+    acc=$(printf '%s\n' "$out" | grep '^accuracy:')
     if [ -z "$best" ] || [ "$s" -gt "$best" ]; then best=$s; fi
   done
-  acc=$(./build/attn classify --model $M --eval $D/t10k-images-idx3-ubyte.gz $D/t10k-labels-idx1-ubyte.gz --threads $t 2>/dev/null | tail -n 1)
   echo "attn: $best images/s (best of $REPEAT), $t threads, batch 64, $acc"
   $PY bench/vit/torch_vit.py --threads $t --batch 64 --repeat "$REPEAT" 2>/dev/null
 done

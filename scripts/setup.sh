@@ -12,6 +12,7 @@ clang libclang-rt-14-dev libomp-dev unzip"
 PKGS="$PKGS libcairo2-dev libpango1.0-dev fonts-noto-core fonts-noto-cjk poppler-utils chromium"
 # ViT / images: JPEG and gzip readers, pixman for resizing, the Fashion-MNIST data set
 PKGS="$PKGS libjpeg-dev zlib1g-dev libpixman-1-dev dataset-fashion-mnist"
+PKGS="$PKGS libpcre2-dev"
 command -v python3 >/dev/null 2>&1 || PKGS="$PKGS python3 python3-pip"
 # the Python package (python/) and its tests: cffi, NumPy, pytest
 PKGS="$PKGS python3 python3-cffi python3-numpy python3-pytest"
@@ -33,4 +34,5 @@ fi
 make -j2 all tests
 sh scripts/fetch_minilm.sh
 sh scripts/fetch_whisper.sh
+sh scripts/fetch_smollm2.sh
 echo "setup: done (CLI at build/attn)"

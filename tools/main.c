@@ -16,6 +16,9 @@
     X(embed, "sentence embeddings with a BERT sentence-transformers model")              \
     X(similarity, "cosine similarity matrix of sentence embeddings")                     \
     X(tokenize, "word pieces and ids of a text")                                         \
+    X(generate, "continue a prompt with a language model (GGUF or llama2.c)")            \
+    X(chat, "answer a message with an instruct model (chat template, KV cache)")         \
+    X(summarize, "abstractive summary of a text with an instruct model")                 \
     X(attention, "attention weights of a model as a heatmap (png, svg, html) or .npy")                \
     X(translate, "translate with a CTranslate2 Transformer (greedy / beam search)")       \
     X(transcribe, "speech to text with Whisper (CTranslate2 model)")       \

@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""Greedy continuations of llama.cpp (llama-cpp-python, never run in CI) on
+SmolLM2-135M-Instruct Q4_1, for tests/test_gguf_llm.c: 12 prompts (ChatML chat turns with the
+file's default system message, and raw text), 32 greedy steps each; for every step the token and
+llama.cpp's top-2 logit margin (top1 - top2) are kept, so that where attn parts from llama.cpp
+the test can check that llama.cpp itself was nearly tied there.
+    tests/fixtures/llama/smollm2_llamacpp.tsv: hex(text) <TAB> llama.cpp prompt ids <TAB> greedy ids <TAB> margins
+Run: /work/venv/bin/python scripts/gen_llamacpp_fixtures.py models/SmolLM2-135M-Instruct.Q4_1.gguf
+"""
+import sys
+
+import numpy as np
+from llama_cpp import Llama, __version__
+
+path = sys.argv[1] if len(sys.argv) > 1 else "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+SYS = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+
+
+def chat(msg):
+    return "<|im_start|>system\n%s<|im_end|>\n<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n" % (SYS, msg)
+
+
+prompts = [chat("What is the capital of France?"), chat("What color is the sky on a clear day?"),
+           chat("Write a haiku about the sea."), chat("How many legs does a spider have?"),
+           chat("Give me three tips for sleeping well."), chat("Translate 'good morning' into French."),
+           "The capital of France is", "Once upon a time, in a small village,", "def fibonacci(n):",
+           "The three primary colors are", "1, 2, 3, 4, 5,", "In 1969, the first human"]
+llm = Llama(model_path=path, n_ctx=512, n_threads=2, logits_all=True, verbose=False)
+rows = []
+for p in prompts:
+    ids = llm.tokenize(p.encode("utf-8"), add_bos=False, special=True)
+    llm.reset()
+    llm.eval(ids)
+    gen, margins = [], []
+    for _ in range(32):
+        sc = np.asarray(llm.scores[llm.n_tokens - 1], dtype=np.float64)
+        top = np.argsort(-sc, kind="stable")[:2]
+        gen.append(int(top[0]))
+        margins.append(float(sc[top[0]] - sc[top[1]]))
+        if int(top[0]) == 2:
+            break
+        llm.eval([int(top[0])])
+    rows.append("%s\t%s\t%s\t%s" % (p.encode().hex(), " ".join(map(str, ids)), " ".join(map(str, gen)),
+                                    " ".join("%.4f" % m for m in margins)))
+    print(repr(p[-40:]), "->", repr(llm.detokenize(gen).decode("utf-8", "replace")), flush=True)
+open("tests/fixtures/llama/smollm2_llamacpp.tsv", "w").write("# llama-cpp-python %s\n" % __version__ + "\n".join(rows) + "\n")

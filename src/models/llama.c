@@ -1,0 +1,590 @@
+/* Llama-architecture decoder (see include/attn_llama.h): llama2.c and GGUF loaders, forward pass
+ * with a KV cache on attn's fused SDPA kernel. */
+#include "attn_llama.h"
+#include "attn_attention.h"
+#include "attn_gguf.h"
+#include "attn_quant.h"
+#include "core/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define LLAMA_CHUNK 256 /* tokens per forward chunk (bounds activation memory) */
+
+typedef struct {
+    const float *attn_norm, *ffn_norm; /* [dim] */
+    attn_qmatrix wq, wk, wv, wo;       /* [H·D, dim], [Hkv·D, dim] x2, [dim, H·D] */
+    attn_qmatrix w1, w2, w3;           /* gate [hidden, dim], down [dim, hidden], up [hidden, dim] */
+} llama_layer;
+
+struct attn_llama {
+    attn_llama_config cfg;
+    attn_qmatrix tok_embd, output;
+    const float *final_norm;
+    llama_layer *layers;
+    void *map;
+    size_t map_size;
+    attn_gguf *gguf;
+    attn_bpe *tok;
+    char *chat_template;
+    char weight_type[16];
+    float *rope_inv; /* [head_dim / 2] theta^(-2i/D) in float64 precision, stored as double below */
+    double *inv_freq;
+};
+
+struct attn_llama_state {
+    const attn_llama *m;
+    int64_t max_len, len;
+    float *k, *v; /* [n_layers][n_kv_heads][max_len][head_dim] */
+    /* activations for one chunk */
+    float *x, *h, *q, *kk, *vv, *att, *g, *u, *logit_rows;
+};
+
+const attn_llama_config *attn_llama_get_config(const attn_llama *m) { return m ? &m->cfg : NULL; }
+const attn_bpe *attn_llama_tokenizer(const attn_llama *m) { return m ? m->tok : NULL; }
+const char *attn_llama_chat_template(const attn_llama *m) { return m ? m->chat_template : NULL; }
+
+void attn_llama_free(attn_llama *m) {
+    if (!m) return;
+    free(m->layers);
+    if (m->map) munmap(m->map, m->map_size);
+    attn_gguf_close(m->gguf);
+    attn_bpe_free(m->tok);
+    free(m->chat_template);
+    free(m->inv_freq);
+    free(m);
+}
+
+static int config_check(const attn_llama_config *c, const char *src) {
+    if (c->dim < 1 || c->dim > 65536 || c->hidden_dim < 1 || c->hidden_dim > 1 << 20 || c->n_layers < 1 || c->n_layers > 1024 ||
+        c->n_heads < 1 || c->n_heads > 1024 || c->n_kv_heads < 1 || c->n_kv_heads > c->n_heads || c->n_heads % c->n_kv_heads ||
+        c->head_dim < 2 || c->head_dim % 2 || c->head_dim > 4096 || c->vocab_size < 1 || c->vocab_size > (1 << 24) ||
+        c->context < 1 || c->context > (1 << 24))
+        return attn_set_error(ATTN_E_FORMAT,
+                              "%s: hyper-parameters out of range (dim %lld, hidden %lld, layers %lld, heads %lld, kv heads %lld, "
+                              "head_dim %lld, vocab %lld, context %lld)",
+                              src, (long long)c->dim, (long long)c->hidden_dim, (long long)c->n_layers, (long long)c->n_heads,
+                              (long long)c->n_kv_heads, (long long)c->head_dim, (long long)c->vocab_size, (long long)c->context);
+    if (!(c->rope_theta > 0) || !isfinite(c->rope_theta) || !(c->norm_eps > 0) || !isfinite(c->norm_eps))
+        return attn_set_error(ATTN_E_FORMAT, "%s: rope theta %g / norm eps %g out of range", src, c->rope_theta, c->norm_eps);
+    return 0;
+}
+
+static int init_rope(attn_llama *m) {
+    int64_t half = m->cfg.head_dim / 2;
+    m->inv_freq = (double *)malloc(sizeof(double) * (size_t)half);
+    if (!m->inv_freq) return attn_set_error(ATTN_E_NOMEM, "llama: out of memory");
+    for (int64_t i = 0; i < half; i++) m->inv_freq[i] = pow((double)m->cfg.rope_theta, -2.0 * (double)i / (double)m->cfg.head_dim);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ llama2.c */
+
+int attn_llama_load_llama2c(attn_llama **out, const char *path) {
+    if (!out || !path) return attn_set_error(ATTN_E_INVALID, "llama: NULL argument");
+    *out = NULL;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return attn_set_error(ATTN_E_IO, "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return attn_set_error(ATTN_E_IO, "%s is not a regular file", path);
+    }
+    size_t size = (size_t)st.st_size;
+    if (size < 28) {
+        close(fd);
+        return attn_set_error(ATTN_E_FORMAT, "%s: not a llama2.c checkpoint (%zu bytes, the header alone is 28)", path, size);
+    }
+    void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return attn_set_error(ATTN_E_IO, "cannot map %s: %s", path, strerror(errno));
+    attn_llama *m = (attn_llama *)calloc(1, sizeof *m);
+    if (!m) {
+        munmap(p, size);
+        return attn_set_error(ATTN_E_NOMEM, "llama: out of memory");
+    }
+    m->map = p;
+    m->map_size = size;
+    int32_t h[7];
+    memcpy(h, p, sizeof h);
+    attn_llama_config *c = &m->cfg;
+    int shared = h[5] > 0;
+    c->dim = h[0];
+    c->hidden_dim = h[1];
+    c->n_layers = h[2];
+    c->n_heads = h[3];
+    c->n_kv_heads = h[4];
+    c->vocab_size = h[5] > 0 ? h[5] : (h[5] == INT32_MIN ? 0 : -(int64_t)h[5]);
+    c->context = h[6];
+    c->head_dim = c->n_heads > 0 ? c->dim / c->n_heads : 0;
+    c->rope_theta = 10000.0f;
+    c->norm_eps = 1e-5f;
+    c->tied_output = shared;
+    c->bos_id = 1;
+    c->eos_id = 2;
+    c->eot_id = -1;
+    c->add_bos = 1;
+    c->arch = "llama";
+    snprintf(m->weight_type, sizeof m->weight_type, "f32");
+    c->weight_type = m->weight_type;
+    int rc = config_check(c, path);
+    if (rc == 0 && c->head_dim * c->n_heads != c->dim) rc = attn_set_error(ATTN_E_FORMAT, "%s: dim %lld is not a multiple of n_heads %lld", path, (long long)c->dim, (long long)c->n_heads);
+    if (rc < 0) {
+        attn_llama_free(m);
+        return rc;
+    }
+    const int64_t D = c->dim, F = c->hidden_dim, L = c->n_layers, kvd = c->n_kv_heads * c->head_dim, V = c->vocab_size;
+    const uint64_t need = (uint64_t)V * D + L * D * 2 + L * D * D * 2 + L * D * kvd * 2 + L * D * F * 3 + D +
+                          (uint64_t)c->context * c->head_dim + (shared ? 0 : (uint64_t)V * D);
+    if ((size - 28) % 4 || (size - 28) / 4 != need) {
+        attn_llama_free(m);
+        return attn_set_error(ATTN_E_FORMAT, "%s: the header implies %llu bytes of weights, the file has %zu (truncated or not a llama2.c checkpoint)",
+                              path, (unsigned long long)need * 4, size - 28);
+    }
+    m->layers = (llama_layer *)calloc((size_t)L, sizeof(llama_layer));
+    if (!m->layers || init_rope(m) < 0) {
+        attn_llama_free(m);
+        return attn_set_error(ATTN_E_NOMEM, "llama: out of memory");
+    }
+    const float *w = (const float *)((const char *)p + 28);
+#define MAT(dst, r, cc)                                  \
+    do {                                                 \
+        (dst).type = ATTN_QT_F32;                        \
+        (dst).data = w;                                  \
+        (dst).rows = (r);                                \
+        (dst).cols = (cc);                               \
+        w += (r) * (cc);                                 \
+    } while (0)
+    MAT(m->tok_embd, V, D);
+    for (int64_t l = 0; l < L; l++) m->layers[l].attn_norm = w + l * D;
+    w += L * D;
+    for (int64_t l = 0; l < L; l++) MAT(m->layers[l].wq, D, D);
+    for (int64_t l = 0; l < L; l++) MAT(m->layers[l].wk, kvd, D);
+    for (int64_t l = 0; l < L; l++) MAT(m->layers[l].wv, kvd, D);
+    for (int64_t l = 0; l < L; l++) MAT(m->layers[l].wo, D, D);
+    for (int64_t l = 0; l < L; l++) m->layers[l].ffn_norm = w + l * D;
+    w += L * D;
+    for (int64_t l = 0; l < L; l++) MAT(m->layers[l].w1, F, D);
+    for (int64_t l = 0; l < L; l++) MAT(m->layers[l].w2, D, F);
+    for (int64_t l = 0; l < L; l++) MAT(m->layers[l].w3, F, D);
+    m->final_norm = w;
+    w += D;
+    w += c->context * c->head_dim; /* legacy freq_cis_real + freq_cis_imag */
+    if (shared) m->output = m->tok_embd;
+    else MAT(m->output, V, D);
+#undef MAT
+    *out = m;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ GGUF */
+
+static int gguf_mat(attn_llama *m, attn_qmatrix *dst, const char *name, int64_t rows, int64_t cols) {
+    attn_gguf_tensor t;
+    ATTN_TRY(attn_gguf_find_tensor(m->gguf, name, &t));
+    if (t.n_dims != 2 || t.ne[0] != cols || t.ne[1] != rows)
+        return attn_set_error(ATTN_E_FORMAT, "gguf: tensor '%s' is [%lld, %lld] (%d-D), expected [%lld, %lld]", name, (long long)t.ne[1],
+                              (long long)t.ne[0], t.n_dims, (long long)rows, (long long)cols);
+    dst->type = t.type;
+    dst->data = t.data;
+    dst->rows = rows;
+    dst->cols = cols;
+    return 0;
+}
+
+static int gguf_vec(attn_llama *m, const float **dst, const char *name, int64_t n) {
+    attn_gguf_tensor t;
+    ATTN_TRY(attn_gguf_find_tensor(m->gguf, name, &t));
+    if (t.n_dims != 1 || t.ne[0] != n || t.type != ATTN_QT_F32)
+        return attn_set_error(ATTN_E_FORMAT, "gguf: tensor '%s' must be float32 [%lld]", name, (long long)n);
+    if ((uintptr_t)t.data % 4) return attn_set_error(ATTN_E_FORMAT, "gguf: tensor '%s' is not 4-byte aligned", name);
+    *dst = (const float *)t.data;
+    return 0;
+}
+
+static int gguf_int(const attn_gguf *g, const char *key, int64_t *v, int64_t dflt) {
+    if (attn_gguf_find_kv(g, key) < 0) {
+        if (dflt == INT64_MIN) return attn_set_error(ATTN_E_FORMAT, "gguf: metadata key '%s' is missing", key);
+        *v = dflt;
+        return 0;
+    }
+    return attn_gguf_get_int(g, key, v);
+}
+
+static int gguf_tokenizer(attn_llama *m) {
+    const attn_gguf *g = m->gguf;
+    const char *s;
+    size_t len;
+    ATTN_TRY(attn_gguf_get_str(g, "tokenizer.ggml.model", &s, &len));
+    if (!(len == 4 && memcmp(s, "gpt2", 4) == 0))
+        return attn_set_error(ATTN_E_UNSUPPORTED, "gguf: tokenizer model '%.*s' is not supported (attn reads gpt2 byte-level BPE)", (int)(len > 64 ? 64 : len), s);
+    char pre[32] = "gpt2";
+    if (attn_gguf_find_kv(g, "tokenizer.ggml.pre") >= 0) {
+        ATTN_TRY(attn_gguf_get_str(g, "tokenizer.ggml.pre", &s, &len));
+        if ((len == 6 && memcmp(s, "smollm", 6) == 0)) snprintf(pre, sizeof pre, "smollm");
+        else if (!(len == 4 && memcmp(s, "gpt2", 4) == 0) && !(len == 7 && memcmp(s, "default", 7) == 0))
+            return attn_set_error(ATTN_E_UNSUPPORTED, "gguf: pre-tokenizer '%.*s' is not supported (gpt2, smollm)", (int)(len > 64 ? 64 : len), s);
+    }
+    int et;
+    int64_t n, nm = 0, nty = 0;
+    ATTN_TRY(attn_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n));
+    if (et != 8 || n != m->cfg.vocab_size)
+        return attn_set_error(ATTN_E_FORMAT, "gguf: tokenizer.ggml.tokens has %lld entries, the model %lld", (long long)n, (long long)m->cfg.vocab_size);
+    ATTN_TRY(attn_gguf_get_arr(g, "tokenizer.ggml.merges", &et, &nm));
+    if (et != 8) return attn_set_error(ATTN_E_FORMAT, "gguf: tokenizer.ggml.merges is not a string array");
+    int has_types = attn_gguf_find_kv(g, "tokenizer.ggml.token_type") >= 0;
+    if (has_types) {
+        ATTN_TRY(attn_gguf_get_arr(g, "tokenizer.ggml.token_type", &et, &nty));
+        if (nty != n) return attn_set_error(ATTN_E_FORMAT, "gguf: tokenizer.ggml.token_type has %lld entries, tokens %lld", (long long)nty, (long long)n);
+    }
+    const char **toks = (const char **)malloc(sizeof(char *) * (size_t)n);
+    uint32_t *tl = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)n);
+    int32_t *ty = (int32_t *)malloc(sizeof(int32_t) * (size_t)n);
+    const char **mg = (const char **)malloc(sizeof(char *) * (size_t)(nm ? nm : 1));
+    uint32_t *ml = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)(nm ? nm : 1));
+    int rc = 0;
+    if (!toks || !tl || !ty || !mg || !ml) rc = attn_set_error(ATTN_E_NOMEM, "gguf: out of memory");
+    for (int64_t i = 0; rc == 0 && i < n; i++) {
+        rc = attn_gguf_arr_str(g, "tokenizer.ggml.tokens", i, &toks[i], &len);
+        if (rc == 0 && len > UINT32_MAX) rc = attn_set_error(ATTN_E_FORMAT, "gguf: token %lld too long", (long long)i);
+        tl[i] = (uint32_t)len;
+        double d = 1;
+        if (rc == 0 && has_types) rc = attn_gguf_arr_num(g, "tokenizer.ggml.token_type", i, &d);
+        ty[i] = (int32_t)d;
+    }
+    for (int64_t i = 0; rc == 0 && i < nm; i++) {
+        rc = attn_gguf_arr_str(g, "tokenizer.ggml.merges", i, &mg[i], &len);
+        ml[i] = (uint32_t)len;
+    }
+    if (rc == 0) {
+        attn_bpe_spec sp = {0};
+        sp.kind = ATTN_BPE_BYTE_LEVEL;
+        sp.tokens = toks;
+        sp.token_lens = tl;
+        sp.n_tokens = n;
+        sp.token_types = ty;
+        sp.merges = mg;
+        sp.merge_lens = ml;
+        sp.n_merges = nm;
+        sp.pretokenizer = pre;
+        sp.bos_id = m->cfg.bos_id;
+        sp.eos_id = m->cfg.eos_id;
+        rc = attn_bpe_create(&m->tok, &sp);
+    }
+    free(toks);
+    free(tl);
+    free(ty);
+    free(mg);
+    free(ml);
+    return rc;
+}
+
+int attn_llama_load_gguf(attn_llama **out, const char *path) {
+    if (!out || !path) return attn_set_error(ATTN_E_INVALID, "llama: NULL argument");
+    *out = NULL;
+    attn_llama *m = (attn_llama *)calloc(1, sizeof *m);
+    if (!m) return attn_set_error(ATTN_E_NOMEM, "llama: out of memory");
+    int rc = attn_gguf_open(&m->gguf, path);
+    if (rc < 0) {
+        free(m);
+        return rc;
+    }
+    const attn_gguf *g = m->gguf;
+    attn_llama_config *c = &m->cfg;
+    const char *s;
+    size_t len;
+    char arch[64];
+    rc = attn_gguf_get_str(g, "general.architecture", &s, &len);
+    if (rc < 0) goto fail;
+    snprintf(arch, sizeof arch, "%.*s", (int)(len > 60 ? 60 : len), s);
+    if (strcmp(arch, "llama") != 0) {
+        rc = attn_set_error(ATTN_E_UNSUPPORTED, "%s: architecture '%s' is not supported (attn runs llama)", path, arch);
+        goto fail;
+    }
+    c->arch = "llama";
+    int64_t v;
+    double d;
+    if ((rc = gguf_int(g, "llama.embedding_length", &c->dim, INT64_MIN)) < 0) goto fail;
+    if ((rc = gguf_int(g, "llama.feed_forward_length", &c->hidden_dim, INT64_MIN)) < 0) goto fail;
+    if ((rc = gguf_int(g, "llama.block_count", &c->n_layers, INT64_MIN)) < 0) goto fail;
+    if ((rc = gguf_int(g, "llama.attention.head_count", &c->n_heads, INT64_MIN)) < 0) goto fail;
+    if ((rc = gguf_int(g, "llama.attention.head_count_kv", &c->n_kv_heads, c->n_heads)) < 0) goto fail;
+    if ((rc = gguf_int(g, "llama.context_length", &c->context, 2048)) < 0) goto fail;
+    c->head_dim = c->n_heads > 0 ? c->dim / c->n_heads : 0;
+    if ((rc = gguf_int(g, "llama.rope.dimension_count", &v, c->head_dim)) < 0) goto fail;
+    if (v != c->head_dim) {
+        rc = attn_set_error(ATTN_E_UNSUPPORTED, "%s: partial rotary (rope.dimension_count %lld, head_dim %lld) is not supported", path, (long long)v, (long long)c->head_dim);
+        goto fail;
+    }
+    c->rope_theta = 10000.0f;
+    if (attn_gguf_find_kv(g, "llama.rope.freq_base") >= 0) {
+        if ((rc = attn_gguf_get_float(g, "llama.rope.freq_base", &d)) < 0) goto fail;
+        c->rope_theta = (float)d;
+    }
+    if ((rc = attn_gguf_get_float(g, "llama.attention.layer_norm_rms_epsilon", &d)) < 0) goto fail;
+    c->norm_eps = (float)d;
+    attn_gguf_tensor te;
+    if ((rc = attn_gguf_find_tensor(g, "token_embd.weight", &te)) < 0) goto fail;
+    c->vocab_size = te.ne[1];
+    if ((rc = config_check(c, path)) < 0) goto fail;
+    if (c->head_dim * c->n_heads != c->dim) {
+        rc = attn_set_error(ATTN_E_FORMAT, "%s: embedding %lld is not a multiple of %lld heads", path, (long long)c->dim, (long long)c->n_heads);
+        goto fail;
+    }
+    c->bos_id = c->eos_id = c->eot_id = -1;
+    if (gguf_int(g, "tokenizer.ggml.bos_token_id", &v, -1) == 0 && v >= 0 && v < c->vocab_size) c->bos_id = (int32_t)v;
+    if (gguf_int(g, "tokenizer.ggml.eos_token_id", &v, -1) == 0 && v >= 0 && v < c->vocab_size) c->eos_id = (int32_t)v;
+    c->add_bos = 0;
+    if (attn_gguf_find_kv(g, "tokenizer.ggml.add_bos_token") >= 0 && attn_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &c->add_bos) < 0) c->add_bos = 0;
+    if (c->bos_id < 0) c->add_bos = 0;
+    const int64_t D = c->dim, F = c->hidden_dim, L = c->n_layers, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    m->layers = (llama_layer *)calloc((size_t)L, sizeof(llama_layer));
+    if (!m->layers || init_rope(m) < 0) {
+        rc = attn_set_error(ATTN_E_NOMEM, "llama: out of memory");
+        goto fail;
+    }
+    if ((rc = gguf_mat(m, &m->tok_embd, "token_embd.weight", c->vocab_size, D)) < 0) goto fail;
+    if (attn_gguf_find_tensor(g, "output.weight", &te) == 0) {
+        if ((rc = gguf_mat(m, &m->output, "output.weight", c->vocab_size, D)) < 0) goto fail;
+        c->tied_output = 0;
+    } else {
+        m->output = m->tok_embd;
+        c->tied_output = 1;
+    }
+    if ((rc = gguf_vec(m, &m->final_norm, "output_norm.weight", D)) < 0) goto fail;
+    for (int64_t l = 0; l < L; l++) {
+        char name[96];
+        llama_layer *y = &m->layers[l];
+#define T(field, suffix, r, cc)                                                  \
+        snprintf(name, sizeof name, "blk.%lld." suffix ".weight", (long long)l); \
+        if ((rc = gguf_mat(m, &y->field, name, r, cc)) < 0) goto fail;
+        T(wq, "attn_q", qd, D)
+        T(wk, "attn_k", kvd, D)
+        T(wv, "attn_v", kvd, D)
+        T(wo, "attn_output", D, qd)
+        T(w1, "ffn_gate", F, D)
+        T(w2, "ffn_down", D, F)
+        T(w3, "ffn_up", F, D)
+#undef T
+        snprintf(name, sizeof name, "blk.%lld.attn_norm.weight", (long long)l);
+        if ((rc = gguf_vec(m, &y->attn_norm, name, D)) < 0) goto fail;
+        snprintf(name, sizeof name, "blk.%lld.ffn_norm.weight", (long long)l);
+        if ((rc = gguf_vec(m, &y->ffn_norm, name, D)) < 0) goto fail;
+    }
+    snprintf(m->weight_type, sizeof m->weight_type, "%s", attn_qtype_name(m->layers[0].wq.type));
+    c->weight_type = m->weight_type;
+    if ((rc = gguf_tokenizer(m)) < 0) goto fail;
+    c->eot_id = attn_bpe_token_to_id(m->tok, "<|im_end|>");
+    if (attn_gguf_find_kv(g, "tokenizer.chat_template") >= 0 && attn_gguf_get_str(g, "tokenizer.chat_template", &s, &len) == 0) {
+        m->chat_template = (char *)malloc(len + 1);
+        if (!m->chat_template) {
+            rc = attn_set_error(ATTN_E_NOMEM, "llama: out of memory");
+            goto fail;
+        }
+        memcpy(m->chat_template, s, len);
+        m->chat_template[len] = 0;
+    }
+    *out = m;
+    return 0;
+fail: {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", attn_last_error());
+    attn_llama_free(m);
+    if (strncmp(msg, path, strlen(path)) == 0) return attn_set_error(rc, "%s", msg);
+    return attn_set_error(rc, "%s: %s", path, msg);
+}
+}
+
+/* ------------------------------------------------------------------ state */
+
+int attn_llama_state_create(attn_llama_state **out, const attn_llama *m, int64_t max_len) {
+    if (!out || !m) return attn_set_error(ATTN_E_INVALID, "llama state: NULL argument");
+    *out = NULL;
+    const attn_llama_config *c = &m->cfg;
+    if (max_len <= 0 || max_len > c->context) max_len = c->context;
+    attn_llama_state *s = (attn_llama_state *)calloc(1, sizeof *s);
+    if (!s) return attn_set_error(ATTN_E_NOMEM, "llama: out of memory");
+    s->m = m;
+    s->max_len = max_len;
+    size_t kv = (size_t)c->n_layers * (size_t)c->n_kv_heads * (size_t)max_len * (size_t)c->head_dim;
+    const size_t T = LLAMA_CHUNK, D = (size_t)c->dim, F = (size_t)c->hidden_dim, qd = (size_t)(c->n_heads * c->head_dim),
+                 kvd = (size_t)(c->n_kv_heads * c->head_dim);
+    s->k = (float *)calloc(kv, sizeof(float));
+    s->v = (float *)calloc(kv, sizeof(float));
+    s->x = (float *)malloc(sizeof(float) * T * D);
+    s->h = (float *)malloc(sizeof(float) * T * (D > qd ? D : qd));
+    s->q = (float *)malloc(sizeof(float) * T * qd);
+    s->kk = (float *)malloc(sizeof(float) * T * kvd);
+    s->vv = (float *)malloc(sizeof(float) * T * kvd);
+    s->att = (float *)malloc(sizeof(float) * T * qd);
+    s->g = (float *)malloc(sizeof(float) * T * F);
+    s->u = (float *)malloc(sizeof(float) * T * F);
+    if (!s->k || !s->v || !s->x || !s->h || !s->q || !s->kk || !s->vv || !s->att || !s->g || !s->u) {
+        attn_llama_state_free(s);
+        return attn_set_error(ATTN_E_NOMEM, "llama: out of memory for a KV cache of %lld positions", (long long)max_len);
+    }
+    *out = s;
+    return 0;
+}
+
+void attn_llama_state_free(attn_llama_state *s) {
+    if (!s) return;
+    free(s->k);
+    free(s->v);
+    free(s->x);
+    free(s->h);
+    free(s->q);
+    free(s->kk);
+    free(s->vv);
+    free(s->att);
+    free(s->g);
+    free(s->u);
+    free(s);
+}
+
+void attn_llama_state_reset(attn_llama_state *s) {
+    if (s) s->len = 0;
+}
+int64_t attn_llama_state_len(const attn_llama_state *s) { return s ? s->len : 0; }
+int64_t attn_llama_state_max_len(const attn_llama_state *s) { return s ? s->max_len : 0; }
+int attn_llama_state_truncate(attn_llama_state *s, int64_t len) {
+    if (!s || len < 0 || len > s->len) return attn_set_error(ATTN_E_INVALID, "llama state: cannot truncate to %lld", (long long)len);
+    s->len = len;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ forward */
+
+static void rmsnorm_rows(float *out, const float *x, const float *w, int64_t n, int64_t D, float eps) {
+    for (int64_t t = 0; t < n; t++) {
+        const float *xr = x + t * D;
+        float *o = out + t * D;
+        double ss = 0;
+        for (int64_t i = 0; i < D; i++) ss += (double)xr[i] * xr[i];
+        float r = (float)(1.0 / sqrt(ss / (double)D + (double)eps));
+        for (int64_t i = 0; i < D; i++) o[i] = w[i] * (xr[i] * r);
+    }
+}
+
+/* rotate adjacent pairs of each head of rows [n, nh·hd] at positions pos0.. */
+static void rope_rows(float *x, int64_t n, int64_t nh, int64_t hd, int64_t pos0, const double *inv_freq) {
+    for (int64_t t = 0; t < n; t++) {
+        const double pos = (double)(pos0 + t);
+        for (int64_t i = 0; i < hd / 2; i++) {
+            const double a = pos * inv_freq[i];
+            const float c = (float)cos(a), sn = (float)sin(a);
+            for (int64_t h = 0; h < nh; h++) {
+                float *p = x + t * nh * hd + h * hd + 2 * i;
+                const float x0 = p[0], x1 = p[1];
+                p[0] = x0 * c - x1 * sn;
+                p[1] = x0 * sn + x1 * c;
+            }
+        }
+    }
+}
+
+static int forward_chunk(attn_llama_state *s, float *logits, const int32_t *tok, int64_t n, int all_logits, int nt) {
+    const attn_llama *m = s->m;
+    const attn_llama_config *c = &m->cfg;
+    const int64_t D = c->dim, F = c->hidden_dim, H = c->n_heads, Hkv = c->n_kv_heads, hd = c->head_dim, qd = H * hd, kvd = Hkv * hd;
+    const int64_t pos0 = s->len;
+    for (int64_t t = 0; t < n; t++) ATTN_TRY(attn_qmatrix_dequantize_rows(s->x + t * D, &m->tok_embd, tok[t], 1));
+    for (int64_t l = 0; l < c->n_layers; l++) {
+        const llama_layer *y = &m->layers[l];
+        rmsnorm_rows(s->h, s->x, y->attn_norm, n, D, c->norm_eps);
+        {
+            float *const outs[3] = {s->q, s->kk, s->vv};
+            const attn_qmatrix ws[3] = {y->wq, y->wk, y->wv};
+            ATTN_TRY(attn_qmatmul_n(outs, s->h, ws, 3, n, nt));
+        }
+        rope_rows(s->q, n, H, hd, pos0, m->inv_freq);
+        rope_rows(s->kk, n, Hkv, hd, pos0, m->inv_freq);
+        float *kc = s->k + (size_t)l * Hkv * s->max_len * hd, *vc = s->v + (size_t)l * Hkv * s->max_len * hd;
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t h = 0; h < Hkv; h++) {
+                memcpy(kc + (h * s->max_len + pos0 + t) * hd, s->kk + t * kvd + h * hd, sizeof(float) * (size_t)hd);
+                memcpy(vc + (h * s->max_len + pos0 + t) * hd, s->vv + t * kvd + h * hd, sizeof(float) * (size_t)hd);
+            }
+        const int64_t Lk = pos0 + n;
+        attn_tensor q = {0}, k = {0}, v = {0}, o = {0};
+        q.data = s->q;
+        q.dtype = ATTN_F32;
+        q.ndim = 4;
+        q.shape[0] = 1, q.shape[1] = H, q.shape[2] = n, q.shape[3] = hd;
+        q.stride[0] = n * qd, q.stride[1] = hd, q.stride[2] = qd, q.stride[3] = 1;
+        o = q;
+        o.data = s->att;
+        k.data = kc;
+        k.dtype = ATTN_F32;
+        k.ndim = 4;
+        k.shape[0] = 1, k.shape[1] = Hkv, k.shape[2] = Lk, k.shape[3] = hd;
+        k.stride[0] = Hkv * s->max_len * hd, k.stride[1] = s->max_len * hd, k.stride[2] = hd, k.stride[3] = 1;
+        v = k;
+        v.data = vc;
+        attn_sdpa_params p = attn_sdpa_params_default();
+        p.is_causal = 1;
+        p.n_threads = nt;
+        ATTN_TRY(attn_sdpa(&o, NULL, &q, &k, &v, &p));
+        ATTN_TRY(attn_qmatmul(s->h, s->att, &y->wo, n, nt));
+        for (int64_t i = 0; i < n * D; i++) s->x[i] += s->h[i];
+        rmsnorm_rows(s->h, s->x, y->ffn_norm, n, D, c->norm_eps);
+        {
+            float *const outs[2] = {s->g, s->u};
+            const attn_qmatrix ws[2] = {y->w1, y->w3};
+            ATTN_TRY(attn_qmatmul_n(outs, s->h, ws, 2, n, nt));
+        }
+        for (int64_t i = 0; i < n * F; i++) {
+            const float a = s->g[i];
+            s->g[i] = a / (1.0f + expf(-a)) * s->u[i];
+        }
+        ATTN_TRY(attn_qmatmul(s->h, s->g, &y->w2, n, nt));
+        for (int64_t i = 0; i < n * D; i++) s->x[i] += s->h[i];
+    }
+    const int64_t first = all_logits ? 0 : n - 1, nl = n - first;
+    rmsnorm_rows(s->h, s->x + first * D, m->final_norm, nl, D, c->norm_eps);
+    ATTN_TRY(attn_qmatmul(logits, s->h, &m->output, nl, nt));
+    for (int64_t i = 0; i < nl * c->vocab_size; i++)
+        if (!isfinite(logits[i])) return attn_set_error(ATTN_E_RANGE, "llama: logit %lld is not finite", (long long)i);
+    return 0;
+}
+
+int attn_llama_forward(attn_llama_state *s, float *logits, const int32_t *tokens, int64_t n, int all_logits, int n_threads) {
+    if (!s || !logits || !tokens || n < 1) return attn_set_error(ATTN_E_INVALID, "llama forward: bad arguments");
+    const attn_llama_config *c = &s->m->cfg;
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
+            return attn_set_error(ATTN_E_RANGE, "llama: token id %d outside [0, %lld)", (int)tokens[i], (long long)c->vocab_size);
+    if (n > s->max_len - s->len)
+        return attn_set_error(ATTN_E_RANGE, "llama: context full: %lld positions used, %lld more do not fit in %lld", (long long)s->len,
+                              (long long)n, (long long)s->max_len);
+    int nt = n_threads > 0 ? n_threads : attn_get_num_threads();
+    const int64_t start = s->len;
+    for (int64_t i = 0; i < n; i += LLAMA_CHUNK) {
+        int64_t k = n - i < LLAMA_CHUNK ? n - i : LLAMA_CHUNK;
+        int last = i + k == n;
+        float *lo = all_logits ? logits + i * c->vocab_size : logits;
+        if (!all_logits && !last) {
+            /* an intermediate chunk: its logits are not wanted; compute only the cache */
+            int rc = forward_chunk(s, logits, tokens + i, k, 0, nt);
+            if (rc < 0) {
+                s->len = start;
+                return rc;
+            }
+        } else {
+            int rc = forward_chunk(s, lo, tokens + i, k, all_logits, nt);
+            if (rc < 0) {
+                s->len = start;
+                return rc;
+            }
+        }
+        s->len += k;
+    }
+    return 0;
+}

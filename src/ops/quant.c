@@ -1,0 +1,365 @@
+/* Block-quantized matrices: dequantization, activation quantization, the portable kernel and the
+ * run-time kernel choice (see include/attn_quant.h). */
+#include "attn_quant.h"
+#include "core/internal.h"
+#include "ops/quant_internal.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+const char *attn_qtype_name(attn_qtype t) {
+    switch (t) {
+    case ATTN_QT_F32: return "f32";
+    case ATTN_QT_F16: return "f16";
+    case ATTN_QT_BF16: return "bf16";
+    case ATTN_QT_Q8_0: return "q8_0";
+    case ATTN_QT_Q4_0: return "q4_0";
+    case ATTN_QT_Q4_1: return "q4_1";
+    }
+    return "unknown";
+}
+
+int64_t attn_qtype_block(attn_qtype t) {
+    switch (t) {
+    case ATTN_QT_F32: case ATTN_QT_F16: case ATTN_QT_BF16: return 1;
+    case ATTN_QT_Q8_0: case ATTN_QT_Q4_0: case ATTN_QT_Q4_1: return 32;
+    }
+    return 0;
+}
+
+static size_t block_bytes(attn_qtype t) {
+    switch (t) {
+    case ATTN_QT_F32: return 4;
+    case ATTN_QT_F16: case ATTN_QT_BF16: return 2;
+    case ATTN_QT_Q8_0: return 34;
+    case ATTN_QT_Q4_0: return 18;
+    case ATTN_QT_Q4_1: return 20;
+    }
+    return 0;
+}
+
+size_t attn_qtype_row_bytes(attn_qtype t, int64_t cols) {
+    int64_t bl = attn_qtype_block(t);
+    if (bl == 0 || cols < 0 || cols % bl) return 0;
+    return (size_t)(cols / bl) * block_bytes(t);
+}
+
+static float h2f(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return attn__f16_to_f32(h);
+}
+
+static void dequant_row(float *out, const uint8_t *row, attn_qtype t, int64_t cols) {
+    switch (t) {
+    case ATTN_QT_F32: memcpy(out, row, sizeof(float) * (size_t)cols); return;
+    case ATTN_QT_F16:
+        for (int64_t i = 0; i < cols; i++) out[i] = h2f(row + 2 * i);
+        return;
+    case ATTN_QT_BF16:
+        for (int64_t i = 0; i < cols; i++) {
+            uint16_t h;
+            memcpy(&h, row + 2 * i, 2);
+            out[i] = attn__bf16_to_f32(h);
+        }
+        return;
+    case ATTN_QT_Q8_0:
+        for (int64_t b = 0; b < cols / 32; b++) {
+            const uint8_t *blk = row + b * 34;
+            float d = h2f(blk);
+            for (int j = 0; j < 32; j++) out[b * 32 + j] = d * (float)(int8_t)blk[2 + j];
+        }
+        return;
+    case ATTN_QT_Q4_0:
+    case ATTN_QT_Q4_1:
+        for (int64_t b = 0; b < cols / 32; b++) {
+            const uint8_t *blk = row + b * block_bytes(t);
+            float d = h2f(blk), m = t == ATTN_QT_Q4_1 ? h2f(blk + 2) : 0.0f;
+            const uint8_t *qs = blk + (t == ATTN_QT_Q4_1 ? 4 : 2);
+            int off = t == ATTN_QT_Q4_0 ? 8 : 0;
+            for (int j = 0; j < 16; j++) {
+                out[b * 32 + j] = d * (float)((qs[j] & 15) - off) + m;
+                out[b * 32 + j + 16] = d * (float)((qs[j] >> 4) - off) + m;
+            }
+        }
+        return;
+    }
+}
+
+static int check_matrix(const attn_qmatrix *w, const char *op) {
+    if (!w || (!w->data && w->rows > 0 && w->cols > 0)) return attn_set_error(ATTN_E_INVALID, "%s: matrix is NULL", op);
+    if (w->rows < 0 || w->cols < 0) return attn_set_error(ATTN_E_INVALID, "%s: negative matrix extent", op);
+    if (attn_qtype_block(w->type) == 0) return attn_set_error(ATTN_E_INVALID, "%s: unknown matrix type %d", op, (int)w->type);
+    if (w->cols % attn_qtype_block(w->type))
+        return attn_set_error(ATTN_E_INVALID, "%s: %s matrix with %lld columns (not a multiple of %lld)", op, attn_qtype_name(w->type),
+                              (long long)w->cols, (long long)attn_qtype_block(w->type));
+    return ATTN_OK;
+}
+
+int attn_qmatrix_dequantize_rows(float *out, const attn_qmatrix *w, int64_t r0, int64_t n) {
+    ATTN_TRY(check_matrix(w, "dequantize"));
+    if (!out && n > 0) return attn_set_error(ATTN_E_INVALID, "dequantize: out is NULL");
+    if (r0 < 0 || n < 0 || r0 + n > w->rows)
+        return attn_set_error(ATTN_E_RANGE, "dequantize: rows [%lld, %lld) outside [0, %lld)", (long long)r0, (long long)(r0 + n),
+                              (long long)w->rows);
+    size_t rb = attn_qtype_row_bytes(w->type, w->cols);
+    for (int64_t i = 0; i < n; i++) dequant_row(out + i * w->cols, (const uint8_t *)w->data + (size_t)(r0 + i) * rb, w->type, w->cols);
+    return ATTN_OK;
+}
+
+/* ---------------------------------------------------------------- activation quantization */
+
+static void quantize_row(attn__q8blk *q, const float *x, int64_t nb) {
+    for (int64_t b = 0; b < nb; b++) {
+        const float *v = x + b * 32;
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(v[j]));
+        float d = amax / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
+        int sum = 0;
+        for (int j = 0; j < 32; j++) {
+            int qi = (int)roundf(v[j] * id);
+            q[b].q[j] = (int8_t)qi;
+            sum += qi;
+        }
+        q[b].d = d;
+        q[b].s = d * (float)sum;
+    }
+}
+
+/* ---------------------------------------------------------------- portable kernel */
+
+static void qdot_portable(float *y, int64_t ldy, const attn__q8blk *xq, int64_t nb, int64_t M, const uint8_t *W, size_t rb,
+                          int64_t r0, int64_t r1, attn_qtype t) {
+    const size_t bs = block_bytes(t);
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t r = r0; r < r1; r++) {
+            const uint8_t *row = W + (size_t)r * rb;
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *blk = row + (size_t)b * bs;
+                const attn__q8blk *xb = xq + m * nb + b;
+                const float d = h2f(blk);
+                int32_t dot = 0;
+                if (t == ATTN_QT_Q8_0) {
+                    for (int j = 0; j < 32; j++) dot += (int32_t)(int8_t)blk[2 + j] * xb->q[j];
+                    acc += (float)dot * (d * xb->d);
+                } else {
+                    const uint8_t *qs = blk + (t == ATTN_QT_Q4_1 ? 4 : 2);
+                    for (int j = 0; j < 16; j++) dot += (int32_t)(qs[j] & 15) * xb->q[j] + (int32_t)(qs[j] >> 4) * xb->q[j + 16];
+                    const float mm = t == ATTN_QT_Q4_1 ? h2f(blk + 2) : -8.0f * d;
+                    acc += (float)dot * (d * xb->d) + mm * xb->s;
+                }
+            }
+            y[m * ldy + r] = acc;
+        }
+}
+
+/* ---------------------------------------------------------------- dispatch */
+
+int attn_qkernel_available(attn_qkernel k) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    /* every AVX2 CPU (Haswell, Zen and later) also has F16C, which clang 14 cannot query here */
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    switch (k) {
+    case ATTN_QK_AUTO: case ATTN_QK_PORTABLE: case ATTN_QK_REFERENCE: return 1;
+    case ATTN_QK_AVX2: return avx2 && attn__qdot_avx2() != NULL;
+    case ATTN_QK_AVX512VNNI:
+        return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni") && attn__qdot_avx512vnni() != NULL;
+    }
+    return 0;
+#else
+    return k == ATTN_QK_AUTO || k == ATTN_QK_PORTABLE || k == ATTN_QK_REFERENCE;
+#endif
+}
+
+static attn_qkernel chosen = ATTN_QK_AUTO;
+
+static attn_qkernel auto_kernel(void) {
+    if (chosen != ATTN_QK_AUTO) return chosen;
+    attn_qkernel k = attn_qkernel_available(ATTN_QK_AVX512VNNI) ? ATTN_QK_AVX512VNNI
+                     : attn_qkernel_available(ATTN_QK_AVX2)     ? ATTN_QK_AVX2
+                                                                : ATTN_QK_PORTABLE;
+    const char *e = getenv("ATTN_QUANT_KERNEL");
+    if (e) {
+        attn_qkernel f = strcmp(e, "portable") == 0 ? ATTN_QK_PORTABLE
+                         : strcmp(e, "avx2") == 0   ? ATTN_QK_AVX2
+                         : strcmp(e, "avx512vnni") == 0 ? ATTN_QK_AVX512VNNI
+                                                        : ATTN_QK_AUTO;
+        if (f != ATTN_QK_AUTO && attn_qkernel_available(f)) k = f;
+    }
+    chosen = k;
+    return k;
+}
+
+int attn_quant_set_kernel(attn_qkernel k) {
+    if (!attn_qkernel_available(k)) return attn_set_error(ATTN_E_UNSUPPORTED, "quant: kernel %d is not available on this CPU", (int)k);
+    chosen = ATTN_QK_AUTO;
+    if (k != ATTN_QK_AUTO) chosen = k;
+    return ATTN_OK;
+}
+
+const char *attn_quant_kernel_name(void) {
+    switch (auto_kernel()) {
+    case ATTN_QK_REFERENCE: return "reference";
+    case ATTN_QK_AVX512VNNI: return "avx512vnni";
+    case ATTN_QK_AVX2: return "avx2";
+    default: return "portable";
+    }
+}
+
+static attn__qdot_fn kernel_fn(attn_qkernel k) {
+    if (k == ATTN_QK_AUTO) k = auto_kernel();
+    if (k == ATTN_QK_AVX512VNNI) return attn__qdot_avx512vnni();
+    if (k == ATTN_QK_AVX2) return attn__qdot_avx2();
+    return qdot_portable;
+}
+
+/* ---------------------------------------------------------------- products */
+
+int attn_qmatmul_kernel(float *y, const float *x, const attn_qmatrix *w, int64_t M, int n_threads, attn_qkernel k) {
+    ATTN_TRY(check_matrix(w, "qmatmul"));
+    if (M < 0) return attn_set_error(ATTN_E_INVALID, "qmatmul: M < 0");
+    if ((!y || !x) && M > 0 && w->rows > 0) return attn_set_error(ATTN_E_INVALID, "qmatmul: NULL x or y");
+    if (!attn_qkernel_available(k)) return attn_set_error(ATTN_E_UNSUPPORTED, "qmatmul: kernel %d is not available on this CPU", (int)k);
+    const int64_t N = w->rows, K = w->cols;
+    if (M == 0 || N == 0) return ATTN_OK;
+    if (K == 0) {
+        memset(y, 0, sizeof(float) * (size_t)(M * N));
+        return ATTN_OK;
+    }
+    int nt = n_threads > 0 ? n_threads : attn_get_num_threads();
+    const size_t rb = attn_qtype_row_bytes(w->type, K);
+    const uint8_t *W = (const uint8_t *)w->data;
+    if (w->type == ATTN_QT_F32) {
+        attn_get_num_threads(); /* OpenBLAS single-threaded */
+        int64_t chunk = ((N + nt - 1) / nt + 15) / 16 * 16;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && M * N * K >= 1000000)
+        for (int t = 0; t < nt; t++) {
+            int64_t a = t * chunk, b = a + chunk < N ? a + chunk : N;
+            if (a < b)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)(b - a), (int)K, 1.0f, x, (int)K,
+                            (const float *)W + a * K, (int)K, 0.0f, y + a, (int)N);
+        }
+        return ATTN_OK;
+    }
+    if (w->type == ATTN_QT_F16 || w->type == ATTN_QT_BF16) {
+        int rc = ATTN_OK;
+#pragma omp parallel num_threads(nt)
+        {
+            float *row = (float *)malloc(sizeof(float) * (size_t)K);
+            if (!row) {
+#pragma omp atomic write
+                rc = ATTN_E_NOMEM;
+            }
+#pragma omp for schedule(static)
+            for (int64_t r = 0; r < N; r++) {
+                if (!row) continue;
+                dequant_row(row, W + (size_t)r * rb, w->type, K);
+                for (int64_t m = 0; m < M; m++) {
+                    float acc = 0.0f;
+                    for (int64_t i = 0; i < K; i++) acc += row[i] * x[m * K + i];
+                    y[m * N + r] = acc;
+                }
+            }
+            free(row);
+        }
+        return rc ? attn_set_error(rc, "qmatmul: out of memory") : ATTN_OK;
+    }
+    const int64_t nb = K / 32;
+    for (int64_t i = 0; i < M * K; i++)
+        if (!isfinite(x[i])) return attn_set_error(ATTN_E_RANGE, "qmatmul: x[%lld] is not finite", (long long)i);
+    if (k == ATTN_QK_AUTO) k = auto_kernel();
+    if (k == ATTN_QK_REFERENCE) {
+        int rc = ATTN_OK;
+#pragma omp parallel num_threads(nt)
+        {
+            float *row = (float *)malloc(sizeof(float) * (size_t)K);
+            if (!row) {
+#pragma omp atomic write
+                rc = ATTN_E_NOMEM;
+            }
+#pragma omp for schedule(static)
+            for (int64_t r = 0; r < N; r++) {
+                if (!row) continue;
+                dequant_row(row, W + (size_t)r * rb, w->type, K);
+                for (int64_t m = 0; m < M; m++) {
+                    double acc = 0;
+                    for (int64_t i = 0; i < K; i++) acc += (double)row[i] * (double)x[m * K + i];
+                    y[m * N + r] = (float)acc;
+                }
+            }
+            free(row);
+        }
+        return rc ? attn_set_error(rc, "qmatmul: out of memory") : ATTN_OK;
+    }
+    attn__q8blk *xq = (attn__q8blk *)malloc(sizeof(attn__q8blk) * (size_t)(M * nb));
+    if (!xq) return attn_set_error(ATTN_E_NOMEM, "qmatmul: out of memory");
+    attn__qdot_fn fn = kernel_fn(k);
+    if (nt > 1 && M * nb >= 64) {
+#pragma omp parallel for num_threads(nt) schedule(static)
+        for (int64_t m = 0; m < M; m++) quantize_row(xq + m * nb, x + m * K, nb);
+    } else {
+        for (int64_t m = 0; m < M; m++) quantize_row(xq + m * nb, x + m * K, nb);
+    }
+    if (nt > 1 && N * nb * M >= 4096) {
+        int64_t chunk = ((N + nt - 1) / nt + 15) / 16 * 16;
+#pragma omp parallel for num_threads(nt) schedule(static)
+        for (int t = 0; t < nt; t++) {
+            int64_t a = t * chunk, b = a + chunk < N ? a + chunk : N;
+            if (a < b) fn(y, N, xq, nb, M, W, rb, a, b, w->type);
+        }
+    } else {
+        fn(y, N, xq, nb, M, W, rb, 0, N, w->type);
+    }
+    free(xq);
+    return ATTN_OK;
+}
+
+int attn_qmatmul_n(float *const *y, const float *x, const attn_qmatrix *w, int count, int64_t M, int n_threads) {
+    if (count < 1 || !y || !w) return attn_set_error(ATTN_E_INVALID, "qmatmul_n: bad arguments");
+    int same = 1;
+    for (int i = 0; i < count; i++) {
+        ATTN_TRY(check_matrix(&w[i], "qmatmul_n"));
+        same &= w[i].cols == w[0].cols && attn_qtype_block(w[i].type) == 32 && w[i].rows % 16 == 0;
+    }
+    if (!same || count > 8 || M <= 0 || w[0].cols == 0 || auto_kernel() == ATTN_QK_REFERENCE) {
+        for (int i = 0; i < count; i++) ATTN_TRY(attn_qmatmul(y[i], x, &w[i], M, n_threads));
+        return ATTN_OK;
+    }
+    if (!x) return attn_set_error(ATTN_E_INVALID, "qmatmul_n: x is NULL");
+    const int64_t K = w[0].cols, nb = K / 32;
+    for (int64_t i = 0; i < M * K; i++)
+        if (!isfinite(x[i])) return attn_set_error(ATTN_E_RANGE, "qmatmul: x[%lld] is not finite", (long long)i);
+    attn__q8blk *xq = (attn__q8blk *)malloc(sizeof(attn__q8blk) * (size_t)(M * nb));
+    if (!xq) return attn_set_error(ATTN_E_NOMEM, "qmatmul: out of memory");
+    int nt = n_threads > 0 ? n_threads : attn_get_num_threads();
+    for (int64_t m = 0; m < M; m++) quantize_row(xq + m * nb, x + m * K, nb);
+    attn__qdot_fn fn = kernel_fn(ATTN_QK_AUTO);
+    int64_t total = 0;
+    for (int i = 0; i < count; i++) total += w[i].rows;
+    /* one parallel region for all matrices: thread t takes rows [a, b) of their concatenation */
+    int64_t chunk = ((total + nt - 1) / nt + 15) / 16 * 16;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int t = 0; t < nt; t++) {
+        int64_t a = t * chunk, b = a + chunk < total ? a + chunk : total, base = 0;
+        for (int i = 0; i < count && a < b; i++) {
+            int64_t lo = a > base ? a - base : 0, hi = b - base < w[i].rows ? b - base : w[i].rows;
+            if (lo < hi)
+                fn(y[i], w[i].rows, xq, nb, M, (const uint8_t *)w[i].data, attn_qtype_row_bytes(w[i].type, K), lo, hi, w[i].type);
+            base += w[i].rows;
+        }
+    }
+    free(xq);
+    return ATTN_OK;
+}
+
+int attn_qmatmul(float *y, const float *x, const attn_qmatrix *w, int64_t M, int n_threads) {
+    return attn_qmatmul_kernel(y, x, w, M, n_threads, ATTN_QK_AUTO);
+}

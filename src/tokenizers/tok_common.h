@@ -1,0 +1,31 @@
+/* Private helpers shared by the tokenizers in src/tokenizers/ (not installed):
+ * UTF-8 coding, whole-file reading, Unicode character classes. */
+#ifndef ATTN_TOK_COMMON_H
+#define ATTN_TOK_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TOK_MAX_FILE (1u << 30) /* largest tokenizer file read into memory */
+
+/* Decode one code point at s[i..len): its byte length (1..4), or 0 when the bytes there are
+ * not well-formed UTF-8 (RFC 3629 / Unicode Table 3-7). */
+int attn__utf8_decode(const unsigned char *s, size_t len, size_t i, int32_t *cp);
+/* Encode code point c (<= U+10FFFF) into out[0..4): returns the byte count. */
+int attn__utf8_encode(int32_t c, char *out);
+/* Read a whole file (at most TOK_MAX_FILE bytes) into a malloc'ed, NUL-terminated buffer.
+ * Errors: ATTN_E_IO, ATTN_E_FORMAT (too large), ATTN_E_NOMEM. */
+int attn__tok_read_file(const char *path, char **data, size_t *len);
+
+/* Rust's char::is_whitespace (Unicode White_Space). */
+int attn__uni_is_ws(int32_t c);
+/* Lowercase as Rust's char::to_lowercase (single code point mappings). */
+int32_t attn__uni_to_lower(int32_t c);
+/* BERT character sets as Hugging Face tokenizers 0.23.3 sees them (generated tables). */
+int attn__uni_bert_removed(int32_t c);
+int attn__uni_bert_punct(int32_t c);
+int attn__uni_bert_mn(int32_t c);
+int attn__uni_bert_cjk(int32_t c);
+int attn__uni_bert_ccc(int32_t c);
+
+#endif

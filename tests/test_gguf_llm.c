@@ -1,0 +1,496 @@
+/* GGUF reader, quantized kernels, byte-level BPE parity and SmolLM2-135M-Instruct fidelity:
+ *   - tests/fuzz/seeds_fuzz_gguf/{kv_types,tiny_llama}.gguf (scripts/gen_gguf_seeds.py): every metadata type, every
+ *     truncation, corrupted versions / types / architecture;
+ *   - dequantization equal to gguf.quants.dequantize (fixtures tiny_*.npy); every quantized
+ *     kernel vs the portable one and vs the float64 product within the stated bound;
+ *   - BPE ids equal to HF tokenizers built from the GGUF vocabulary (smollm2_bpe.tsv, 260 strings);
+ *   - SmolLM2 logits vs the dequantized float64 NumPy pass (smollm2_f64*, scripts/gen_smollm2_fixtures.py);
+ *   - chat / summarize CLI and their bad input. */
+#include "attn.h"
+#include "attn_bpe.h"
+#include "attn_gguf.h"
+#include "attn_llama.h"
+#include "attn_npy.h"
+#include "attn_quant.h"
+#include "attn_sampling.h"
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TINY "tests/fuzz/seeds_fuzz_gguf/tiny_llama.gguf"
+#define KVT "tests/fuzz/seeds_fuzz_gguf/kv_types.gguf"
+#define SMOL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+static unsigned char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = (unsigned char *)malloc((size_t)sz + 1);
+    *n = b ? fread(b, 1, (size_t)sz, f) : 0;
+    fclose(f);
+    return b;
+}
+
+static size_t find_bytes(const unsigned char *b, size_t n, const char *s) {
+    size_t l = strlen(s);
+    for (size_t i = 0; i + l <= n; i++)
+        if (memcmp(b + i, s, l) == 0) return i;
+    return (size_t)-1;
+}
+
+static void test_gguf_reader(void) {
+    attn_gguf *g = NULL;
+    CHECK_OK(attn_gguf_open(&g, KVT));
+    if (!g) return;
+    int64_t iv;
+    double dv;
+    int bv, et;
+    const char *s;
+    size_t len;
+    int64_t n;
+    CHECK(attn_gguf_version(g) == 3, "version 3");
+    CHECK(attn_gguf_get_int(g, "t.u8", &iv) == 0 && iv == 200, "u8");
+    CHECK(attn_gguf_get_int(g, "t.i8", &iv) == 0 && iv == -100, "i8");
+    CHECK(attn_gguf_get_int(g, "t.u16", &iv) == 0 && iv == 60000, "u16");
+    CHECK(attn_gguf_get_int(g, "t.i16", &iv) == 0 && iv == -30000, "i16");
+    CHECK(attn_gguf_get_int(g, "t.u32", &iv) == 0 && iv == 4000000000LL, "u32");
+    CHECK(attn_gguf_get_int(g, "t.i32", &iv) == 0 && iv == -2000000000LL, "i32");
+    CHECK(attn_gguf_get_int(g, "t.u64", &iv) == 0 && iv == (1LL << 40), "u64");
+    CHECK(attn_gguf_get_int(g, "t.i64", &iv) == 0 && iv == -(1LL << 40), "i64");
+    CHECK(attn_gguf_get_float(g, "t.f32", &dv) == 0 && dv == 1.5, "f32");
+    CHECK(attn_gguf_get_float(g, "t.f64", &dv) == 0 && dv == -2.25, "f64");
+    CHECK(attn_gguf_get_bool(g, "t.bool", &bv) == 0 && bv == 1, "bool");
+    CHECK(attn_gguf_get_str(g, "t.str", &s, &len) == 0 && len == 6 && memcmp(s, "héllo", 6) == 0, "string");
+    CHECK(attn_gguf_get_arr(g, "t.arr_i32", &et, &n) == 0 && n == 3 && attn_gguf_arr_num(g, "t.arr_i32", 1, &dv) == 0 && dv == -2, "int array");
+    CHECK(attn_gguf_arr_str(g, "t.arr_str", 1, &s, &len) == 0 && len == 2 && memcmp(s, "bc", 2) == 0, "string array");
+    CHECK(attn_gguf_arr_str(g, "t.arr_str", 2, &s, &len) == 0 && len == 0, "empty string element");
+    CHECK(attn_gguf_get_arr(g, "t.nested", &et, &n) == 0 && et == ATTN_GGUF_ARRAY && n == 2, "nested array");
+    CHECK_ERR(attn_gguf_arr_str(g, "t.arr_str", 3, &s, &len), ATTN_E_RANGE);
+    CHECK_ERR(attn_gguf_get_int(g, "t.str", &iv), ATTN_E_FORMAT);
+    CHECK_ERR(attn_gguf_get_int(g, "missing.key", &iv), ATTN_E_FORMAT);
+    CHECK(strstr(attn_last_error(), "missing.key") != NULL, "missing key named: %s", attn_last_error());
+    attn_gguf_close(g);
+    /* every truncation of both files is refused cleanly */
+    const char *files[] = {KVT, TINY};
+    for (int fi = 0; fi < 2; fi++) {
+        size_t sz;
+        unsigned char *b = slurp(files[fi], &sz);
+        CHECK(b != NULL, "read %s", files[fi]);
+        if (!b) continue;
+        int bad = 0, tried = 0;
+        size_t step = sz > 4000 ? 7 : 1;
+        for (size_t cut = 0; cut < sz; cut += (cut < 4096 ? 1 : step * 97)) {
+            attn_gguf *t = NULL;
+            int rc = attn_gguf_open_buffer(&t, b, cut);
+            tried++;
+            /* a file without tensors stays valid when only its final alignment padding is cut */
+            int padding_only = attn_gguf_n_tensors(t) == 0 && rc == 0 && cut + 32 > sz;
+            if ((rc != ATTN_E_FORMAT || t) && !padding_only) bad++;
+            attn_gguf_close(t);
+        }
+        CHECK(bad == 0, "%s: %d of %d truncations not refused with ATTN_E_FORMAT", files[fi], bad, tried);
+        free(b);
+    }
+    /* corruptions of tiny_llama.gguf */
+    size_t sz;
+    unsigned char *b = slurp(TINY, &sz);
+    if (!b) return;
+    unsigned char *c = (unsigned char *)malloc(sz);
+    memcpy(c, b, sz);
+    c[4] = 4; /* version 4 */
+    CHECK_ERR(attn_gguf_open_buffer(&g, c, sz), ATTN_E_FORMAT);
+    memcpy(c, b, sz);
+    memset(c + 8, 0xff, 8); /* tensor count 2^64-1 */
+    CHECK_ERR(attn_gguf_open_buffer(&g, c, sz), ATTN_E_FORMAT);
+    memcpy(c, b, sz);
+    c[0] = 'X';
+    CHECK_ERR(attn_gguf_open_buffer(&g, c, sz), ATTN_E_FORMAT);
+    /* the type field of tensor "output_norm.weight" (F32 = 0) set to Q4_K (12) */
+    memcpy(c, b, sz);
+    size_t at = find_bytes(c, sz, "output_norm.weight");
+    CHECK(at != (size_t)-1, "tensor name found");
+    if (at != (size_t)-1) {
+        size_t tpos = at + strlen("output_norm.weight") + 4 + 8; /* n_dims, ne[0] */
+        c[tpos] = 12;
+        CHECK_ERR(attn_gguf_open_buffer(&g, c, sz), ATTN_E_UNSUPPORTED);
+        CHECK(strstr(attn_last_error(), "q4_k") != NULL, "type named: %s", attn_last_error());
+        memcpy(c, b, sz);
+        c[tpos + 4] = 3; /* misaligned offset */
+        CHECK_ERR(attn_gguf_open_buffer(&g, c, sz), ATTN_E_FORMAT);
+    }
+    /* a string length running past the end */
+    memcpy(c, b, sz);
+    memset(c + 24, 0x7f, 8);
+    CHECK_ERR(attn_gguf_open_buffer(&g, c, sz), ATTN_E_FORMAT);
+    /* another architecture, through the model loader */
+    memcpy(c, b, sz);
+    at = find_bytes(c, sz, "llama");
+    char path[] = "/tmp/attn_gguf_XXXXXX";
+    int fd = mkstemp(path);
+    if (at != (size_t)-1 && fd >= 0) {
+        c[at + 1] = 'x'; /* "lxama" */
+        CHECK(write(fd, c, sz) == (ssize_t)sz, "write temp");
+        attn_llama *m = NULL;
+        CHECK_ERR(attn_llama_load_gguf(&m, path), ATTN_E_UNSUPPORTED);
+        CHECK(strstr(attn_last_error(), "lxama") != NULL, "architecture named: %s", attn_last_error());
+        /* truncated model file */
+        CHECK(ftruncate(fd, (off_t)(sz - 100)) == 0, "truncate");
+        CHECK_ERR(attn_llama_load_gguf(&m, path), ATTN_E_FORMAT);
+    }
+    if (fd >= 0) {
+        close(fd);
+        unlink(path);
+    }
+    free(c);
+    free(b);
+}
+
+/* ------------------------------------------------------------------ quantized kernels */
+
+static uint16_t f2h(float f) { /* small positive/negative normal values only (test data) */
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000;
+    int e = (int)((x >> 23) & 0xff) - 127 + 15;
+    uint32_t mant = (x >> 13) & 0x3ff;
+    if (e <= 0) return (uint16_t)sign;
+    return (uint16_t)(sign | ((uint32_t)e << 10) | mant);
+}
+
+static void test_quant(void) {
+    /* dequantization equals gguf.quants.dequantize */
+    attn_gguf *g = NULL;
+    CHECK_OK(attn_gguf_open(&g, TINY));
+    const char *names[] = {"token_embd.weight", "blk.0.attn_q.weight", "blk.0.attn_v.weight"};
+    const char *fx[] = {"llama/tiny_token_embd.npy", "llama/tiny_blk_0_attn_q.npy", "llama/tiny_blk_0_attn_v.npy"};
+    for (int i = 0; g && i < 3; i++) {
+        attn_gguf_tensor t;
+        attn_tensor ref;
+        CHECK_OK(attn_gguf_find_tensor(g, names[i], &t));
+        CHECK_OK(attn_npy_load(&ref, attn_test_fixture(fx[i])));
+        attn_qmatrix m = {t.type, t.data, t.ne[1], t.ne[0]};
+        float *d = (float *)malloc(sizeof(float) * (size_t)(t.ne[0] * t.ne[1]));
+        CHECK_OK(attn_qmatrix_dequantize_rows(d, &m, 0, m.rows));
+        CHECK(ref.shape[0] == m.rows && ref.shape[1] == m.cols && attn_test_max_abs_diff(d, (float *)ref.data, (size_t)(m.rows * m.cols)) == 0,
+              "%s (%s) dequantizes exactly as gguf.quants", names[i], attn_qtype_name(t.type));
+        free(d);
+        free(ref.data);
+    }
+    attn_gguf_close(g);
+    /* kernels on random blocks: N rows, K = 256, M = 1, 3, 8 activation rows */
+    const attn_qtype types[] = {ATTN_QT_Q8_0, ATTN_QT_Q4_0, ATTN_QT_Q4_1};
+    const int64_t N = 37, K = 256;
+    uint64_t seed = 12345;
+    for (int ti = 0; ti < 3; ti++) {
+        attn_qtype ty = types[ti];
+        size_t rb = attn_qtype_row_bytes(ty, K), bs = ty == ATTN_QT_Q8_0 ? 34 : ty == ATTN_QT_Q4_0 ? 18 : 20;
+        unsigned char *w = (unsigned char *)malloc(rb * N);
+        for (size_t i = 0; i < rb * N; i++) {
+            seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+            w[i] = (unsigned char)seed;
+        }
+        for (int64_t r = 0; r < N; r++)
+            for (int64_t b = 0; b < K / 32; b++) {
+                float x[2];
+                attn_test_fill_uniform(x, 2, -0.05f, 0.05f, &seed);
+                uint16_t h = f2h(x[0]), mh = f2h(x[1]);
+                memcpy(w + r * rb + b * bs, &h, 2);
+                if (ty == ATTN_QT_Q4_1) memcpy(w + r * rb + b * bs + 2, &mh, 2);
+            }
+        attn_qmatrix m = {ty, w, N, K};
+        float *wd = (float *)malloc(sizeof(float) * N * K);
+        attn_qmatrix_dequantize_rows(wd, &m, 0, N);
+        for (int64_t M = 1; M <= 9; M += 4) {
+            float *x = (float *)malloc(sizeof(float) * M * K), *y0 = (float *)malloc(sizeof(float) * M * N),
+                  *y1 = (float *)malloc(sizeof(float) * M * N);
+            attn_test_fill_uniform(x, (size_t)(M * K), -2.0f, 2.0f, &seed);
+            x[5] = 40.0f; /* an outlier in one block */
+            CHECK_OK(attn_qmatmul_kernel(y0, x, &m, M, 1, ATTN_QK_PORTABLE));
+            /* vs float64 product of the dequantized weights with unquantized x, within the bound */
+            int within = 1;
+            double worst_ratio = 0;
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t r = 0; r < N; r++) {
+                    double exact = 0, bound = 0;
+                    for (int64_t b = 0; b < K / 32; b++) {
+                        double amax = 0, sw = 0;
+                        for (int j = 0; j < 32; j++) amax = fmax(amax, fabs(x[i * K + b * 32 + j]));
+                        for (int j = 0; j < 32; j++) sw += fabs(wd[r * K + b * 32 + j]);
+                        bound += sw * (amax / 127.0) / 2.0; /* |Σ w·(x - x̃)| <= Σ|w| · d_x/2 */
+                    }
+                    for (int64_t k = 0; k < K; k++) exact += (double)wd[r * K + k] * x[i * K + k];
+                    double err = fabs(y0[i * N + r] - exact), lim = bound * 1.0001 + 1e-5 * fabs(exact) + 1e-6;
+                    if (err > lim) within = 0;
+                    if (bound > 0) worst_ratio = fmax(worst_ratio, err / bound);
+                }
+            CHECK(within, "%s M=%lld: error vs float64 dequantized product within the 8-bit activation bound (worst err/bound %.3f)",
+                  attn_qtype_name(ty), (long long)M, worst_ratio);
+            attn_qkernel ks[] = {ATTN_QK_AVX2, ATTN_QK_AVX512VNNI, ATTN_QK_AUTO};
+            for (int k = 0; k < 3; k++) {
+                if (!attn_qkernel_available(ks[k])) continue;
+                for (int nt = 1; nt <= 2; nt++) {
+                    CHECK_OK(attn_qmatmul_kernel(y1, x, &m, M, nt, ks[k]));
+                    double d = 0, mx = attn_test_max_abs(y0, (size_t)(M * N));
+                    for (int64_t i = 0; i < M * N; i++) d = fmax(d, fabs(y1[i] - y0[i]));
+                    /* same integer sums; float32 sums of 8 blocks in another order */
+                    CHECK(d <= 1e-5 * mx + 1e-6, "%s kernel %d threads %d M=%lld vs portable: %.3g (max %.3g)", attn_qtype_name(ty), (int)ks[k], nt,
+                          (long long)M, d, mx);
+                }
+            }
+            free(x);
+            free(y0);
+            free(y1);
+        }
+        free(wd);
+        free(w);
+    }
+    /* several matrices in one region (attn_qmatmul_n) equal separate products */
+    {
+        const int64_t K2 = 64, R1 = 32, R2 = 48;
+        size_t rb = attn_qtype_row_bytes(ATTN_QT_Q4_1, K2);
+        unsigned char *wa = (unsigned char *)calloc(rb, (size_t)(R1 + R2));
+        for (size_t i = 0; i < rb * (size_t)(R1 + R2); i++) wa[i] = (unsigned char)(i * 37 + 11);
+        for (int64_t r = 0; r < R1 + R2; r++)
+            for (int b = 0; b < 2; b++) {
+                uint16_t h = f2h(0.01f + 0.001f * (float)r), mh = f2h(-0.02f);
+                memcpy(wa + r * rb + b * 20, &h, 2);
+                memcpy(wa + r * rb + b * 20 + 2, &mh, 2);
+            }
+        attn_qmatrix ws[2] = {{ATTN_QT_Q4_1, wa, R1, K2}, {ATTN_QT_Q4_1, wa + R1 * rb, R2, K2}};
+        float x[3 * 64], a1[3 * 32], a2[3 * 48], b1[3 * 32], b2[3 * 48];
+        attn_test_fill_uniform(x, 3 * 64, -1.0f, 1.0f, &seed);
+        for (int64_t M = 1; M <= 3; M += 2) {
+            float *const outs[2] = {b1, b2};
+            CHECK_OK(attn_qmatmul(a1, x, &ws[0], M, 1));
+            CHECK_OK(attn_qmatmul(a2, x, &ws[1], M, 1));
+            CHECK_OK(attn_qmatmul_n(outs, x, ws, 2, M, 2));
+            CHECK(memcmp(a1, b1, sizeof(float) * (size_t)(M * R1)) == 0 && memcmp(a2, b2, sizeof(float) * (size_t)(M * R2)) == 0,
+                  "qmatmul_n equals separate products (M=%lld)", (long long)M);
+        }
+        free(wa);
+    }
+    printf("quant: kernel in use: %s\n", attn_quant_kernel_name());
+    float xx[32] = {0}, yy[4];
+    unsigned char wq[34 * 4] = {0};
+    attn_qmatrix bad = {ATTN_QT_Q8_0, wq, 4, 31};
+    CHECK_ERR(attn_qmatmul(yy, xx, &bad, 1, 1), ATTN_E_INVALID);
+    bad.cols = 32;
+    xx[3] = NAN;
+    CHECK_ERR(attn_qmatmul(yy, xx, &bad, 1, 1), ATTN_E_RANGE);
+}
+
+/* ------------------------------------------------------------------ BPE and SmolLM2 */
+
+static int parse_ids(const char *s, int32_t *ids, int cap) {
+    int n = 0;
+    while (s && *s && n < cap) {
+        char *e;
+        long v = strtol(s, &e, 10);
+        if (e == s) break;
+        ids[n++] = (int32_t)v;
+        s = e;
+    }
+    return n;
+}
+
+static size_t unhex(const char *h, char *out) {
+    if (!h || strcmp(h, "-") == 0) return 0;
+    size_t n = strlen(h) / 2;
+    for (size_t i = 0; i < n; i++) {
+        unsigned v;
+        sscanf(h + 2 * i, "%2x", &v);
+        out[i] = (char)v;
+    }
+    return n;
+}
+
+static void test_smollm2(void) {
+    if (access(SMOL, R_OK) != 0) {
+        CHECK(0, "%s is missing: run scripts/setup.sh", SMOL);
+        return;
+    }
+    attn_llama *m = NULL;
+    CHECK_OK(attn_llama_load_gguf(&m, SMOL));
+    if (!m) return;
+    const attn_llama_config *c = attn_llama_get_config(m);
+    CHECK(c->dim == 576 && c->hidden_dim == 1536 && c->n_layers == 30 && c->n_heads == 9 && c->n_kv_heads == 3 && c->head_dim == 64 &&
+              c->vocab_size == 49152 && c->context == 8192 && c->tied_output && c->rope_theta == 100000.0f && c->add_bos == 0 &&
+              c->eot_id == 2 && strcmp(c->weight_type, "q4_1") == 0,
+          "SmolLM2 config");
+    CHECK(attn_llama_chat_template(m) && strstr(attn_llama_chat_template(m), "<|im_start|>"), "chat template");
+    const attn_bpe *tok = attn_llama_tokenizer(m);
+    /* BPE parity with HF tokenizers (built from this file's vocabulary and merges) */
+    FILE *f = fopen(attn_test_fixture("llama/smollm2_bpe.tsv"), "r");
+    CHECK(f != NULL, "smollm2_bpe.tsv");
+    static char line[1 << 16], text[1 << 15], dec[1 << 16];
+    int n_ok = 0, n_all = 0, rt_ok = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        char *h = strtok(line, "\t"), *ids_s = strtok(NULL, "\t");
+        size_t tl = unhex(h, text);
+        int32_t want[4096], got[4096];
+        int nw = parse_ids(ids_s, want, 4096);
+        int64_t ng = 0;
+        int rc = attn_bpe_encode(tok, text, tl, 1, got, 4096, &ng);
+        int ok = rc == 0 && ng == nw && memcmp(got, want, sizeof(int32_t) * (size_t)nw) == 0;
+        n_all++;
+        n_ok += ok;
+        if (!ok) CHECK(0, "BPE case '%.*s': %lld ids vs HF %d", (int)tl, text, (long long)ng, nw);
+        size_t dl = 0;
+        if (rc == 0 && attn_bpe_decode(tok, got, ng, 1, dec, sizeof dec, &dl) == 0) {
+            /* bytes the vocabulary lacks (0x04, 0x06, ...) are dropped, as by HF */
+            int lossless = 1;
+            for (size_t i = 0; i < tl; i++)
+                if (text[i] == 4 || text[i] == 6 || text[i] == 0x13 || text[i] == 0x14 || text[i] == 0x16 || text[i] == 0x1d) lossless = 0;
+            rt_ok += !lossless || (dl == tl && memcmp(dec, text, tl) == 0);
+        }
+    }
+    if (f) fclose(f);
+    CHECK(n_all >= 200 && n_ok == n_all, "byte-level BPE parity with HF tokenizers: %d/%d strings", n_ok, n_all);
+    CHECK(rt_ok == n_all, "decode(encode(x)) == x: %d/%d", rt_ok, n_all);
+    printf("smollm2: BPE ids identical to HF tokenizers on %d/%d strings\n", n_ok, n_all);
+    /* logits vs the dequantized float64 pass, at every step of its greedy continuation */
+    f = fopen(attn_test_fixture("llama/smollm2_f64.tsv"), "r");
+    attn_tensor rid, rlg;
+    int have = f && attn_npy_load(&rid, attn_test_fixture("llama/smollm2_f64_ids.npy")) == 0 &&
+               attn_npy_load(&rlg, attn_test_fixture("llama/smollm2_f64_logits.npy")) == 0;
+    CHECK(have, "SmolLM2 float64 fixtures");
+    attn_llama_state *st = NULL;
+    CHECK_OK(attn_llama_state_create(&st, m, 512));
+    float *lg = (float *)malloc(sizeof(float) * 49152 * 80);
+    int64_t row = 0;
+    double worst = 0;
+    int steps = 0, same_top = 0;
+    while (have && st && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        strtok(line, "\t");
+        char *p_s = strtok(NULL, "\t"), *g_s = strtok(NULL, "\t");
+        int32_t seq[512];
+        int np_ = parse_ids(p_s, seq, 400), ng = parse_ids(g_s, seq + np_, 100);
+        attn_llama_state_reset(st);
+        CHECK_OK(attn_llama_forward(st, lg, seq, np_ + ng, 1, 0));
+        const int K = (int)rid.shape[1];
+        for (int s = 0; s <= ng; s++, row++) {
+            const float *l = lg + (size_t)(np_ - 1 + s) * 49152;
+            const int32_t *ids = (const int32_t *)rid.data + row * K;
+            const double *ref = (const double *)rlg.data + row * K;
+            for (int k = 0; k < K; k++) worst = fmax(worst, fabs(l[ids[k]] - ref[k]));
+            same_top += attn_logits_argmax(l, 49152) == ids[0];
+            steps++;
+        }
+    }
+    if (f) fclose(f);
+    /* Tolerance: attn quantizes activations to 8 bits per 32-value block for the Q4_1 / Q8_0
+     * products (as llama.cpp does) and computes in float32; the float64 pass does neither.
+     * Measured: max |diff| 1.56 over all kept logits (magnitudes up to ~42; typical step 0.2-0.6),
+     * argmax equal at 51 of 52 steps. With unquantized activations (below) the gap is < 1e-4, so
+     * this is the activation quantization's error, not the model's. Stated bound: 2.0. */
+    CHECK(steps >= 40 && worst < 2.0, "SmolLM2 logits vs float64 dequantized pass: max |diff| %.3f over %d steps (tol 2.0)", worst, steps);
+    printf("smollm2: max |logit - float64 dequantized reference| = %.3f over %d steps; argmax equal at %d/%d\n", worst, steps, same_top, steps);
+    /* the same first prompt with the reference kernel (unquantized activations, float64 sums):
+     * what is left is float32 rounding, so the gap above is the 8-bit activation quantization */
+    if (have && st) {
+        CHECK_OK(attn_quant_set_kernel(ATTN_QK_REFERENCE));
+        FILE *f2 = fopen(attn_test_fixture("llama/smollm2_f64.tsv"), "r");
+        if (f2 && fgets(line, sizeof line, f2)) {
+            strtok(line, "\t");
+            char *p_s = strtok(NULL, "\t"), *g_s = strtok(NULL, "\t");
+            int32_t seq[512];
+            int np_ = parse_ids(p_s, seq, 400), ng = parse_ids(g_s, seq + np_, 100);
+            attn_llama_state_reset(st);
+            CHECK_OK(attn_llama_forward(st, lg, seq, np_ + ng, 1, 0));
+            double w2 = 0;
+            const int K = (int)rid.shape[1];
+            for (int s = 0; s <= ng; s++)
+                for (int k = 0; k < K; k++) {
+                    const float *l = lg + (size_t)(np_ - 1 + s) * 49152;
+                    w2 = fmax(w2, fabs(l[((const int32_t *)rid.data)[s * K + k]] - ((const double *)rlg.data)[s * K + k]));
+                }
+            CHECK(w2 < 1e-3, "SmolLM2 with unquantized activations vs float64: max |diff| %.3g (tol 1e-3)", w2);
+            printf("smollm2: with the reference kernel (float activations) max |logit - float64| = %.3g over %d steps\n", w2, ng + 1);
+        }
+        if (f2) fclose(f2);
+        CHECK_OK(attn_quant_set_kernel(ATTN_QK_AUTO));
+    }
+    if (have) {
+        free(rid.data);
+        free(rlg.data);
+    }
+    /* a cached step equals the uncached pass */
+    {
+        int32_t seq[8] = {504, 3458, 282, 4649, 314, 7042, 30, 216};
+        attn_llama_state_reset(st);
+        CHECK_OK(attn_llama_forward(st, lg, seq, 8, 1, 0));
+        float one[49152];
+        attn_llama_state_reset(st);
+        double d = 0;
+        for (int i = 0; i < 8; i++) {
+            CHECK_OK(attn_llama_forward(st, one, seq + i, 1, 0, 0));
+            for (int v = 0; v < 49152; v++) d = fmax(d, fabs(one[v] - lg[(size_t)i * 49152 + v]));
+        }
+        /* The attention paths differ by ~1e-6 (prefill tile vs decode row kernel); the 8-bit activation
+         * rounding of the next product turns such a difference into a different int8 value now and
+         * then, so the logits of a quantized model move by up to the activation-quantization error
+         * (measured 0.79). The exact equality of cached and uncached passes is checked on the float32
+         * stories260K model (tests/test_llama.c, 2e-5). */
+        CHECK(d < 1.5, "SmolLM2 cached steps vs one pass: max |diff| %.3g (tol 1.5, activation-quantization noise)", d);
+    }
+    free(lg);
+    attn_llama_state_free(st);
+    attn_llama_free(m);
+}
+
+static void test_cli(void) {
+    char dir[] = "/tmp/attn_chat_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "temp dir");
+    const char *bin = attn_test_cli_path();
+    static char out[1 << 16], err[1 << 14];
+    if (access(SMOL, R_OK) == 0) {
+        const char *chat[] = {"chat", "--model", SMOL, "What is the capital of France?", "-n", "24", "--threads", "1", NULL};
+        int rc = attn_test_run(bin, dir, out, sizeof out, err, sizeof err, chat);
+        CHECK(rc == 0 && strlen(out) > 5 && !strstr(out, "<|im_") && strstr(err, "tokens/s"), "attn chat: exit %d, reply '%s'", rc, out);
+        const char *tmpl[] = {"chat", "--model", SMOL, "--template", "alpaca", "hi", NULL};
+        rc = attn_test_run(bin, dir, out, sizeof out, err, sizeof err, tmpl);
+        CHECK(rc == 2 && strstr(err, "template"), "unknown --template: exit %d '%s'", rc, err);
+    }
+    /* summarize on the tiny model: a text longer than its context (256) is cut with a note */
+    char path[512];
+    snprintf(path, sizeof path, "%s/long.txt", dir);
+    FILE *f = fopen(path, "w");
+    for (int i = 0; i < 400; i++) fputs("the cat sat on the mat. ", f);
+    fclose(f);
+    const char *sum[] = {"summarize", "--model", TINY, path, "-n", "8", NULL};
+    int rc = attn_test_run(bin, dir, out, sizeof out, err, sizeof err, sum);
+    CHECK(rc == 1 || rc == 0, "summarize tiny: exit %d", rc);
+    CHECK(rc == 1 ? strstr(err, "template") != NULL : strstr(err, "only the first") != NULL, "summarize: '%s'", err);
+    const char *sum2[] = {"summarize", "--model", TINY, "--template", "chatml", path, NULL};
+    rc = attn_test_run(bin, dir, out, sizeof out, err, sizeof err, sum2);
+    CHECK(rc == 2, "summarize has no --template option: exit %d", rc);
+    const char *gen[] = {"generate", "--model", TINY, "-p", "the cat", "-n", "300", "--temp", "0", NULL};
+    rc = attn_test_run(bin, dir, out, sizeof out, err, sizeof err, gen);
+    CHECK(rc == 0 && strncmp(out, "the cat", 7) == 0 && strstr(err, "context is full"), "context full said plainly: exit %d '%s'", rc, err);
+    const char *badf[] = {"generate", "--model", KVT, "-p", "x", NULL};
+    rc = attn_test_run(bin, dir, out, sizeof out, err, sizeof err, badf);
+    CHECK(rc == 1 && strstr(err, "architecture"), "GGUF without a model: exit %d '%s'", rc, err);
+    unlink(path);
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s/stdout.txt", dir);
+    unlink(tmp);
+    snprintf(tmp, sizeof tmp, "%s/stderr.txt", dir);
+    unlink(tmp);
+    rmdir(dir);
+}
+
+int main(void) {
+    attn_test_name = "gguf_llm";
+    test_gguf_reader();
+    test_quant();
+    test_smollm2();
+    test_cli();
+    return attn_test_finish();
+}

@@ -1,0 +1,164 @@
+/* attn chat: answer with an instruct model through its chat template (ChatML). */
+#include "cli.h"
+#include "llm.h"
+
+#include "attn_tokenizer.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "Usage: attn chat --model FILE.gguf [--system TEXT] [--template chatml] [options] [MESSAGE]\n"
+            "\n"
+            "Applies the model's chat template (ChatML: <|im_start|>ROLE\\nTEXT<|im_end|>\\n, with the\n"
+            "template's default system turn unless --system is given) and prints only the reply.\n"
+            "Without MESSAGE: on a terminal, an interactive conversation kept in the KV cache (an empty\n"
+            "line or end of input ends it); otherwise the whole standard input is the message.\n"
+            "A template attn does not know is an error; --template chatml uses ChatML anyway.\n"
+            "\n"
+            "Options:\n"
+            "  --model FILE        GGUF instruct model (e.g. SmolLM2-135M-Instruct)\n"
+            "  --system TEXT       system message (default: the template's own)\n"
+            "  --template NAME     chatml\n"
+            "  -n N                at most N tokens per reply (default 256)\n"
+            "  --temp T            temperature, 0 = greedy (default 0 for chat)\n"
+            "  --top-k K, --top-p P, --min-p P, --repeat-penalty R, --seed S, --threads N\n"
+            "                      as for attn generate\n"
+            "  -h, --help          this help\n");
+}
+
+static int encode_append(llm_ctx *c, const char *text, int32_t **ids, int64_t *n) {
+    size_t len = strlen(text);
+    if (attn_tokenizer_validate_utf8(text, len, NULL) < 0) return cli_lib_error("the message");
+    int64_t cap = (int64_t)len + 8, got = 0;
+    int32_t *p = (int32_t *)malloc(sizeof(int32_t) * (size_t)cap);
+    if (!p) return cli_error("out of memory");
+    if (attn_bpe_encode(c->tok, text, len, 1, p, cap, &got) < 0) {
+        free(p);
+        return cli_lib_error("tokenizing");
+    }
+    *ids = p;
+    *n = got;
+    return CLI_OK;
+}
+
+static int turn(llm_ctx *c, attn_llama_state *st, const char *text, const llm_opts *o, int32_t **hist, int64_t *nh, int64_t *ch) {
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    int rc = encode_append(c, text, &ids, &n);
+    if (rc != CLI_OK) return rc;
+    llm_stats s;
+    rc = llm_generate(c, st, ids, n, o, stdout, hist, nh, ch, &s);
+    free(ids);
+    if (rc == CLI_OK) {
+        putchar('\n');
+        fflush(stdout);
+        llm_print_stats(&s);
+        /* close the assistant turn in the cache so the next turn follows ChatML */
+        const attn_llama_config *cfg = attn_llama_get_config(c->model);
+        if (s.stop_reason == 1 && cfg->eot_id >= 0 && attn_llama_state_len(st) < attn_llama_state_max_len(st)) {
+            float *lg = (float *)malloc(sizeof(float) * (size_t)cfg->vocab_size);
+            int32_t e = cfg->eot_id;
+            if (!lg || attn_llama_forward(st, lg, &e, 1, 0, (int)o->threads) < 0) rc = cli_lib_error("chat");
+            free(lg);
+        }
+    }
+    return rc;
+}
+
+int cmd_chat(int argc, char **argv) {
+    const char *model = NULL, *system = NULL, *tmpl = NULL, *message = NULL;
+    llm_opts o;
+    llm_opts_default(&o, 256);
+    o.sp.temperature = 0.0f;
+    cli_args a = cli_args_start(argc, argv, "chat");
+    while (cli_more(&a)) {
+        const char *val;
+        int r;
+        if (cli_help(&a)) {
+            usage(stdout);
+            return CLI_OK;
+        } else if ((r = cli_opt(&a, NULL, "--model", &val))) {
+            if (r < 0) return CLI_USAGE;
+            model = val;
+        } else if ((r = cli_opt(&a, NULL, "--system", &val))) {
+            if (r < 0) return CLI_USAGE;
+            system = val;
+        } else if ((r = cli_opt(&a, NULL, "--template", &val))) {
+            if (r < 0) return CLI_USAGE;
+            tmpl = val;
+        } else if ((r = llm_parse_opt(&a, "chat", &o))) {
+            if (r < 0) return CLI_USAGE;
+        } else if (a.argv[a.i][0] == '-' && a.argv[a.i][1] != 0) {
+            return cli_unknown(&a);
+        } else {
+            if (message) return cli_usage_error("chat", "one MESSAGE only (quote it)");
+            message = a.argv[a.i++];
+        }
+    }
+    if (!model) return cli_usage_error("chat", "--model FILE is required");
+    if (tmpl && strcmp(tmpl, "chatml") != 0) return cli_usage_error("chat", "unknown --template '%s' (known: chatml)", tmpl);
+    llm_ctx c;
+    int rc = llm_load(&c, "chat", model, NULL);
+    if (rc != CLI_OK) return rc;
+    char *dflt_sys = NULL, *text = NULL, *input = NULL;
+    attn_llama_state *st = NULL;
+    int32_t *hist = NULL;
+    int64_t nh = 0, ch = 0;
+    if (!c.is_gguf) {
+        rc = cli_error("chat needs a GGUF instruct model with a chat template");
+        goto done;
+    }
+    rc = llm_template_system(attn_llama_chat_template(c.model), tmpl, &dflt_sys);
+    if (rc != CLI_OK) goto done;
+    if (!system) system = dflt_sys;
+    if (o.threads > 0) attn_set_num_threads((int)o.threads);
+    if (attn_llama_state_create(&st, c.model, 0) < 0) {
+        rc = cli_lib_error("KV cache");
+        goto done;
+    }
+    int interactive = !message && isatty(0);
+    if (!message && !interactive) {
+        size_t len;
+        if (llm_read_all(stdin, &input, &len) < 0) {
+            rc = cli_error("reading standard input failed");
+            goto done;
+        }
+        while (len && (input[len - 1] == '\n' || input[len - 1] == '\r')) input[--len] = 0;
+        message = input;
+    }
+    if (!interactive) {
+        text = llm_chatml(system, message, 1);
+        rc = text ? turn(&c, st, text, &o, &hist, &nh, &ch) : cli_error("out of memory");
+        goto done;
+    }
+    fprintf(stderr, "attn chat: type a message, an empty line or Ctrl-D ends\n");
+    char line[8192];
+    int first = 1;
+    for (;;) {
+        fprintf(stderr, "> ");
+        fflush(stderr);
+        if (!fgets(line, sizeof line, stdin)) break;
+        line[strcspn(line, "\r\n")] = 0;
+        if (!line[0]) break;
+        free(text);
+        text = llm_chatml(system, line, first);
+        first = 0;
+        if (!text) {
+            rc = cli_error("out of memory");
+            break;
+        }
+        rc = turn(&c, st, text, &o, &hist, &nh, &ch);
+        if (rc != CLI_OK) break;
+    }
+done:
+    free(text);
+    free(input);
+    free(dflt_sys);
+    free(hist);
+    attn_llama_state_free(st);
+    llm_free(&c);
+    return rc;
+}

@@ -5,6 +5,7 @@
 
 #include <setjmp.h>
 #include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -219,7 +220,7 @@ int attn__read_whole_file(uint8_t **out, size_t *len, const char *path, size_t m
     *out = NULL;
     *len = 0;
     FILE *f = fopen(path, "rb");
-    if (!f) return attn_set_error(ATTN_E_IO, "cannot open %s", path);
+    if (!f) return attn_set_error(ATTN_E_IO, "cannot open %s: %s", path, strerror(errno));
     size_t cap = 1 << 16, n = 0;
     uint8_t *buf = (uint8_t *)malloc(cap);
     if (!buf) {
@@ -243,15 +244,16 @@ int attn__read_whole_file(uint8_t **out, size_t *len, const char *path, size_t m
             buf = nb;
             cap = nc;
         }
+        errno = 0;
         size_t r = fread(buf + n, 1, cap - n, f);
         n += r;
         if (r == 0) break;
     }
-    int err = ferror(f);
+    int err = ferror(f) ? (errno ? errno : EIO) : 0;
     fclose(f);
     if (err) {
         free(buf);
-        return attn_set_error(ATTN_E_IO, "cannot read %s", path);
+        return attn_set_error(ATTN_E_IO, "cannot read %s: %s", path, strerror(err));
     }
     *out = buf;
     *len = n;

@@ -22,14 +22,17 @@ from ._ffi import library_path
 from .attention import VARIANTS, scaled_dot_product_attention, sdpa, variant
 from .embedder import Embedder
 from .ops import layer_norm, positional_encoding, rms_norm, rope, softmax
+from .llm import LLM
 from .speech import Segment, Transcription, Whisper
 from .translate import TranslationResult, Translator
+from .vision import ImageClassifier
 
 __version__ = "0.1.0"
 
 __all__ = [
     "sdpa", "scaled_dot_product_attention", "variant", "VARIANTS", "positional_encoding",
-    "layer_norm", "rms_norm", "rope", "softmax", "Embedder", "Translator", "TranslationResult", "Whisper", "Transcription", "Segment",
+    "layer_norm", "rms_norm", "rope", "softmax", "Embedder", "Translator", "TranslationResult", "Whisper", "Transcription", "Segment", "LLM",
+    "ImageClassifier",
     "set_num_threads",
     "get_num_threads", "version", "library_path", "AttnError", "InvalidArgumentError",
     "ShapeError", "DTypeError", "AttnMemoryError", "AttnIOError", "FormatError", "RangeError",

@@ -239,6 +239,121 @@ typedef struct {
 int attn_whisper_transcribe(attn_whisper *m, attn_whisper_result *out, const float *samples, int64_t n,
                             const attn_whisper_opts *o);
 void attn_whisper_result_free(attn_whisper_result *r);
+
+typedef enum { ATTN_BPE_BYTE_LEVEL = 0, ATTN_BPE_SENTENCEPIECE = 1 } attn_bpe_kind;
+typedef struct attn_bpe attn_bpe;
+int attn_bpe_load_llama2c(attn_bpe **out, const char *path, int64_t vocab_size);
+void attn_bpe_free(attn_bpe *t);
+int attn_bpe_encode(const attn_bpe *t, const char *text, size_t len, int parse_special, int32_t *ids, int64_t cap,
+                    int64_t *n_ids);
+int64_t attn_bpe_vocab_size(const attn_bpe *t);
+int32_t attn_bpe_bos_id(const attn_bpe *t);
+int32_t attn_bpe_eos_id(const attn_bpe *t);
+int32_t attn_bpe_token_to_id(const attn_bpe *t, const char *token);
+const char *attn_bpe_id_to_token(const attn_bpe *t, int32_t id, size_t *len);
+typedef struct {
+    unsigned char pend[8];
+    int n_pend;
+    int32_t prev_id;
+    int render_special;
+} attn_bpe_stream;
+void attn_bpe_stream_init(attn_bpe_stream *s, int render_special);
+int attn_bpe_stream_push(const attn_bpe *t, attn_bpe_stream *s, int32_t id, char *out, size_t cap, size_t *len);
+int attn_bpe_stream_flush(attn_bpe_stream *s, char *out, size_t cap, size_t *len);
+size_t attn_bpe_max_token_bytes(const attn_bpe *t);
+int attn_bpe_decode(const attn_bpe *t, const int32_t *ids, int64_t n, int render_special, char *out, size_t cap,
+                    size_t *len);
+
+typedef struct {
+    float temperature;
+    int32_t top_k;
+    float top_p;
+    float min_p;
+    float repetition_penalty;
+    int64_t repeat_last_n;
+    uint64_t seed;
+} attn_sampler_params;
+attn_sampler_params attn_sampler_params_default(void);
+typedef struct attn_sampler attn_sampler;
+int attn_sampler_create(attn_sampler **out, const attn_sampler_params *p, int64_t V);
+void attn_sampler_free(attn_sampler *s);
+int attn_sampler_sample(attn_sampler *s, int32_t *token, float *logits, const int32_t *history, int64_t n_history);
+
+typedef struct {
+    int64_t dim;
+    int64_t hidden_dim;
+    int64_t n_layers;
+    int64_t n_heads;
+    int64_t n_kv_heads;
+    int64_t head_dim;
+    int64_t vocab_size;
+    int64_t context;
+    float rope_theta;
+    float norm_eps;
+    int tied_output;
+    int32_t bos_id, eos_id, eot_id;
+    int add_bos;
+    const char *arch;
+    const char *weight_type;
+} attn_llama_config;
+typedef struct attn_llama attn_llama;
+int attn_llama_load_llama2c(attn_llama **out, const char *path);
+int attn_llama_load_gguf(attn_llama **out, const char *path);
+void attn_llama_free(attn_llama *m);
+const attn_llama_config *attn_llama_get_config(const attn_llama *m);
+const attn_bpe *attn_llama_tokenizer(const attn_llama *m);
+const char *attn_llama_chat_template(const attn_llama *m);
+typedef struct attn_llama_state attn_llama_state;
+int attn_llama_state_create(attn_llama_state **out, const attn_llama *m, int64_t max_len);
+void attn_llama_state_free(attn_llama_state *s);
+void attn_llama_state_reset(attn_llama_state *s);
+int64_t attn_llama_state_len(const attn_llama_state *s);
+int64_t attn_llama_state_max_len(const attn_llama_state *s);
+int attn_llama_forward(attn_llama_state *s, float *logits, const int32_t *tokens, int64_t n, int all_logits, int n_threads);
+
+typedef struct {
+    uint8_t *data;
+    int64_t width;
+    int64_t height;
+    int channels;
+} attn_image;
+int attn_image_load(attn_image *out, const char *path);
+void attn_image_free(attn_image *img);
+typedef struct attn_vit attn_vit;
+typedef struct {
+    int64_t image_h, image_w;
+    int64_t patch_h, patch_w;
+    int64_t channels;
+    int64_t d_model;
+    int64_t n_layers;
+    int64_t n_heads;
+    int64_t d_ff;
+    float eps;
+    attn_activation act;
+    int qkv_bias;
+    int64_t n_labels;
+    int do_resize;
+    int64_t resize_h, resize_w;
+    int do_rescale;
+    float rescale_factor;
+    int do_normalize;
+    float mean[3], std[3];
+} attn_vit_config;
+int attn_vit_load(attn_vit **out, const char *model_dir);
+void attn_vit_free(attn_vit *m);
+const attn_vit_config *attn_vit_get_config(const attn_vit *m);
+const char *attn_vit_label(const attn_vit *m, int64_t i);
+int attn_vit_preprocess(const attn_vit *m, float *pixels, int64_t cap, int64_t *height, int64_t *width,
+                        const attn_image *img, int keep_size);
+typedef struct {
+    float *last_hidden;
+    float *hidden_states;
+    float *attentions;
+} attn_vit_extra;
+int attn_vit_forward(const attn_vit *m, float *logits, attn_vit_extra *extra, const float *pixels, int64_t B,
+                     int64_t height, int64_t width, attn_arena *arena);
+int64_t attn_vit_tokens(const attn_vit *m, int64_t height, int64_t width);
+int attn_attention_rollout(float *out, const float *attentions, int64_t L, int64_t B, int64_t H, int64_t T);
 """
 
 ffi = FFI()

@@ -1,0 +1,289 @@
+"""Decoder-only language models (Llama architecture: GGUF files or llama2.c checkpoints) with
+streaming generation, shaped like llama-cpp-python's Llama."""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+
+import numpy as np
+
+from ._core import check_float, check_int, raise_for
+from ._ffi import ffi, lib
+
+Prompt = Union[str, Sequence[int]]
+
+
+class LLM:
+    """A Llama-architecture model run by libattn (include/attn_llama.h): token embedding,
+    RMSNorm pre-norm blocks with RoPE, grouped-query attention over a KV cache (attn's fused
+    SDPA kernel) and SwiGLU, then the output matrix.
+
+    ``LLM(path)`` opens a GGUF file (weights F32 / F16 / BF16 / Q8_0 / Q4_0 / Q4_1 used in
+    place from the mmap'ed file; tokenizer and chat template from the file) or a llama2.c
+    checkpoint (then ``tokenizer=`` names its tokenizer.bin).
+
+    ``generate(prompt, ...)`` yields the text as it is produced (never half a UTF-8
+    character); ``__call__`` returns it whole; ``chat(messages)`` applies ChatML for models
+    whose chat template is ChatML. Each call uses its own KV cache, so one LLM may serve
+    several threads; the GIL is released during the forward passes.
+
+    Raises (constructor): OSError (missing file), ValueError (malformed file),
+    NotImplementedError (another architecture or tensor type), TypeError / ValueError for a
+    llama2.c checkpoint without its tokenizer.
+    """
+
+    def __init__(self, model_path: Union[str, "os.PathLike[str]"], tokenizer: Optional[str] = None,
+                 n_ctx: int = 0):
+        path = os.fspath(model_path)
+        raw = os.fsencode(path)
+        if b"\x00" in raw:
+            raise ValueError("LLM: model_path contains a NUL character")
+        with open(path, "rb") as f:  # OSError for a missing file, with its name
+            magic = f.read(4)
+        pp = ffi.new("attn_llama **")
+        self.is_gguf = magic == b"GGUF"
+        if self.is_gguf:
+            raise_for(lib.attn_llama_load_gguf(pp, raw))
+        else:
+            raise_for(lib.attn_llama_load_llama2c(pp, raw))
+        self._m = ffi.gc(pp[0], lib.attn_llama_free)
+        c = lib.attn_llama_get_config(self._m)
+        self.n_ctx = check_int(n_ctx, "n_ctx", "LLM", minimum=0) or int(c.context)
+        if self.is_gguf:
+            self._tok = lib.attn_llama_tokenizer(self._m)
+            self._own_tok = None
+        else:
+            if tokenizer is None:
+                raise ValueError("LLM: a llama2.c checkpoint needs tokenizer= (its tokenizer.bin)")
+            tp = ffi.new("attn_bpe **")
+            raise_for(lib.attn_bpe_load_llama2c(tp, os.fsencode(os.fspath(tokenizer)), c.vocab_size))
+            self._own_tok = ffi.gc(tp[0], lib.attn_bpe_free)
+            self._tok = self._own_tok
+        s = lambda p: ffi.string(p).decode("utf-8", "replace") if p != ffi.NULL else None
+        self.config: Dict[str, Any] = {
+            "dim": int(c.dim), "hidden_dim": int(c.hidden_dim), "n_layers": int(c.n_layers),
+            "n_heads": int(c.n_heads), "n_kv_heads": int(c.n_kv_heads), "head_dim": int(c.head_dim),
+            "vocab_size": int(c.vocab_size), "context": int(c.context), "rope_theta": float(c.rope_theta),
+            "norm_eps": float(c.norm_eps), "bos_id": int(c.bos_id), "eos_id": int(c.eos_id),
+            "eot_id": int(c.eot_id), "add_bos": bool(c.add_bos), "arch": s(c.arch),
+            "weight_type": s(c.weight_type),
+        }
+        self.chat_template: Optional[str] = s(lib.attn_llama_chat_template(self._m)) if self.is_gguf else None
+        self._cap = 3 * int(lib.attn_bpe_max_token_bytes(self._tok)) + 32
+        self.model_path = path
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"LLM({self.model_path!r}: {c['arch']}, {c['n_layers']} layers, dim {c['dim']}, "
+                f"{c['n_heads']}/{c['n_kv_heads']} heads, vocab {c['vocab_size']}, {c['weight_type']})")
+
+    # ------------------------------------------------------------ tokens
+
+    def tokenize(self, text: str, add_bos: Optional[bool] = None, special: bool = False) -> List[int]:
+        """Token ids of `text`. add_bos: None = the model's rule (llama2.c yes; many GGUF chat
+        models no). special: control-token strings in the text (e.g. "<|im_start|>") become
+        their ids. Raises TypeError (not a str), ValueError (NUL, lone surrogate)."""
+        if not isinstance(text, str):
+            raise TypeError(f"tokenize: text must be a str, got {type(text).__name__}")
+        if "\x00" in text:
+            raise ValueError("tokenize: text contains a NUL character")
+        try:
+            raw = text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ValueError(f"tokenize: text is not valid Unicode ({e.reason})") from None
+        n = ffi.new("int64_t *")
+        rc = lib.attn_bpe_encode(self._tok, raw, len(raw), 1 if special else 0, ffi.NULL, 0, n)
+        if rc < 0 and n[0] == 0:
+            raise_for(rc)
+        ids = ffi.new("int32_t[]", max(int(n[0]), 1))
+        raise_for(lib.attn_bpe_encode(self._tok, raw, len(raw), 1 if special else 0, ids, n[0], n))
+        out = [int(ids[i]) for i in range(n[0])]
+        bos = self.config["bos_id"]
+        if (self.config["add_bos"] if add_bos is None else add_bos) and bos >= 0:
+            out.insert(0, bos)
+        return out
+
+    def detokenize(self, ids: Sequence[int], special: bool = False) -> str:
+        """The text of token ids (special tokens rendered when special=True)."""
+        arr = self._ids(ids, "detokenize")
+        cap = self._cap * max(len(arr), 1) + 1
+        out = ffi.new("char[]", cap)
+        n = ffi.new("size_t *")
+        raise_for(lib.attn_bpe_decode(self._tok, arr, len(arr), 1 if special else 0, out, cap, n))
+        return ffi.buffer(out, n[0])[:].decode("utf-8", "replace")
+
+    def _ids(self, ids: Sequence[int], fn: str) -> Any:
+        if isinstance(ids, (str, bytes)):
+            raise TypeError(f"{fn}: ids must be a sequence of ints")
+        vals = [check_int(i, "token id", fn) for i in ids]
+        V = self.config["vocab_size"]
+        for i in vals:
+            if not 0 <= i < V:
+                raise ValueError(f"{fn}: token id {i} is outside the vocabulary [0, {V})")
+        return ffi.new("int32_t[]", vals) if vals else ffi.new("int32_t[]", 1)
+
+    # ------------------------------------------------------------ forward
+
+    def logits(self, tokens: Sequence[int]) -> np.ndarray:
+        """Logits float32 ``[n, vocab_size]`` for every position of a fresh sequence of
+        tokens (one causal pass). Raises ValueError (ids out of range, longer than n_ctx)."""
+        arr = self._ids(tokens, "logits")
+        n = len(tokens)
+        if n < 1:
+            raise ValueError("logits: at least one token is needed")
+        st = self._state(n)
+        out = np.empty((n, self.config["vocab_size"]), dtype=np.float32)
+        raise_for(lib.attn_llama_forward(st, ffi.cast("float *", out.ctypes.data), arr, n, 1, 0))
+        return out
+
+    def _state(self, max_len: int) -> Any:
+        sp = ffi.new("attn_llama_state **")
+        raise_for(lib.attn_llama_state_create(sp, self._m, max_len))
+        return ffi.gc(sp[0], lib.attn_llama_state_free)
+
+    # ------------------------------------------------------------ generation
+
+    def generate(self, prompt: Prompt, max_tokens: int = 128, temperature: float = 0.8, top_k: int = 40,
+                 top_p: float = 0.95, min_p: float = 0.05, repeat_penalty: float = 1.0, repeat_last_n: int = 64,
+                 seed: int = 0, stop: Optional[Union[str, Sequence[str]]] = None,
+                 add_bos: Optional[bool] = None) -> Iterator[str]:
+        """Continue `prompt` (a str, or token ids used as given), yielding the text of each
+        token as it is sampled (UTF-8 characters split across tokens come out whole). Stops
+        after max_tokens, at the end-of-sequence / end-of-turn token, at a stop string (not
+        included in the text), or when the context (n_ctx) is full.
+
+        Sampling (include/attn_sampling.h, the order of transformers' generate()): repetition
+        penalty over the last repeat_last_n ids, temperature (0 = greedy argmax), top-k,
+        top-p, min-p, then a draw from xoshiro256** seeded by `seed` (the same seed gives the
+        same text on every machine).
+
+        Raises (before the first token): TypeError / ValueError for bad arguments (the
+        sampler's message for out-of-range values), ValueError if the prompt does not fit in
+        n_ctx or holds an id outside the vocabulary.
+        """
+        stops = [stop] if isinstance(stop, str) else list(stop or [])
+        if any(not isinstance(x, str) or not x for x in stops):
+            raise ValueError("generate: stop strings must be non-empty str")
+        run = self._setup("generate", prompt, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty,
+                          repeat_last_n, seed, add_bos)
+        return self._text(run, stops)
+
+    def generate_ids(self, prompt: Prompt, max_tokens: int = 128, temperature: float = 0.8, top_k: int = 40,
+                     top_p: float = 0.95, min_p: float = 0.05, repeat_penalty: float = 1.0,
+                     repeat_last_n: int = 64, seed: int = 0, add_bos: Optional[bool] = None) -> Iterator[int]:
+        """As generate (without stop strings), yielding the sampled token ids (the
+        end-of-sequence / end-of-turn token is not yielded), like llama-cpp-python's
+        Llama.generate."""
+        run = self._setup("generate_ids", prompt, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty,
+                          repeat_last_n, seed, add_bos)
+        return (t for t, _ in run)
+
+    def _setup(self, fn: str, prompt: Prompt, max_tokens: int, temperature: float, top_k: int, top_p: float,
+               min_p: float, repeat_penalty: float, repeat_last_n: int, seed: int,
+               add_bos: Optional[bool]) -> Iterator[Any]:
+        if isinstance(prompt, str):
+            ids = self.tokenize(prompt, add_bos=add_bos)
+        else:
+            ids = [check_int(i, "token id", fn) for i in prompt]
+        if not ids:
+            raise ValueError(f"{fn}: the prompt is empty (and the model adds no BOS)")
+        n_max = check_int(max_tokens, "max_tokens", fn, minimum=0)
+        p = ffi.new("attn_sampler_params *", lib.attn_sampler_params_default())
+        p.temperature = check_float(temperature, "temperature", fn)
+        p.top_k = check_int(top_k, "top_k", fn)
+        p.top_p = check_float(top_p, "top_p", fn)
+        p.min_p = check_float(min_p, "min_p", fn)
+        p.repetition_penalty = check_float(repeat_penalty, "repeat_penalty", fn)
+        p.repeat_last_n = check_int(repeat_last_n, "repeat_last_n", fn)
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 1 << 64:
+            raise ValueError(f"{fn}: seed must be an int in [0, 2**64), got {seed!r}")
+        p.seed = int(seed)
+        sp = ffi.new("attn_sampler **")
+        raise_for(lib.attn_sampler_create(sp, p, self.config["vocab_size"]))
+        sampler = ffi.gc(sp[0], lib.attn_sampler_free)
+        arr = self._ids(ids, fn)
+        if len(ids) > self.n_ctx:
+            raise ValueError(f"{fn}: the prompt has {len(ids)} tokens, more than n_ctx = {self.n_ctx}")
+        return self._run(sampler, arr, ids, n_max)
+
+    @staticmethod
+    def _text(tokens: Iterator[Any], stops: List[str]) -> Iterator[str]:
+        pending = ""  # text held back while it could be the start of a stop string
+        hold = max((len(x) for x in stops), default=1) - 1
+        for _, piece in tokens:
+            pending += piece
+            if stops:
+                cut = min((pending.find(x) for x in stops if x in pending), default=-1)
+                if cut >= 0:
+                    if cut:
+                        yield pending[:cut]
+                    return
+                if len(pending) > hold:
+                    yield pending[: len(pending) - hold]
+                    pending = pending[len(pending) - hold:]
+            elif pending:
+                yield pending
+                pending = ""
+        if pending:
+            yield pending
+
+    def _run(self, sampler: Any, arr: Any, ids: List[int], n_max: int) -> Iterator[Any]:
+        """Yields (token id, its text) pairs; the text of the final flush comes with id -1."""
+        st = self._state(self.n_ctx)
+        V = self.config["vocab_size"]
+        logits = np.empty(V, dtype=np.float32)
+        lp = ffi.cast("float *", logits.ctypes.data)
+        ends = {self.config["eos_id"], self.config["eot_id"]} - {-1}
+        hist = ffi.new("int32_t[]", self.n_ctx + 1)
+        for i, t in enumerate(ids):
+            hist[i] = t
+        n_hist = len(ids)
+        stream = ffi.new("attn_bpe_stream *")
+        lib.attn_bpe_stream_init(stream, 0)
+        buf = ffi.new("char[]", self._cap)
+        blen = ffi.new("size_t *")
+        tok = ffi.new("int32_t *")
+        raise_for(lib.attn_llama_forward(st, lp, arr, len(ids), 0, 0))
+        for _ in range(n_max):
+            raise_for(lib.attn_sampler_sample(sampler, tok, lp, hist, n_hist))
+            t = int(tok[0])
+            if t in ends:
+                break
+            raise_for(lib.attn_bpe_stream_push(self._tok, stream, t, buf, self._cap, blen))
+            yield t, ffi.buffer(buf, blen[0])[:].decode("utf-8", "replace")
+            hist[n_hist] = t
+            n_hist += 1
+            if n_hist >= self.n_ctx:
+                break
+            raise_for(lib.attn_llama_forward(st, lp, tok, 1, 0, 0))
+        raise_for(lib.attn_bpe_stream_flush(stream, buf, self._cap, blen))
+        if blen[0]:
+            yield -1, ffi.buffer(buf, blen[0])[:].decode("utf-8", "replace")
+
+    def __call__(self, prompt: Prompt, **options: Any) -> str:
+        """The whole generated text (options as generate)."""
+        return "".join(self.generate(prompt, **options))
+
+    def chat(self, messages: Sequence[Dict[str, str]], **options: Any) -> Iterator[str]:
+        """Answer a conversation, yielding the reply's text as it is produced.
+
+        messages: [{"role": "system" | "user" | "assistant", "content": str}, ...], formatted
+        with ChatML ("<|im_start|>role\\ncontent<|im_end|>\\n" ..., then the assistant's
+        turn), which is what the model's chat template must be (e.g. SmolLM2, Qwen);
+        generation stops at the end-of-turn token. Options as generate.
+        Raises: NotImplementedError for a model whose template is not ChatML;
+        TypeError / ValueError for malformed messages.
+        """
+        tmpl = self.chat_template or ""
+        if "<|im_start|>" not in tmpl:
+            raise NotImplementedError("chat: this model's chat template is not ChatML "
+                                      "(use generate() with a prompt formatted for it)")
+        parts = []
+        for i, msg in enumerate(messages):
+            if not isinstance(msg, dict) or not isinstance(msg.get("content"), str) or \
+                    msg.get("role") not in ("system", "user", "assistant"):
+                raise TypeError(f"chat: message {i} must be {{'role': system|user|assistant, 'content': str}}")
+            parts.append(f"<|im_start|>{msg['role']}\n{msg['content']}<|im_end|>\n")
+        parts.append("<|im_start|>assistant\n")
+        ids = self.tokenize("".join(parts), special=True)
+        return self.generate(ids, **options)

@@ -386,7 +386,10 @@ int attn_bpe_load_llama2c(attn_bpe **out, const char *path, int64_t vocab_size) 
         sp.bos_id = 1;
         sp.eos_id = 2;
         rc = attn_bpe_create(out, &sp);
-        if (rc == 0) (*out)->n_spec = 0; /* llama2.c never matches <s> / </s> in the text */
+        if (rc == 0) { /* llama2.c never matches <s> / </s> in the text */
+            for (int k = 0; k < (*out)->n_spec; k++) free((*out)->spec[k].s);
+            (*out)->n_spec = 0;
+        }
     }
 done:
     free(toks);

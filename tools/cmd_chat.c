@@ -91,11 +91,11 @@ int cmd_chat(int argc, char **argv) {
             tmpl = val;
         } else if ((r = llm_parse_opt(&a, "chat", &o))) {
             if (r < 0) return CLI_USAGE;
-        } else if (a.argv[a.i][0] == '-' && a.argv[a.i][1] != 0) {
-            return cli_unknown(&a);
-        } else {
+        } else if (cli_positional(&a, &val)) {
             if (message) return cli_usage_error("chat", "one MESSAGE only (quote it)");
-            message = a.argv[a.i++];
+            message = val;
+        } else {
+            return cli_unknown(&a);
         }
     }
     if (!model) return cli_usage_error("chat", "--model FILE is required");

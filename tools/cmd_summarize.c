@@ -43,11 +43,11 @@ int cmd_summarize(int argc, char **argv) {
             model = val;
         } else if ((r = llm_parse_opt(&a, "summarize", &o))) {
             if (r < 0) return CLI_USAGE;
-        } else if (a.argv[a.i][0] == '-' && a.argv[a.i][1] != 0) {
-            return cli_unknown(&a);
-        } else {
+        } else if (cli_positional(&a, &val)) {
             if (path) return cli_usage_error("summarize", "one input FILE only");
-            path = a.argv[a.i++];
+            path = val;
+        } else {
+            return cli_unknown(&a);
         }
     }
     if (!model) return cli_usage_error("summarize", "--model FILE is required");

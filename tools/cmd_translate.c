@@ -89,14 +89,12 @@ static int write_attention(const char *path, int png, const attn_translation *t)
     }
     attn_heatmap_opts o = attn_heatmap_opts_default();
     o.title = "cross-attention (last decoder layer, head 0)";
-    o.row_labels = (const char *const *)h->tokens;
-    o.col_labels = (const char *const *)t->src_tokens;
-    o.x_label = "source";
-    o.y_label = "target";
+    o.format = ATTN_VIZ_PNG; /* path is the staging file: its name has no .png */
     o.has_range = 1;
     o.vmin = 0;
     o.vmax = 1;
-    if (attn_heatmap_png(path, &a, &o) < 0) return cli_lib_error(NULL);
+    if (attn_cross_attention_write(path, &a, (const char *const *)t->src_tokens, (const char *const *)h->tokens, &o) < 0)
+        return cli_lib_error(NULL);
     return CLI_OK;
 }
 

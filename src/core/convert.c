@@ -18,6 +18,7 @@
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define ATTN__HAVE_X86 1
 #endif
@@ -162,7 +163,10 @@ int attn__convert_simd_supported(void) {
     int c = __atomic_load_n(&cached, __ATOMIC_RELAXED);
     if (c < 0) {
         __builtin_cpu_init();
-        c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+        /* F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports has no "f16c" */
+        unsigned int eax, ebx, ecx = 0, edx;
+        int f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
+        c = __builtin_cpu_supports("avx2") && f16c;
         __atomic_store_n(&cached, c, __ATOMIC_RELAXED);
     }
     return c;

@@ -352,7 +352,7 @@ int attn_ct2_read_f32(float *dst, const attn_ct2_var *v) {
         return ATTN_OK;
     }
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (v->dtype == ATTN_CT2_F16 && __builtin_cpu_supports("f16c") && !getenv("ATTN_NO_F16C")) {
+    if (v->dtype == ATTN_CT2_F16 && attn__convert_simd_supported() && !getenv("ATTN_NO_F16C")) {
         attn__f16_rows_f16c(dst, p, v->numel);
         return ATTN_OK;
     }

@@ -14,7 +14,7 @@
  * kernel widens each tile of q, k and v to float32 as it loads it (k and v are never copied
  * whole) and runs the float32 kernels, accumulating in float32; the reference reads them into
  * float64. A half output is the float32 result rounded once (to nearest even). On this code's
- * CPUs there is no native bf16 arithmetic path (AVX-512 BF16 / AMX are not implemented), so the
+ * CPUs there is no native bf16 arithmetic path (AVX-512 BF16 / AMX kernels are absent), so the
  * arithmetic cost is that of float32; the memory traffic for k and v is halved.
  * Measured error against the float64 reference of the same half inputs, inputs ~N(0,1): as for
  * float32 inputs (< 2e-6 x max|out|); see tests/test_sdpa_half.c.

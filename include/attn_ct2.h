@@ -77,6 +77,7 @@ int64_t attn_ct2_num_variables(const attn_ct2_file *f);
 const attn_ct2_var *attn_ct2_variable(const attn_ct2_file *f, int64_t i);
 /* attn_ct2_num_aliases / attn_ct2_alias: alias i's name and target (NULL out of range). */
 int64_t attn_ct2_num_aliases(const attn_ct2_file *f);
+/* attn_ct2_alias: alias i's name (returned) and its target variable's name (*target); NULL out of range. */
 const char *attn_ct2_alias(const attn_ct2_file *f, int64_t i, const char **target);
 
 /* attn_ct2_find: the variable called `name`, following an alias; NULL when absent (no

@@ -55,6 +55,7 @@ const attn_translator_config *attn_translator_get_config(const attn_translator *
 
 /* attn_translator_target_id / _source_id: the id of a vocabulary token, -1 when absent. */
 int32_t attn_translator_target_id(const attn_translator *m, const char *token);
+/* attn_translator_source_id: the source-vocabulary id of token, -1 when absent. */
 int32_t attn_translator_source_id(const attn_translator *m, const char *token);
 /* attn_translator_target_token: the token of a target id ("" out of range). */
 const char *attn_translator_target_token(const attn_translator *m, int32_t id);

@@ -164,7 +164,9 @@ int attn_heatmap_write(const char *path, const attn_tensor *m, const attn_heatma
 /* attn_heatmap_png / _svg / _pdf: attn_heatmap_write in that format whatever the path's
  * extension or o->format. Same arguments and errors. */
 int attn_heatmap_png(const char *path, const attn_tensor *m, const attn_heatmap_opts *o);
+/* attn_heatmap_svg: attn_heatmap_write as SVG whatever the path's extension. */
 int attn_heatmap_svg(const char *path, const attn_tensor *m, const attn_heatmap_opts *o);
+/* attn_heatmap_pdf: attn_heatmap_write as PDF whatever the path's extension. */
 int attn_heatmap_pdf(const char *path, const attn_tensor *m, const attn_heatmap_opts *o);
 
 /* attn_heatmap_grid_write: several matrices as a grid of panels sharing one colour scale.
@@ -181,8 +183,10 @@ int attn_heatmap_grid_write(const char *path, const attn_tensor *m, int grid_col
 /* attn_heatmap_grid_png / _svg / _pdf: attn_heatmap_grid_write in that format. */
 int attn_heatmap_grid_png(const char *path, const attn_tensor *m, int grid_cols,
                           const char *const *captions, const attn_heatmap_opts *o);
+/* attn_heatmap_grid_svg: attn_heatmap_grid_write as SVG. */
 int attn_heatmap_grid_svg(const char *path, const attn_tensor *m, int grid_cols,
                           const char *const *captions, const attn_heatmap_opts *o);
+/* attn_heatmap_grid_pdf: attn_heatmap_grid_write as PDF. */
 int attn_heatmap_grid_pdf(const char *path, const attn_tensor *m, int grid_cols,
                           const char *const *captions, const attn_heatmap_opts *o);
 

@@ -788,6 +788,138 @@ static void test_reader_errors(void) {
     }
 }
 
+/* Naive float64 SDPA (GQA: query head h uses key head h / (H / Hkv)), optional bottom-right causal
+ * mask; inputs contiguous [1, H, L, D]. The independent reference for test_half_dtypes. */
+static void naive_sdpa64(double *out, const float *q, const float *k, const float *v, int H, int Hkv, int Lq, int Lk,
+                         int D, int causal) {
+    double s[64];
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < Lq; i++) {
+            const float *qi = q + ((size_t)h * Lq + i) * D;
+            const int hk = h / (H / Hkv);
+            double mx = -INFINITY, sum = 0;
+            for (int j = 0; j < Lk; j++) {
+                const float *kj = k + ((size_t)hk * Lk + j) * D;
+                double d = 0;
+                for (int x = 0; x < D; x++) d += (double)qi[x] * kj[x];
+                s[j] = causal && j > i + Lk - Lq ? -INFINITY : d / sqrt((double)D);
+                if (s[j] > mx) mx = s[j];
+            }
+            for (int j = 0; j < Lk; j++) sum += (s[j] = exp(s[j] - mx));
+            for (int x = 0; x < D; x++) {
+                double o = 0;
+                for (int j = 0; j < Lk; j++) o += s[j] * v[((size_t)hk * Lk + j) * D + x];
+                out[((size_t)h * Lq + i) * D + x] = o / sum;
+            }
+        }
+}
+
+/* `attn sdpa` with float16 .npy inputs and --dtype bf16|fp16|fp32. The reference is naive_sdpa64 on
+ * the values the kernel must see (float16 inputs decoded exactly; --dtype bf16 rounds float32 inputs
+ * to bfloat16, so the reference rounds them the same way). Tolerances: a float32 output is within
+ * 2e-5 of it (float32 accumulation over D = 32, Lk = 23 of |x| < 2 values: measured ~1e-6); a float16
+ * output adds its own rounding, half an ulp = |x| * 2^-11, so |out - ref| <= |ref| * 2^-11 + 2e-5.
+ * A CLI that skipped the bf16 rounding would miss by ~4e-3 (inputs' relative error 2^-9). */
+static void test_half_dtypes(void) {
+    enum { H = 4, HKV = 2, LQ = 17, LK = 23, D = 32 };
+    static float q[H * LQ * D], k[HKV * LK * D], v[HKV * LK * D], qr[H * LQ * D], kr[HKV * LK * D], vr[HKV * LK * D];
+    static uint16_t qh[H * LQ * D], kh[HKV * LK * D], vh[HKV * LK * D];
+    static double ref[H * LQ * D];
+    uint64_t seed = 77;
+    attn_test_fill_uniform(q, H * LQ * D, -2, 2, &seed);
+    attn_test_fill_uniform(k, HKV * LK * D, -2, 2, &seed);
+    attn_test_fill_uniform(v, HKV * LK * D, -2, 2, &seed);
+    CHECK_OK(attn_convert(qh, ATTN_F16, q, ATTN_F32, H * LQ * D));
+    CHECK_OK(attn_convert(kh, ATTN_F16, k, ATTN_F32, HKV * LK * D));
+    CHECK_OK(attn_convert(vh, ATTN_F16, v, ATTN_F32, HKV * LK * D));
+    int64_t sq[4] = {1, H, LQ, D}, sk[4] = {1, HKV, LK, D};
+    char p16[3][600], p32[3][600], op[600];
+    const void *h16[3] = {qh, kh, vh};
+    const float *f32[3] = {q, k, v};
+    const char *nm[3] = {"q", "k", "v"};
+    attn_tensor t;
+    for (int i = 0; i < 3; i++) {
+        char n[32];
+        snprintf(n, sizeof n, "h16%s.npy", nm[i]);
+        snprintf(p16[i], sizeof p16[i], "%s", tmp_path(n));
+        snprintf(n, sizeof n, "h32%s.npy", nm[i]);
+        snprintf(p32[i], sizeof p32[i], "%s", tmp_path(n));
+        attn_tensor_make(&t, (void *)h16[i], ATTN_F16, 4, i ? sk : sq);
+        CHECK_OK(attn_npy_save(p16[i], &t));
+        attn_tensor_make(&t, (void *)f32[i], ATTN_F32, 4, i ? sk : sq);
+        CHECK_OK(attn_npy_save(p32[i], &t));
+    }
+    snprintf(op, sizeof op, "%s", tmp_path("h_out.npy"));
+    struct {
+        const char *what, *dtype; /* --dtype or NULL */
+        int in16, causal;
+        attn_dtype want;       /* the output's dtype */
+        attn_dtype seen;       /* what the kernel sees */
+    } cases[] = {
+        {"float16 files", NULL, 1, 0, ATTN_F16, ATTN_F16},
+        {"float16 files, causal", NULL, 1, 1, ATTN_F16, ATTN_F16},
+        {"float16 files --dtype fp32", "fp32", 1, 0, ATTN_F32, ATTN_F16},
+        {"float32 files --dtype bf16", "bf16", 0, 1, ATTN_F32, ATTN_BF16},
+        {"float32 files --dtype fp16", "fp16", 0, 0, ATTN_F16, ATTN_F16},
+        {"float16 files --dtype bf16", "bf16", 1, 0, ATTN_F32, ATTN_BF16},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        /* the values the kernel must see: the file's values rounded to `seen` */
+        const float *src[3] = {q, k, v};
+        float *dst[3] = {qr, kr, vr};
+        size_t n[3] = {H * LQ * D, HKV * LK * D, HKV * LK * D};
+        for (int i = 0; i < 3; i++)
+            for (size_t j = 0; j < n[i]; j++) {
+                float x = cases[c].in16 ? attn_f16_to_f32(((const uint16_t *)h16[i])[j]) : src[i][j];
+                dst[i][j] = cases[c].seen == ATTN_BF16 ? attn_bf16_to_f32(attn_f32_to_bf16(x))
+                          : cases[c].seen == ATTN_F16  ? attn_f16_to_f32(attn_f32_to_f16(x))
+                                                       : x;
+            }
+        naive_sdpa64(ref, qr, kr, vr, H, HKV, LQ, LK, D, cases[c].causal);
+        const char *args[16];
+        int a = 0;
+        char(*in)[600] = cases[c].in16 ? p16 : p32;
+        args[a++] = "sdpa";
+        args[a++] = "-q", args[a++] = in[0], args[a++] = "-k", args[a++] = in[1], args[a++] = "-v", args[a++] = in[2];
+        args[a++] = "-o", args[a++] = op;
+        if (cases[c].dtype) args[a++] = "--dtype", args[a++] = cases[c].dtype;
+        if (cases[c].causal) args[a++] = "--causal";
+        args[a] = NULL;
+        int rc = attn_test_run(attn_bin, tmpdir, out_text, sizeof out_text, err_text, sizeof err_text, args);
+        CHECK(rc == 0, "%s: exit %d: %s", cases[c].what, rc, err_text);
+        attn_tensor o;
+        if (rc != 0 || attn_npy_load(&o, op) != 0) continue;
+        CHECK(o.dtype == cases[c].want && attn_tensor_numel(&o) == H * LQ * D, "%s: output dtype %s, numel %lld",
+              cases[c].what, attn_dtype_name(o.dtype), (long long)attn_tensor_numel(&o));
+        if (o.dtype == cases[c].want && attn_tensor_numel(&o) == H * LQ * D) {
+            double worst = 0; /* max of |out - ref| - bound; <= 0 passes */
+            for (size_t j = 0; j < (size_t)H * LQ * D; j++) {
+                double x = o.dtype == ATTN_F16 ? attn_f16_to_f32(((const uint16_t *)o.data)[j]) : ((const float *)o.data)[j];
+                double bound = (o.dtype == ATTN_F16 ? fabs(ref[j]) * 0x1p-11 : 0) + 2e-5;
+                double e = fabs(x - ref[j]) - bound;
+                if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+            }
+            CHECK(worst <= 0, "%s: |out - ref| exceeds its bound by %.3g", cases[c].what, worst);
+        }
+        attn_npy_free(&o);
+    }
+    EXPECT_FAIL(1, "give them one dtype", "mixed dtypes", "sdpa", "-q", p32[0], "-k", p16[1], "-v", p16[2], "-o", op);
+    EXPECT_FAIL(2, "--dtype must be", "bad --dtype", "sdpa", "-q", p16[0], "-k", p16[1], "-v", p16[2], "-o", op, "--dtype",
+                "f8");
+    EXPECT_FAIL(2, "exact attention only", "--dtype with a variant", "sdpa", "-q", p32[0], "-k", p32[1], "-v", p32[2],
+                "-o", op, "--variant", "linear", "--dtype", "bf16");
+    /* a float32 value beyond float16's range is refused by name, not turned into inf */
+    q[5] = 1e5f;
+    attn_tensor_make(&t, q, ATTN_F32, 4, sq);
+    CHECK_OK(attn_npy_save(p32[0], &t));
+    EXPECT_FAIL(1, "does not fit float16", "fp16 overflow", "sdpa", "-q", p32[0], "-k", p32[1], "-v", p32[2], "-o", op,
+                "--dtype", "fp16");
+    /* float16 files run through the variants (widened to float32, exactly) */
+    int rc = run_attn("sdpa", "-q", p16[0], "-k", p16[1], "-v", p16[2], "-o", op, "--variant", "sliding", "--window", "4",
+                      (const char *)NULL);
+    CHECK(rc == 0, "float16 files with --variant sliding: exit %d: %s", rc, err_text);
+}
+
 int main(void) {
     attn_test_name = "cli";
     attn_bin = attn_test_cli_path(); /* $ATTN_BIN, else $ATTN_BUILD/attn, else build/attn */
@@ -812,6 +944,7 @@ int main(void) {
         test_output_conflicts(od);
         test_end_of_options();
         test_masked_overflow();
+        test_half_dtypes();
         test_input_lines();
         test_reader_errors();
     }

@@ -5,6 +5,7 @@
 #include "attn_npy.h"
 #include "attn_variants.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,17 +14,22 @@ static void usage(FILE *f) {
             "Usage: attn sdpa -q Q.npy -k K.npy -v V.npy -o OUT.npy [options]\n"
             "\n"
             "Computes out = softmax(q k^T * scale + mask) v  (Vaswani et al. 2017, eq. 1).\n"
-            "q, k, v are float32 .npy arrays of the same rank:\n"
+            "q, k, v are float32 or float16 .npy arrays of the same rank:\n"
             "  [B, H, Lq, D], [B, Hkv, Lk, D], [B, Hkv, Lk, Dv]   or\n"
             "  [H, Lq, D] ... (B = 1)   or   [Lq, D] ... (B = H = 1).\n"
             "H must be a multiple of Hkv (grouped-query attention). OUT has q's rank with the\n"
             "last dim Dv; the weights have q's rank with the last dim Lk.\n"
             "\n"
             "Options:\n"
-            "  -q, --query FILE     queries (float32)\n"
-            "  -k, --key FILE       keys (float32)\n"
-            "  -v, --value FILE     values (float32)\n"
-            "  -o, --output FILE    output .npy (float32); - = standard output (not a terminal)\n"
+            "  -q, --query FILE     queries (float32 or float16)\n"
+            "  -k, --key FILE       keys (float32 or float16)\n"
+            "  -v, --value FILE     values (float32 or float16)\n"
+            "  -o, --output FILE    output .npy: float16 when the inputs are float16 (or --dtype\n"
+            "                       fp16), else float32; - = standard output (not a terminal)\n"
+            "      --dtype T        auto | fp32 | bf16 | fp16: the dtype q, k and v are rounded to\n"
+            "                       before the kernel (auto: the files' dtype, which must agree);\n"
+            "                       bf16 (.npy has no bfloat16) writes a float32 output; the\n"
+            "                       kernel accumulates in float32 (see attn_sdpa_kernel_name)\n"
             "  -m, --mask FILE      bool (true = may attend) or float32 additive mask, broadcast\n"
             "                       to [B, H, Lq, Lk]; -inf or <= -FLT_MAX marks a masked key\n"
             "      --causal         bottom-right causal mask: key j visible to query i iff\n"
@@ -64,8 +70,8 @@ static void as_4d(attn_tensor *out, const attn_tensor *t) {
 }
 
 static int check_input(const attn_tensor *t, const char *what, const char *path, int rank) {
-    if (t->dtype != ATTN_F32)
-        return cli_error("%s: %s has dtype %s; expected float32", path, what, attn_dtype_name(t->dtype));
+    if (t->dtype != ATTN_F32 && t->dtype != ATTN_F16)
+        return cli_error("%s: %s has dtype %s; expected float32 or float16", path, what, attn_dtype_name(t->dtype));
     if (t->ndim < 2 || t->ndim > 4)
         return cli_error("%s: %s has %d dims; expected [B, H, L, D], [H, L, D] or [L, D]", path, what,
                          t->ndim);
@@ -88,6 +94,37 @@ static int load_mask(attn_tensor *t, const char *path, const char *accepts) {
     return CLI_OK;
 }
 
+/* *dst = t converted to dtype `dt` in a new buffer *buf (freed by the caller), or t's own view when
+ * it already has that dtype. A finite value that the narrower dtype cannot hold (|x| > 65504 for
+ * float16) is an error naming the file, not an inf for the kernel to report. CLI_OK or CLI_FAIL. */
+static int to_dtype(attn_tensor *dst, const attn_tensor *t, void **buf, attn_dtype dt, const char *what,
+                    const char *path) {
+    *dst = *t;
+    if (t->dtype == dt) return CLI_OK;
+    size_t n = (size_t)attn_tensor_numel(t);
+    *buf = malloc(n * attn_dtype_size(dt) + 1);
+    if (!*buf) return cli_error("out of memory");
+    if (t->dtype != ATTN_F32 && dt != ATTN_F32) { /* float16 -> bfloat16: through float32 (exact) */
+        float *w = malloc(n * sizeof(float) + 1);
+        if (!w) return cli_error("out of memory");
+        int rc = attn_convert(w, ATTN_F32, t->data, t->dtype, n) < 0 || attn_convert(*buf, dt, w, ATTN_F32, n) < 0;
+        free(w);
+        if (rc) return cli_lib_error(NULL);
+    } else if (attn_convert(*buf, dt, t->data, t->dtype, n) < 0) {
+        return cli_lib_error(NULL);
+    }
+    if (dt == ATTN_F16 && t->dtype == ATTN_F32) {
+        const float *x = t->data;
+        const uint16_t *h = *buf;
+        for (size_t i = 0; i < n; i++)
+            if ((h[i] & 0x7c00u) == 0x7c00u && isfinite(x[i]))
+                return cli_error("%s: %s[%zu] = %g does not fit float16 (|x| <= 65504); use --dtype fp32 or bf16", path,
+                                 what, i, (double)x[i]);
+    }
+    attn_tensor_make(dst, *buf, dt, t->ndim, t->shape);
+    return CLI_OK;
+}
+
 /* a * b * c * d elements, or -1 on overflow. */
 static int64_t count4(const int64_t *s) {
     int64_t n = 1;
@@ -105,6 +142,7 @@ int cmd_sdpa(int argc, char **argv) {
     /* --variant and its options (vopt: the first variant-only option seen) */
     const char *variant = NULL, *kpmp = NULL, *vopt = NULL;
     int window_set = 0, impl_set = 0;
+    const char *dtype_s = NULL; /* --dtype; NULL = auto */
     /* which variant-specific options were given (refused for variants they do not apply to) */
     int features_set = 0, seed_set = 0, block_set = 0, gblocks_set = 0, random_set = 0, global_set = 0;
     attn_variant_params var = attn_variant_params_default(ATTN_VARIANT_EXACT);
@@ -154,6 +192,11 @@ int cmd_sdpa(int argc, char **argv) {
             else if (strcmp(val, "fused") == 0) p.impl = ATTN_IMPL_FUSED;
             else return cli_usage_error("sdpa", "--impl must be default, reference or fused, got '%s'", val);
             impl_set = 1;
+        } else if ((r = cli_opt(&a, NULL, "--dtype", &val))) {
+            if (r < 0) return CLI_USAGE;
+            if (strcmp(val, "auto") && strcmp(val, "fp32") && strcmp(val, "bf16") && strcmp(val, "fp16"))
+                return cli_usage_error("sdpa", "--dtype must be auto, fp32, bf16 or fp16, got '%s'", val);
+            dtype_s = strcmp(val, "auto") ? val : NULL;
         } else if ((r = cli_opt(&a, NULL, "--variant", &val))) {
             if (r < 0) return CLI_USAGE;
             variant = val;
@@ -202,6 +245,9 @@ int cmd_sdpa(int argc, char **argv) {
             variant = NULL; /* the plain attn_sdpa path below */
         } else {
             if (impl_set) return cli_usage_error("sdpa", "--impl applies to exact attention only, not --variant %s", variant);
+            if (dtype_s && strcmp(dtype_s, "fp32"))
+                return cli_usage_error("sdpa", "--dtype %s applies to exact attention only; --variant %s computes in float32",
+                                       dtype_s, variant);
             if (window_set && kind != ATTN_VARIANT_SLIDING && kind != ATTN_VARIANT_LONGFORMER)
                 return cli_usage_error("sdpa", "--window applies to exact, sliding and longformer attention, not %s", variant);
             /* every variant option is refused where it does not apply (see the help text) */
@@ -244,12 +290,29 @@ int cmd_sdpa(int argc, char **argv) {
 
     int rc = CLI_FAIL;
     attn_tensor q = {0}, k = {0}, v = {0}, m = {0}, kpm = {0};
-    float *outbuf = NULL, *wbuf = NULL;
+    float *wbuf = NULL;
+    void *outbuf = NULL, *cbuf[3] = {NULL, NULL, NULL};
     char s1[96], s2[96];
 
     if (cli_load_npy(&q, qp) || check_input(&q, "q", qp, 0)) goto done;
     if (cli_load_npy(&k, kp) || check_input(&k, "k", kp, q.ndim)) goto done;
     if (cli_load_npy(&v, vp) || check_input(&v, "v", vp, q.ndim)) goto done;
+    /* the compute dtype: --dtype, else the files' (one dtype, as torch requires); variants: float32 */
+    attn_dtype cd = q.dtype;
+    if (dtype_s) {
+        cd = strcmp(dtype_s, "fp32") == 0 ? ATTN_F32 : strcmp(dtype_s, "bf16") == 0 ? ATTN_BF16 : ATTN_F16;
+    } else if (variant) {
+        cd = ATTN_F32;
+    } else if (k.dtype != q.dtype || v.dtype != q.dtype) {
+        cli_error("q, k and v have dtypes %s, %s, %s; give them one dtype or choose one with --dtype",
+                  attn_dtype_name(q.dtype), attn_dtype_name(k.dtype), attn_dtype_name(v.dtype));
+        goto done;
+    }
+    attn_tensor qc, kc, vc; /* q, k, v in the compute dtype */
+    if (to_dtype(&qc, &q, &cbuf[0], cd, "q", qp) || to_dtype(&kc, &k, &cbuf[1], cd, "k", kp) ||
+        to_dtype(&vc, &v, &cbuf[2], cd, "v", vp))
+        goto done;
+    const attn_dtype od = cd == ATTN_F16 ? ATTN_F16 : ATTN_F32; /* .npy has no bfloat16 */
     if (mp) {
         if (load_mask(&m, mp, "a mask must be bool or float32")) goto done;
         if (m.dtype != ATTN_BOOL && m.dtype != ATTN_F32) {
@@ -276,9 +339,9 @@ int cmd_sdpa(int argc, char **argv) {
     }
 
     attn_tensor q4, k4, v4;
-    as_4d(&q4, &q);
-    as_4d(&k4, &k);
-    as_4d(&v4, &v);
+    as_4d(&q4, &qc);
+    as_4d(&k4, &kc);
+    as_4d(&v4, &vc);
     int64_t B = q4.shape[0], H = q4.shape[1], Lq = q4.shape[2], D = q4.shape[3];
     int64_t Hkv = k4.shape[1], Lk = k4.shape[2], Dv = v4.shape[3];
     /* Clear messages for the common mistakes; attn_sdpa checks everything again. */
@@ -309,14 +372,14 @@ int cmd_sdpa(int argc, char **argv) {
         cli_error("output too large");
         goto done;
     }
-    outbuf = malloc((size_t)on * sizeof(float) + 1);
+    outbuf = malloc((size_t)on * attn_dtype_size(od) + 1);
     if (wp) wbuf = malloc((size_t)wn * sizeof(float) + 1);
     if (!outbuf || (wp && !wbuf)) {
         cli_error("out of memory");
         goto done;
     }
     attn_tensor out4, w4;
-    attn_tensor_make(&out4, outbuf, ATTN_F32, 4, oshape);
+    attn_tensor_make(&out4, outbuf, od, 4, oshape);
     attn_tensor_make(&w4, wbuf, ATTN_F32, 4, wshape);
     p.mask = mp ? &m : NULL;
     var.mask = p.mask;
@@ -330,7 +393,7 @@ int cmd_sdpa(int argc, char **argv) {
     /* save with q's rank: [..., Lq, Dv] and [..., Lq, Lk] */
     int nd = q.ndim;
     attn_tensor o_save, w_save;
-    attn_tensor_make(&o_save, outbuf, ATTN_F32, nd, oshape + 4 - nd);
+    attn_tensor_make(&o_save, outbuf, od, nd, oshape + 4 - nd);
     const char *path = cli_output_path(&outs, 0);
     if (!path) goto done;
     if (attn_npy_save(path, &o_save) < 0) {
@@ -349,6 +412,7 @@ int cmd_sdpa(int argc, char **argv) {
 done:
     free(outbuf);
     free(wbuf);
+    for (int i = 0; i < 3; i++) free(cbuf[i]);
     attn_npy_free(&q);
     attn_npy_free(&k);
     attn_npy_free(&v);

@@ -14,6 +14,7 @@
 #include "attn_quant.h"
 #include "attn_sampling.h"
 #include "testutil.h"
+#include "ops/quant_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -273,6 +274,24 @@ static void test_quant(void) {
                   "qmatmul_n equals separate products (M=%lld)", (long long)M);
         }
         free(wa);
+    }
+    /* the AVX2 activation quantizer equals the portable one bit for bit, ties included
+     * (roundf rounds half away from zero; the block with max 127 has d = 1, so 2.5 -> 3, -4.5 -> -5) */
+    if (attn__quantize_avx2()) {
+        enum { NB = 64 };
+        static float xs[NB * 32];
+        static attn__q8blk qa[NB], qb[NB];
+        attn_test_fill_uniform(xs, NB * 32, -3.0f, 3.0f, &seed);
+        for (int j = 0; j < 32; j++) xs[j] = (float)(j - 16) + 0.5f;
+        xs[31] = 127.0f;
+        for (int j = 0; j < 32; j++) xs[32 + j] = 0.0f;
+        for (int j = 0; j < 32; j++) xs[64 + j] = j % 2 ? 1e-30f : -2e-30f;
+        attn__quantize_row_portable(qa, xs, NB);
+        attn__quantize_avx2()(qb, xs, NB);
+        int same = 1;
+        for (int b = 0; b < NB; b++)
+            same &= memcmp(qa[b].q, qb[b].q, 32) == 0 && qa[b].d == qb[b].d && qa[b].s == qb[b].s;
+        CHECK(same && qa[0].q[0] == -16 && qa[0].q[18] == 3 && qa[0].q[11] == -5, "AVX2 activation quantizer == portable (bit-identical, ties away from zero)");
     }
     printf("quant: kernel in use: %s\n", attn_quant_kernel_name());
     float xx[32] = {0}, yy[4];

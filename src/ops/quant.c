@@ -114,7 +114,7 @@ int attn_qmatrix_dequantize_rows(float *out, const attn_qmatrix *w, int64_t r0, 
 
 /* ---------------------------------------------------------------- activation quantization */
 
-static void quantize_row(attn__q8blk *q, const float *x, int64_t nb) {
+void attn__quantize_row_portable(attn__q8blk *q, const float *x, int64_t nb) {
     for (int64_t b = 0; b < nb; b++) {
         const float *v = x + b * 32;
         float amax = 0.0f;
@@ -221,6 +221,12 @@ static attn__qdot_fn kernel_fn(attn_qkernel k) {
     return qdot_portable;
 }
 
+static attn__quantize_fn quantize_fn(attn_qkernel k) {
+    if (k == ATTN_QK_AUTO) k = auto_kernel();
+    if ((k == ATTN_QK_AVX2 || k == ATTN_QK_AVX512VNNI) && attn__quantize_avx2()) return attn__quantize_avx2();
+    return attn__quantize_row_portable;
+}
+
 /* ---------------------------------------------------------------- products */
 
 int attn_qmatmul_kernel(float *y, const float *x, const attn_qmatrix *w, int64_t M, int n_threads, attn_qkernel k) {
@@ -302,11 +308,12 @@ int attn_qmatmul_kernel(float *y, const float *x, const attn_qmatrix *w, int64_t
     attn__q8blk *xq = (attn__q8blk *)malloc(sizeof(attn__q8blk) * (size_t)(M * nb));
     if (!xq) return attn_set_error(ATTN_E_NOMEM, "qmatmul: out of memory");
     attn__qdot_fn fn = kernel_fn(k);
-    if (nt > 1 && M * nb >= 64) {
+    attn__quantize_fn qf = quantize_fn(k);
+    if (nt > 1 && M * nb >= 256) {
 #pragma omp parallel for num_threads(nt) schedule(static)
-        for (int64_t m = 0; m < M; m++) quantize_row(xq + m * nb, x + m * K, nb);
+        for (int64_t m = 0; m < M; m++) qf(xq + m * nb, x + m * K, nb);
     } else {
-        for (int64_t m = 0; m < M; m++) quantize_row(xq + m * nb, x + m * K, nb);
+        for (int64_t m = 0; m < M; m++) qf(xq + m * nb, x + m * K, nb);
     }
     if (nt > 1 && N * nb * M >= 4096) {
         int64_t chunk = ((N + nt - 1) / nt + 15) / 16 * 16;
@@ -340,7 +347,8 @@ int attn_qmatmul_n(float *const *y, const float *x, const attn_qmatrix *w, int c
     attn__q8blk *xq = (attn__q8blk *)malloc(sizeof(attn__q8blk) * (size_t)(M * nb));
     if (!xq) return attn_set_error(ATTN_E_NOMEM, "qmatmul: out of memory");
     int nt = n_threads > 0 ? n_threads : attn_get_num_threads();
-    for (int64_t m = 0; m < M; m++) quantize_row(xq + m * nb, x + m * K, nb);
+    attn__quantize_fn qf = quantize_fn(ATTN_QK_AUTO);
+    for (int64_t m = 0; m < M; m++) qf(xq + m * nb, x + m * K, nb);
     attn__qdot_fn fn = kernel_fn(ATTN_QK_AUTO);
     int64_t total = 0;
     for (int i = 0; i < count; i++) total += w[i].rows;

@@ -20,12 +20,52 @@ static inline __m256i attn__dot_u8s8_avx2(__m256i u, __m256i s) {
 #define DOT_U8S8 attn__dot_u8s8_avx2
 #include "ops/quant_simd_tmpl.h"
 
+/* One activation row to 8-bit blocks, bit-identical to quant.c's quantize_row: the same float32
+ * operations (max |x|, d = amax/127, id = 1/d, x·id) and roundf's rounding (half away from zero:
+ * trunc, then one step away from zero where the dropped fraction is >= 0.5; exact for |x·id| <= 127). */
+static void attn__q_avx2_quantize(attn__q8blk *q, const float *x, int64_t nb) {
+    const __m256 sign = _mm256_set1_ps(-0.0f), half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+    for (int64_t b = 0; b < nb; b++) {
+        const float *v = x + b * 32;
+        __m256 a[4];
+        for (int k = 0; k < 4; k++) a[k] = _mm256_loadu_ps(v + 8 * k);
+        __m256 mx = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, a[0]), _mm256_andnot_ps(sign, a[1])),
+                                  _mm256_max_ps(_mm256_andnot_ps(sign, a[2]), _mm256_andnot_ps(sign, a[3])));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        const float d = amax / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
+        const __m256 vid = _mm256_set1_ps(id);
+        __m256i qi[4], sum = _mm256_setzero_si256();
+        for (int k = 0; k < 4; k++) {
+            const __m256 s = _mm256_mul_ps(a[k], vid);
+            const __m256 t = _mm256_round_ps(s, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            const __m256 up = _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_sub_ps(s, t)), half, _CMP_GE_OQ);
+            const __m256 step = _mm256_and_ps(up, _mm256_or_ps(_mm256_and_ps(s, sign), one));
+            qi[k] = _mm256_cvttps_epi32(_mm256_add_ps(t, step));
+            sum = _mm256_add_epi32(sum, qi[k]);
+        }
+        /* int32 -> int8 in order: packs interleave 128-bit lanes, the permute restores the order */
+        const __m256i p16a = _mm256_packs_epi32(qi[0], qi[1]), p16b = _mm256_packs_epi32(qi[2], qi[3]);
+        const __m256i p8 = _mm256_packs_epi16(p16a, p16b);
+        _mm256_storeu_si256((__m256i *)q[b].q, _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+        q[b].d = d;
+        q[b].s = d * (float)_mm_cvtsi128_si32(s4);
+    }
+}
+
 #if defined(__clang__)
 #pragma clang attribute pop
 #else
 #pragma GCC pop_options
 #endif
 attn__qdot_fn attn__qdot_avx2(void) { return attn__q_avx2_qdot; }
+attn__quantize_fn attn__quantize_avx2(void) { return attn__q_avx2_quantize; }
 #else
 attn__qdot_fn attn__qdot_avx2(void) { return NULL; }
+attn__quantize_fn attn__quantize_avx2(void) { return NULL; }
 #endif

@@ -19,7 +19,11 @@ typedef struct {
 typedef void (*attn__qdot_fn)(float *y, int64_t ldy, const attn__q8blk *xq, int64_t nb, int64_t M, const uint8_t *W,
                               size_t rb, int64_t r0, int64_t r1, attn_qtype t);
 
-attn__qdot_fn attn__qdot_avx2(void);       /* NULL when not compiled for x86 */
+attn__qdot_fn attn__qdot_avx2(void);
+/* x[nb·32] -> nb quantized blocks (d = max|x|/127, q = roundf(x/d), s = d·Σq) */
+typedef void (*attn__quantize_fn)(attn__q8blk *q, const float *x, int64_t nb);
+void attn__quantize_row_portable(attn__q8blk *q, const float *x, int64_t nb);
+attn__quantize_fn attn__quantize_avx2(void); /* bit-identical to the portable one; NULL off x86 */       /* NULL when not compiled for x86 */
 attn__qdot_fn attn__qdot_avx512vnni(void); /* NULL when not compiled for x86 */
 
 #endif

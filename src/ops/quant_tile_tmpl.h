@@ -22,6 +22,12 @@ static inline __attribute__((always_inline)) void TILE_NAME(float *y, int64_t ld
             xd[j] = xb->d;
             xs[j] = xb->s;
         }
+#if MT == 1
+        /* decode streams the weights from memory once per token: fetch the rows two tiles ahead
+         * (the hardware prefetcher does not follow RT interleaved row streams far enough) */
+        QUNROLL
+        for (int i = 0; i < RT; i++) _mm_prefetch((const char *)(W + (size_t)(r + 2 * RT + i) * rb + (size_t)b * bs), _MM_HINT_T0);
+#endif
         QUNROLL
         for (int i = 0; i < RT; i++) {
             const uint8_t *blk = W + (size_t)(r + i) * rb + (size_t)b * bs;

@@ -11,7 +11,18 @@ static inline __attribute__((always_inline)) void TILE_NAME(float *y, int64_t ld
         sacc[k] = 0.0f;
     }
     const __m256i lo4 = _mm256_set1_epi8(0x0F);
+    const __m256i nib_shift = _mm256_setr_epi64x(0, 0, 4, 4);
+#if MT == 1
+    __m128 macc[RT]; /* lane 1: Σ m·s_x of the Q4_1 blocks */
+    QUNROLL
+    for (int k = 0; k < RT; k++) macc[k] = _mm_setzero_ps();
+#endif
     const size_t bs = t == ATTN_QT_Q8_0 ? 34 : t == ATTN_QT_Q4_0 ? 18 : 20;
+#if MT == 1
+    /* the RT rows two tiles ahead are one contiguous range: a few of its cache lines per block */
+    const uint8_t *pf_base = W + (size_t)(r + 2 * RT) * rb;
+    const int64_t pf_per = ((int64_t)(RT * rb) + 64 * nb - 1) / (64 * nb);
+#endif
     for (int64_t b = 0; b < nb; b++) {
         __m256i xv[MT];
         float xd[MT], xs[MT];
@@ -23,10 +34,15 @@ static inline __attribute__((always_inline)) void TILE_NAME(float *y, int64_t ld
             xs[j] = xb->s;
         }
 #if MT == 1
+        __m128 xds[1];
+        {
+            long long ds64; /* d and s are adjacent: [d_x, s_x, 0, 0] */
+            memcpy(&ds64, &xq[m0 * nb + b].d, 8);
+            xds[0] = _mm_castsi128_ps(_mm_cvtsi64_si128(ds64));
+        }
         /* decode streams the weights from memory once per token: fetch the rows two tiles ahead
          * (the hardware prefetcher does not follow RT interleaved row streams far enough) */
-        QUNROLL
-        for (int i = 0; i < RT; i++) _mm_prefetch((const char *)(W + (size_t)(r + 2 * RT + i) * rb + (size_t)b * bs), _MM_HINT_T0);
+        for (int64_t l = b * pf_per; l < (b + 1) * pf_per; l++) _mm_prefetch((const char *)(pf_base + l * 64), _MM_HINT_T0);
 #endif
         QUNROLL
         for (int i = 0; i < RT; i++) {
@@ -42,8 +58,21 @@ static inline __attribute__((always_inline)) void TILE_NAME(float *y, int64_t ld
                 }
             } else {
                 const uint8_t *qs = blk + (t == ATTN_QT_Q4_1 ? 4 : 2);
-                const __m128i raw = _mm_loadu_si128((const __m128i *)qs);
-                const __m256i w = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), lo4);
+                /* [raw, raw] shifted by 0 (low 128 bits) and 4 (high): low nibbles, then high */
+                const __m256i raw2 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+                const __m256i w = _mm256_and_si256(_mm256_srlv_epi64(raw2, nib_shift), lo4);
+#if MT == 1
+                if (t == ATTN_QT_Q4_1) {
+                    /* d and m converted together; [d, m]·[d_x, s_x] gives the block scale and the m term */
+                    uint32_t dm32;
+                    memcpy(&dm32, blk, 4);
+                    const __m128 p = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dm32)), xds[0]);
+                    const __m256i dot = DOT_U8S8(w, xv[0]);
+                    acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_broadcastss_ps(p), acc[i]);
+                    macc[i] = _mm_add_ps(macc[i], p);
+                    continue;
+                }
+#endif
                 const float mm = t == ATTN_QT_Q4_1 ? QNAME(h2f)(blk + 2) : -8.0f * d;
                 QUNROLL
                 for (int j = 0; j < MT; j++) {
@@ -57,7 +86,13 @@ static inline __attribute__((always_inline)) void TILE_NAME(float *y, int64_t ld
     QUNROLL
     for (int i = 0; i < RT; i++)
         QUNROLL
-        for (int j = 0; j < MT; j++) y[(m0 + j) * ldy + r + i] = QNAME(hsum)(acc[i * MT + j]) + sacc[i * MT + j];
+        for (int j = 0; j < MT; j++) {
+            float extra = sacc[i * MT + j];
+#if MT == 1
+            if (t == ATTN_QT_Q4_1) extra = _mm_cvtss_f32(_mm_shuffle_ps(macc[i], macc[i], 1));
+#endif
+            y[(m0 + j) * ldy + r + i] = QNAME(hsum)(acc[i * MT + j]) + extra;
+        }
 }
 
 #undef TILE_NAME

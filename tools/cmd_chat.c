@@ -56,12 +56,17 @@ static int turn(llm_ctx *c, attn_llama_state *st, const char *text, const llm_op
         putchar('\n');
         fflush(stdout);
         llm_print_stats(&s);
-        /* close the assistant turn in the cache so the next turn follows ChatML */
+        /* close the assistant turn in the cache as ChatML does ("<|im_end|>\n"), so that the next
+         * turn follows it; a reply cut by -n or a stop string first gets its last token (sampled,
+         * printed, not yet run through the model) */
         const attn_llama_config *cfg = attn_llama_get_config(c->model);
-        if (s.stop_reason == 1 && cfg->eot_id >= 0 && attn_llama_state_len(st) < attn_llama_state_max_len(st)) {
+        int32_t tail[16];
+        int64_t nt = 0, got = 0;
+        if (s.stop_reason != 1 && s.n_gen > 0 && *nh > 0) tail[nt++] = (*hist)[*nh - 1];
+        if (cfg->eot_id >= 0 && attn_bpe_encode(c->tok, "<|im_end|>\n", 11, 1, tail + nt, 8, &got) == 0) nt += got;
+        if (nt > 0 && attn_llama_state_len(st) + nt <= attn_llama_state_max_len(st)) {
             float *lg = (float *)malloc(sizeof(float) * (size_t)cfg->vocab_size);
-            int32_t e = cfg->eot_id;
-            if (!lg || attn_llama_forward(st, lg, &e, 1, 0, (int)o->threads) < 0) rc = cli_lib_error("chat");
+            if (!lg || attn_llama_forward(st, lg, tail, nt, 0, (int)o->threads) < 0) rc = cli_lib_error("chat");
             free(lg);
         }
     }

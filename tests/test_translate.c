@@ -126,9 +126,14 @@ static void run_case64(attn_translator *m, const char *file, attn_decode_opts o,
     run_case_n(m, file, o, n_prefix_a_l, 64, 64, 1e-4);
 }
 
-/* int8: CTranslate2 runs oneDNN's u8 x s8 GEMM, emulated here (see ct2_layers.c) but not yet
- * bit for bit: a minority of words differ. The bounds below are the measured agreement
- * (greedy 262/275, beam-4 217/275) minus a margin, so a regression fails. No score bound. */
+/* int8: attn reproduces CTranslate2's activation quantisation, int16-saturating u8 x s8 GEMM and
+ * rescaling bit for bit (scripts/probe_ct2_int8.c), and its LayerNorm and sin / cos rounding, but
+ * not the summation order of oneDNN's float GEMMs inside attention; the int8 model re-quantises
+ * every layer input, so a one-ulp float difference can cross a quantisation step. Measured:
+ * greedy 267/275, beam-4 (all 4 hypotheses) 220/275, best beam hypothesis 265/275; every
+ * differing word is a near-tie for CTranslate2 (bench/seq2seq/int8_margins.txt). The bounds
+ * leave a small margin for another BLAS kernel's float rounding; no score bound (scores of
+ * identical outputs differ by ~3e-3, the same rounding noise). */
 static void run_case_int8(attn_translator *m, const char *file, attn_decode_opts o, int n_prefix_a_l, int64_t min_same) {
     run_case_n(m, file, o, n_prefix_a_l, n_words, min_same, 0);
 }
@@ -360,13 +365,13 @@ int main(void) {
         b4.n_best = 4;
         run_case(m, "greedy_f32.txt", o, 0);
         run_case(m, "beam4_f32.txt", b4, 0);
-        run_case_int8(q, "greedy_int8.txt", o, 0, 255);
-        run_case_int8(q, "beam4_int8.txt", b4, 0, 205);
+        run_case_int8(q, "greedy_int8.txt", o, 0, 260);
+        run_case_int8(q, "beam4_int8.txt", b4, 0, 210);
         attn_decode_opts x = b4;
         x.n_best = 2;
         x.length_penalty = 0;
         run_case64(m, "beam4_lp0_f32.txt", x, 0);
-        run_case_int8(q, "beam4_lp0_int8.txt", x, 0, 225);
+        run_case_int8(q, "beam4_lp0_int8.txt", x, 0, 235);
         x = b4;
         x.n_best = 1;
         x.length_penalty = 2;

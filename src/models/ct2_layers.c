@@ -174,12 +174,14 @@ int attn__ct2_lin_apply(float *y, const float *x, int64_t M, const attn__ct2_lin
         attn_tensor tb = attn_tensor_f32_1d(l->b, N);
         ATTN_TRY(attn_linear(&ty, &tx, &tw, l->b ? &tb : NULL));
     } else {
-        /* CTranslate2's int8 x86 path (u8s8s32 GEMM through oneDNN): each input row is
-         * quantised with scale 127 / max|x| and shifted to unsigned, u = (uint8)(x*s + 128)
-         * (truncated, i.e. floored); the GEMM sums products of byte pairs (k, k+1) into int16
-         * with saturation (vpmaddubsw) before widening to int32, and the shift is removed with
-         * the precomputed compensation 128 * sum_k w[n, k]. Matching the saturation matters:
-         * without it about a third of the aren int8 beam outputs differ. */
+        /* CTranslate2's int8 x86 path on an AVX2 machine (u8s8s32 GEMM through oneDNN), read
+         * from its AVX2 kernels and checked bit for bit against its exported GEMM on random
+         * data (scripts/probe_ct2_int8.c): each input row is quantised with scale
+         * s = 127 / max|x| and shifted to unsigned, u = trunc(fma(x, s, 128)) (one rounding,
+         * then truncation, i.e. floor, for models of binary version < 5); the GEMM sums the
+         * products of byte pairs (k, k+1) into int16 with saturation (vpmaddubsw) before
+         * widening to int32; the shift is removed with the compensation 128 * sum_k w[n, k];
+         * the int32 result is rescaled as (c * (1 / s)) / w_scale[n] + bias[n]. */
         float *xs = scratch + M * K;
         uint8_t *u = (uint8_t *)scratch;
         for (int64_t m = 0; m < M; m++) {
@@ -192,7 +194,8 @@ int attn__ct2_lin_apply(float *y, const float *x, int64_t M, const attn__ct2_lin
             float s = amax != 0.0f ? 127.0f / amax : 1.0f;
             xs[m] = s;
             for (int64_t k = 0; k < K; k++) {
-                float t = r[k] * s + 128.0f;
+                /* one rounding (fused multiply-add), then truncation */
+                float t = fmaf(r[k], s, 128.0f);
                 u[m * K + k] = (uint8_t)(t < 0 ? 0 : t > 255 ? 255 : t);
             }
         }
@@ -212,7 +215,11 @@ int attn__ct2_lin_apply(float *y, const float *x, int64_t M, const attn__ct2_lin
         }
         for (int64_t m = 0; m < M; m++) {
             float *yr = y + m * N;
-            for (int64_t n = 0; n < N; n++) yr[n] = yr[n] / (xs[m] * l->scale[n]) + (l->b ? l->b[n] : 0.0f);
+            const float ra = 1.0f / xs[m];
+            if (l->b)
+                for (int64_t n = 0; n < N; n++) yr[n] = yr[n] * ra / l->scale[n] + l->b[n];
+            else
+                for (int64_t n = 0; n < N; n++) yr[n] = yr[n] * ra / l->scale[n];
         }
     }
     if (act != ATTN_ACT_IDENTITY) attn__act(y, M * N, act);
@@ -240,20 +247,35 @@ void attn__ct2_ln_free(attn__ct2_ln *ln) {
 }
 
 void attn__ct2_ln_apply(float *y, const float *x, int64_t M, const attn__ct2_ln *ln, float eps) {
-    const int64_t n = ln->n;
+    /* Rounded like CTranslate2's CPU LayerNorm on an 8-float-wide machine, so that int8 models,
+     * whose activations are re-quantised after every norm, see the same floats: single pass,
+     * sum and sum of squares in 8 interleaved float lanes (x[8i + l] into lane l, the square
+     * rounded before it is added), lanes folded as ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)),
+     * mean = sum * (1/n), variance = fma(sumsq, 1/n, -mean^2) clamped at 0,
+     * y = fma(x - mean, gamma * rstd, beta) with rstd = 1 / sqrt(variance + eps). */
+    const int64_t n = ln->n, n8 = n - n % 8;
+    const float inv_n = 1.0f / (float)n;
     for (int64_t m = 0; m < M; m++) {
         const float *r = x + m * n;
         float *o = y + m * n;
-        double s = 0, ss = 0;
-        for (int64_t i = 0; i < n; i++) s += r[i];
-        double mean = s / (double)n;
-        for (int64_t i = 0; i < n; i++) {
-            double d = r[i] - mean;
-            ss += d * d;
+        float a[8] = {0}, q[8] = {0};
+        for (int64_t i = 0; i < n8; i += 8)
+            for (int l = 0; l < 8; l++) {
+                float sq = r[i + l] * r[i + l];
+                a[l] += r[i + l];
+                q[l] += sq;
+            }
+        float sum = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+        float sumsq = ((q[0] + q[4]) + (q[2] + q[6])) + ((q[1] + q[5]) + (q[3] + q[7]));
+        for (int64_t i = n8; i < n; i++) {
+            sum += r[i];
+            sumsq = fmaf(r[i], r[i], sumsq);
         }
-        float rstd = (float)(1.0 / sqrt(ss / (double)n + eps));
-        float mf = (float)mean;
-        for (int64_t i = 0; i < n; i++) o[i] = (r[i] - mf) * rstd * ln->g[i] + ln->b[i];
+        const float mean = sum * inv_n;
+        float var = fmaf(sumsq, inv_n, -(mean * mean));
+        if (!(var > 0.0f)) var = 0.0f;
+        const float rstd = 1.0f / sqrtf(var + eps);
+        for (int64_t i = 0; i < n; i++) o[i] = fmaf(r[i] - mean, ln->g[i] * rstd, ln->b[i]);
     }
 }
 
@@ -283,8 +305,8 @@ int attn__ct2_embedding(float **out, int64_t *V, const attn_ct2_file *f, const c
         }
         attn_ct2_read_f32(sc, s);
         for (int64_t v = 0; v < *V; v++) {
-            float k = s->numel == 1 ? sc[0] : sc[v];
-            for (int64_t e = 0; e < E; e++) (*out)[v * E + e] = (*out)[v * E + e] / k;
+            float r = 1.0f / (s->numel == 1 ? sc[0] : sc[v]);
+            for (int64_t e = 0; e < E; e++) (*out)[v * E + e] = (*out)[v * E + e] * r;
         }
         free(sc);
     }

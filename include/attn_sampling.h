@@ -65,7 +65,9 @@ int attn_sampler_sample(attn_sampler *s, int32_t *token, float *logits, const in
 /* ---- the processors, usable on their own (logits [V] float32, in place) ---- */
 
 /* attn_logits_repetition_penalty: CTRL penalty (see above) for each distinct id of ids[0..n).
- * Errors: ATTN_E_RANGE (an id outside [0, V)), ATTN_E_INVALID (penalty < 1 or not finite). */
+ * A penalty below 1 rewards repeats (CTranslate2 accepts any penalty > 0; the sampler's
+ * parameters still require >= 1). Errors: ATTN_E_RANGE (an id outside [0, V)),
+ * ATTN_E_INVALID (penalty <= 0 or not finite). */
 int attn_logits_repetition_penalty(float *logits, int64_t V, const int32_t *ids, int64_t n, float penalty);
 /* attn_logits_ban: logits[id] = -inf for every ids[i]. Errors: ATTN_E_RANGE. */
 int attn_logits_ban(float *logits, int64_t V, const int32_t *ids, int64_t n);

@@ -58,8 +58,10 @@ typedef struct {
 int attn_whisper_generate(attn_whisper *m, int32_t **ids, int64_t *n, float *score, const float *mel,
                           const attn_whisper_opts *o);
 
-/* attn_whisper_text: the text of token ids (special and timestamp tokens skipped; byte-level
- * BPE decoded to UTF-8; invalid UTF-8 bytes kept as they are). malloc'ed, NUL-terminated. */
+/* attn_whisper_text: the text of token ids (special and timestamp tokens skipped), decoded by
+ * the shared GPT-2 byte-level BPE tokenizer (attn_bpe_decode over the model's vocabulary.txt:
+ * a byte sequence that is not valid UTF-8 becomes U+FFFD per byte, as tokenizers' decode).
+ * malloc'ed, NUL-terminated; NULL on NULL model / ids or out of memory. */
 char *attn_whisper_text(const attn_whisper *m, const int32_t *ids, int64_t n);
 
 typedef struct {

@@ -75,6 +75,7 @@ def main():
         "greedy_prefix": dict(beam_size=1, target_prefix=[["a", "l"]] * len(inputs)),
         "beam4_minmax": dict(beam_size=4, num_hypotheses=2, min_decoding_length=6, max_decoding_length=8),
         "greedy_rep": dict(beam_size=1, repetition_penalty=1.5),
+        "greedy_rep08": dict(beam_size=1, repetition_penalty=0.8),
         "beam4_rep": dict(beam_size=4, num_hypotheses=2, repetition_penalty=1.5),
         "beam4_suppress": dict(beam_size=4, num_hypotheses=2, suppress_sequences=[["a"], ["h", "a"]]),
         "greedy_end": dict(beam_size=1, end_token="a", max_decoding_length=20),

@@ -390,6 +390,8 @@ int main(void) {
         x = o;
         x.repetition_penalty = 1.5f;
         run_case64(m, "greedy_rep_f32.txt", x, 0);
+        x.repetition_penalty = 0.8f; /* below 1: rewards repeats (CTranslate2 accepts it) */
+        run_case64(m, "greedy_rep08_f32.txt", x, 0);
         x = b4;
         x.n_best = 2;
         x.repetition_penalty = 1.5f;

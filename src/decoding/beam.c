@@ -1,5 +1,6 @@
 /* Greedy and beam-search decoding (see include/attn_beam.h for the semantics). */
 #include "attn_beam.h"
+#include "attn_sampling.h"
 #include "core/internal.h"
 
 #include <math.h>
@@ -107,27 +108,15 @@ static int attn__process(attn__dstate *s, float *logits, int64_t n_rows, int64_t
     const attn_decode_opts *o = s->o;
     const int64_t V = s->V;
     int64_t free_step = o->prefix ? o->prefix_len : 0; /* first unconstrained step */
-    /* repetition penalty on every distinct token generated so far (prefix included) */
-    if (o->repetition_penalty != 1.0f && step > 0) {
-        for (int64_t r = 0; r < n_rows; r++) {
-            float *l = logits + r * V;
-            const int32_t *sq = s->seq[r];
-            for (int64_t t = 0; t < step; t++) {
-                int32_t id = sq[t];
-                int seen = 0;
-                for (int64_t u = 0; u < t && !seen; u++) seen = sq[u] == id;
-                if (seen || id < 0 || id >= V) continue;
-                l[id] = l[id] < 0 ? l[id] * o->repetition_penalty : l[id] / o->repetition_penalty;
-            }
-        }
-    }
+    /* repetition penalty on every distinct token generated so far (prefix included), and the
+     * bans, through the shared logits processors (attn_sampling.h): CTranslate2's penalty is
+     * the same CTRL rule (negative logits times P, others divided by P) */
     for (int64_t r = 0; r < n_rows; r++) {
         float *l = logits + r * V;
-        if (step < (o->return_prefix ? 0 : free_step) + o->min_length)
-            for (int64_t i = 0; i < o->n_end; i++) l[o->end_ids[i]] = -INFINITY;
-        for (int64_t i = 0; i < o->n_suppress; i++) l[o->suppress[i]] = -INFINITY;
-        if (step == free_step)
-            for (int64_t i = 0; i < o->n_suppress_begin; i++) l[o->suppress_begin[i]] = -INFINITY;
+        if (o->repetition_penalty != 1.0f && step > 0) ATTN_TRY(attn_logits_repetition_penalty(l, V, s->seq[r], step, o->repetition_penalty));
+        if (step < (o->return_prefix ? 0 : free_step) + o->min_length) ATTN_TRY(attn_logits_ban(l, V, o->end_ids, o->n_end));
+        ATTN_TRY(attn_logits_ban(l, V, o->suppress, o->n_suppress));
+        if (step == free_step) ATTN_TRY(attn_logits_ban(l, V, o->suppress_begin, o->n_suppress_begin));
         for (int64_t q = 0; q < o->n_suppress_seqs; q++) {
             const int32_t *ss = o->suppress_seqs[q];
             int64_t n = o->suppress_seq_lens[q];

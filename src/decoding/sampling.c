@@ -126,7 +126,7 @@ static int penalty_apply(float *logits, int64_t V, const int32_t *ids, int64_t n
 
 int attn_logits_repetition_penalty(float *logits, int64_t V, const int32_t *ids, int64_t n, float penalty) {
     if (!logits || V <= 0 || (n > 0 && !ids) || n < 0) return attn_set_error(ATTN_E_INVALID, "repetition penalty: bad arguments");
-    if (!(penalty >= 1.0f) || !isfinite(penalty)) return attn_set_error(ATTN_E_INVALID, "repetition penalty must be >= 1");
+    if (!(penalty > 0.0f) || !isfinite(penalty)) return attn_set_error(ATTN_E_INVALID, "repetition penalty must be > 0");
     if (penalty == 1.0f || n == 0) return ATTN_OK;
     unsigned char *seen = (unsigned char *)calloc((size_t)V, 1);
     if (!seen) return attn_set_error(ATTN_E_NOMEM, "repetition penalty: out of memory");

@@ -3,6 +3,7 @@
 #include "attn_attention.h"
 #include "attn_audio.h"
 #include "attn_beam.h"
+#include "attn_bpe.h"
 #include "core/internal.h"
 #include "models/ct2_layers.h"
 
@@ -28,8 +29,9 @@ struct attn_whisper {
     float *dec_pos;             /* [448, E] */
     attn__ct2_lin proj;         /* tied to emb (proj_tied: proj.w is emb) */
     int proj_tied;
-    char **vocab;
+    char **vocab; /* vocabulary.txt lines while loading (freed once tok is built) */
     int64_t n_vocab;
+    attn_bpe *tok; /* GPT-2 byte-level BPE (shared tokenizer), for the text of token ids */
     int32_t *suppress, *suppress_begin;
     int64_t n_suppress, n_suppress_begin;
 };
@@ -65,8 +67,10 @@ void attn_whisper_free(attn_whisper *m) {
     attn__ct2_lin_free(&m->proj);
     free(m->emb);
     free(m->dec_pos);
-    for (int64_t i = 0; i < m->n_vocab; i++) free(m->vocab[i]);
+    if (m->vocab)
+        for (int64_t i = 0; i < m->n_vocab; i++) free(m->vocab[i]);
     free(m->vocab);
+    attn_bpe_free(m->tok);
     free(m->suppress);
     free(m->suppress_begin);
     free(m);
@@ -300,6 +304,35 @@ int attn_whisper_load(attn_whisper **out, const char *dir) {
         if (m->cfg.sot < 0 || m->cfg.eot < 0 || m->cfg.no_timestamps < 0)
             rc = attn_set_error(ATTN_E_FORMAT, "%s: vocabulary.txt lacks <|startoftranscript|>, <|endoftext|> or <|notimestamps|>", dir);
     }
+    if (rc == 0) {
+        /* the shared byte-level BPE tokenizer decodes the text: ids from <|endoftext|> on
+         * (language, task and timestamp tokens) are control tokens, which decode to nothing */
+        int32_t *types = (int32_t *)malloc(sizeof(int32_t) * (size_t)m->n_vocab);
+        if (!types) rc = attn_set_error(ATTN_E_NOMEM, "out of memory");
+        else {
+            for (int64_t i = 0; i < m->n_vocab; i++) types[i] = i >= m->cfg.eot ? ATTN_TOK_CONTROL : ATTN_TOK_NORMAL;
+            attn_bpe_spec sp = {0};
+            sp.kind = ATTN_BPE_BYTE_LEVEL;
+            sp.tokens = (const char *const *)m->vocab;
+            sp.n_tokens = m->n_vocab;
+            sp.token_types = types;
+            sp.pretokenizer = "gpt2";
+            sp.bos_id = -1;
+            sp.eos_id = m->cfg.eot;
+            rc = attn_bpe_create(&m->tok, &sp);
+            free(types);
+            if (rc < 0) {
+                char msg[512];
+                snprintf(msg, sizeof msg, "%s", attn_last_error());
+                rc = attn_set_error(rc, "%s/vocabulary.txt: %s", dir, msg);
+            }
+        }
+    }
+    if (rc == 0) {
+        for (int64_t i = 0; i < m->n_vocab; i++) free(m->vocab[i]);
+        free(m->vocab);
+        m->vocab = NULL;
+    }
     if (rc < 0) {
         attn_whisper_free(m);
         return rc;
@@ -312,52 +345,22 @@ const attn_whisper_config *attn_whisper_get_config(const attn_whisper *m) { retu
 
 /* ---------------------------------------------------------------- text */
 
-/* GPT-2's byte-level alphabet (Radford et al. 2019): printable bytes map to themselves, the
- * others to U+0100 + n in byte order. Returns the byte of code point cp, or -1. */
-static int attn__byte_of(uint32_t cp) {
-    if ((cp >= 33 && cp <= 126) || (cp >= 161 && cp <= 172) || (cp >= 174 && cp <= 255)) return (int)cp;
-    if (cp < 256 || cp >= 256 + 68) return -1;
-    int k = (int)(cp - 256), n = 0;
-    for (int b = 0; b < 256; b++) {
-        int printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
-        if (!printable) {
-            if (n == k) return b;
-            n++;
-        }
-    }
-    return -1;
-}
-
 char *attn_whisper_text(const attn_whisper *m, const int32_t *ids, int64_t n) {
-    if (!m || (n > 0 && !ids)) return NULL;
-    size_t cap = 64, len = 0;
+    if (!m || n < 0 || (n > 0 && !ids)) return NULL;
+    /* text tokens only: ids below <|endoftext|> (special and timestamp tokens skipped) */
+    int32_t *keep = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
+    if (!keep) return NULL;
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] >= 0 && ids[i] < m->cfg.eot) keep[k++] = ids[i];
+    /* an undecodable byte becomes U+FFFD (3 bytes) */
+    size_t cap = (size_t)k * attn_bpe_max_token_bytes(m->tok) * 3 + 8;
     char *out = (char *)malloc(cap);
-    if (!out) return NULL;
-    for (int64_t i = 0; i < n; i++) {
-        if (ids[i] < 0 || ids[i] >= m->cfg.eot || ids[i] >= m->n_vocab) continue; /* special / timestamp */
-        const unsigned char *s = (const unsigned char *)m->vocab[ids[i]];
-        while (*s) {
-            uint32_t cp;
-            int k;
-            if (*s < 0x80) cp = *s, k = 1;
-            else if ((*s & 0xE0) == 0xC0 && s[1]) cp = (uint32_t)(*s & 0x1F) << 6 | (s[1] & 0x3F), k = 2;
-            else if ((*s & 0xF0) == 0xE0 && s[1] && s[2]) cp = (uint32_t)(*s & 0x0F) << 12 | (uint32_t)(s[1] & 0x3F) << 6 | (s[2] & 0x3F), k = 3;
-            else cp = 0xFFFF, k = 1;
-            int b = attn__byte_of(cp);
-            if (len + 2 > cap) {
-                cap *= 2;
-                char *t = (char *)realloc(out, cap);
-                if (!t) {
-                    free(out);
-                    return NULL;
-                }
-                out = t;
-            }
-            if (b >= 0) out[len++] = (char)b;
-            s += k;
-        }
+    if (out && attn_bpe_decode(m->tok, keep, k, 0, out, cap, NULL) < 0) {
+        free(out);
+        out = NULL;
     }
-    out[len] = 0;
+    free(keep);
     return out;
 }
 

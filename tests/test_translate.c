@@ -367,6 +367,30 @@ int main(void) {
         run_case(m, "beam4_f32.txt", b4, 0);
         run_case_int8(q, "greedy_int8.txt", o, 0, 260);
         run_case_int8(q, "beam4_int8.txt", b4, 0, 210);
+        {
+            /* the int8 GEMM's portable C path and its AVX2 path are the same integer sums:
+             * beam-4 outputs and scores of 64 words bit-identical */
+            attn_translation *a = (attn_translation *)calloc(64, sizeof *a), *pb = (attn_translation *)calloc(64, sizeof *pb);
+            int same = 1;
+            CHECK_OK(attn_translate(q, a, (const char *const *)words, 32, &b4, 0));
+            CHECK_OK(attn_translate(q, a + 32, (const char *const *)words + 32, 32, &b4, 0));
+            setenv("ATTN_QUANT_KERNEL", "portable", 1);
+            CHECK_OK(attn_translate(q, pb, (const char *const *)words, 32, &b4, 0));
+            CHECK_OK(attn_translate(q, pb + 32, (const char *const *)words + 32, 32, &b4, 0));
+            unsetenv("ATTN_QUANT_KERNEL");
+            for (int w = 0; w < 64 && same; w++) {
+                same = a[w].n == pb[w].n;
+                for (int64_t h = 0; h < a[w].n && same; h++) {
+                    same = a[w].hyps[h].len == pb[w].hyps[h].len && memcmp(&a[w].hyps[h].score, &pb[w].hyps[h].score, sizeof(float)) == 0;
+                    for (int64_t k = 0; k < a[w].hyps[h].len && same; k++) same = strcmp(a[w].hyps[h].tokens[k], pb[w].hyps[h].tokens[k]) == 0;
+                }
+            }
+            CHECK(same, "int8: portable GEMM path bit-identical to the SIMD path (64 words, beam 4)");
+            attn_translations_free(a, 64);
+            attn_translations_free(pb, 64);
+            free(a);
+            free(pb);
+        }
         attn_decode_opts x = b4;
         x.n_best = 2;
         x.length_penalty = 0;

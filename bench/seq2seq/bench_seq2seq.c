@@ -31,12 +31,14 @@ int main(int argc, char **argv) {
         words[n++] = strdup(line);
     }
     fclose(f);
+    attn_translation *out = calloc(32, sizeof *out);
+    const char *models[2] = {"../shared/models/aren-transliteration", "../shared/models/aren-transliteration-int8"};
+    for (int mi = 0; mi < 2; mi++) {
     attn_translator *m = NULL;
-    if (attn_translator_load(&m, "../shared/models/aren-transliteration") < 0) {
+    if (attn_translator_load(&m, models[mi]) < 0) {
         fprintf(stderr, "%s\n", attn_last_error());
         return 1;
     }
-    attn_translation *out = calloc(32, sizeof *out);
     for (int beam = 1; beam <= 4; beam += 3) {
         attn_decode_opts o = attn_decode_opts_default();
         o.beam_size = beam;
@@ -52,9 +54,10 @@ int main(int argc, char **argv) {
             double dt = now() - t0;
             if (dt < best) best = dt;
         }
-        printf("aren beam%d %.1f\n", beam, n / best);
+        printf("aren %s beam%d %.1f\n", mi ? "int8" : "f32", beam, n / best);
     }
     attn_translator_free(m);
+    }
     attn_whisper *w = NULL;
     if (attn_whisper_load(&w, "models/whisper-tiny.en") < 0) {
         fprintf(stderr, "%s\n", attn_last_error());

@@ -11,15 +11,17 @@ from faster_whisper.feature_extractor import FeatureExtractor
 
 threads, reps, words_file = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 words = [l.rstrip("\n").split() for l in open(words_file, encoding="utf-8")]
-t = ctranslate2.Translator("../shared/models/aren-transliteration", device="cpu", inter_threads=1, intra_threads=threads)
-for beam in (1, 4):
-    best = 1e30
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        for i in range(0, len(words), 32):
-            t.translate_batch(words[i:i + 32], beam_size=beam, max_batch_size=32)
-        best = min(best, time.perf_counter() - t0)
-    print(f"aren beam{beam} {len(words) / best:.1f}")
+for tag, path in (("f32", "../shared/models/aren-transliteration"), ("int8", "../shared/models/aren-transliteration-int8")):
+    t = ctranslate2.Translator(path, device="cpu", inter_threads=1, intra_threads=threads)
+    for beam in (1, 4):
+        best = 1e30
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            for i in range(0, len(words), 32):
+                t.translate_batch(words[i:i + 32], beam_size=beam, max_batch_size=32)
+            best = min(best, time.perf_counter() - t0)
+        print(f"aren {tag} beam{beam} {len(words) / best:.1f}")
+    del t
 model = ctranslate2.models.Whisper("models/whisper-tiny.en", device="cpu", inter_threads=1, intra_threads=threads)
 fw = WhisperModel("models/whisper-tiny.en", device="cpu", cpu_threads=threads, compute_type="float32")
 fe = FeatureExtractor()

@@ -1,7 +1,7 @@
 #!/bin/sh
 # seq2seq benchmark: attn vs CTranslate2 4.8.5 (and faster-whisper) in one run, same inputs,
 # 1 and 2 threads, best of 3. aren-transliteration: 1100 words (tests/fixtures/aren/words.txt
-# four times), batch 32, greedy and beam 4 -> words/s. Whisper tiny.en float32: seconds per
+# four times), float32 and int8 models, batch 32, greedy and beam 4 -> words/s. Whisper tiny.en float32: seconds per
 # file for features + encoder + beam-5 decoding (audio decoding excluded), real-time factor.
 # Needs: make, the models (scripts/setup.sh), /work/venv with ctranslate2 and faster-whisper.
 set -eu
@@ -26,7 +26,7 @@ for t in (1, 2):
     c = [l.split() for l in open(f"build/bench_ct2_{t}.txt")]
     for x, y in zip(a, c):
         if x[0] == "aren":
-            print(f"| aren {x[1]} words/s | {t} | {float(x[2]):.0f} | {float(y[2]):.0f} | {float(x[2]) / float(y[2]):.2f}x |")
+            print(f"| aren {x[1]} {x[2]} words/s | {t} | {float(x[3]):.0f} | {float(y[3]):.0f} | {float(x[3]) / float(y[3]):.2f}x |")
         else:
             d = float(x[2])
             print(f"| whisper {x[1].split('/')[-1]} ({d:.2f} s) s/file | {t} | {float(x[3]):.2f} (RTF {float(x[3]) / d:.2f}) | {float(y[3]):.2f} / fw {float(y[4]):.2f} | {float(y[3]) / float(x[3]):.2f}x |")

@@ -9,6 +9,47 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* sum over k of u[k] * w[k] where each pair (k, k+1), k even, is first summed into a saturated
+ * int16 (what vpmaddubsw does), then the pairs are added in int32 (see attn__ct2_lin_apply). */
+static int32_t attn__u8s8_dot_c(const uint8_t *u, const int8_t *w, int64_t k0, int64_t K) {
+    int32_t acc = 0;
+    int64_t k = k0;
+    for (; k + 1 < K; k += 2) {
+        int32_t p = (int32_t)u[k] * w[k] + (int32_t)u[k + 1] * w[k + 1];
+        acc += p > 32767 ? 32767 : p < -32768 ? -32768 : p;
+    }
+    if (k < K) acc += (int32_t)u[k] * w[k];
+    return acc;
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+/* the same integer sums with vpmaddubsw + vpmaddwd (bit-identical: integer arithmetic) */
+__attribute__((target("avx2"))) static void attn__u8s8_rows_avx2(int32_t *out, const uint8_t *u, const int8_t *w, int64_t N, int64_t K) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    const int64_t K32 = K - K % 32;
+    for (int64_t n = 0; n < N; n++) {
+        const int8_t *wr = w + n * K;
+        __m256i acc = _mm256_setzero_si256();
+        for (int64_t k = 0; k < K32; k += 32) {
+            __m256i a = _mm256_loadu_si256((const __m256i *)(u + k));
+            __m256i b = _mm256_loadu_si256((const __m256i *)(wr + k));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
+        }
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+        out[n] = _mm_cvtsi128_si32(s4) + attn__u8s8_dot_c(u, wr, K32, K);
+    }
+}
+/* ATTN_QUANT_KERNEL=portable forces the C path (as for the quantised kernels of ops/quant.c) */
+static int attn__have_avx2(void) {
+    const char *e = getenv("ATTN_QUANT_KERNEL");
+    if (e && strcmp(e, "portable") == 0) return 0;
+    return __builtin_cpu_supports("avx2") ? 1 : 0;
+}
+#endif
+
 static float *attn__alloc_f32(size_t n) {
     void *p = NULL;
     if (posix_memalign(&p, 64, sizeof(float) * (n ? n : 1)) != 0) return NULL;
@@ -184,6 +225,9 @@ int attn__ct2_lin_apply(float *y, const float *x, int64_t M, const attn__ct2_lin
          * the int32 result is rescaled as (c * (1 / s)) / w_scale[n] + bias[n]. */
         float *xs = scratch + M * K;
         uint8_t *u = (uint8_t *)scratch;
+#if defined(__x86_64__)
+        const int avx2 = attn__have_avx2();
+#endif
         for (int64_t m = 0; m < M; m++) {
             const float *r = x + m * K;
             float amax = 0;
@@ -201,16 +245,16 @@ int attn__ct2_lin_apply(float *y, const float *x, int64_t M, const attn__ct2_lin
         }
         for (int64_t m = 0; m < M; m++) {
             const uint8_t *ur = u + m * K;
-            for (int64_t n = 0; n < N; n++) {
-                const int8_t *wr = l->q + n * K;
-                int32_t acc = 0;
-                int64_t k = 0;
-                for (; k + 1 < K; k += 2) {
-                    int32_t p = (int32_t)ur[k] * wr[k] + (int32_t)ur[k + 1] * wr[k + 1];
-                    acc += p > 32767 ? 32767 : p < -32768 ? -32768 : p;
-                }
-                if (k < K) acc += (int32_t)ur[k] * wr[k];
-                y[m * N + n] = (float)(acc - 128 * l->comp[n]);
+            float *yr = y + m * N;
+            int32_t ci[256];
+            for (int64_t n0 = 0; n0 < N; n0 += 256) {
+                const int64_t nn = N - n0 < 256 ? N - n0 : 256;
+#if defined(__x86_64__)
+                if (avx2) attn__u8s8_rows_avx2(ci, ur, l->q + n0 * K, nn, K);
+                else
+#endif
+                    for (int64_t n = 0; n < nn; n++) ci[n] = attn__u8s8_dot_c(ur, l->q + (n0 + n) * K, 0, K);
+                for (int64_t n = 0; n < nn; n++) yr[n0 + n] = (float)(ci[n] - 128 * l->comp[n0 + n]);
             }
         }
         for (int64_t m = 0; m < M; m++) {

@@ -463,6 +463,7 @@ static void test_atomic_outputs(const char *od) {
                         "--attention", p, "\xd9\x85");
             unsetenv("ATTN_FAULT_WRITE_AFTER");
             CHECK(file_holds(p, "OLD") && stray_files(od) == 0, "translate --attention: old content kept, no temporary file");
+            CHECK(out_text[0] == 0, "translate --attention write fails: nothing on standard output (got '%s')", out_text);
             int r = run_attn("translate", "--model", tm, "--", "-\xd9\x85", (const char *)NULL);
             CHECK(r == 0, "translate -- '-...': exit %d: %s", r, err_text);
         }

@@ -38,6 +38,8 @@ static void usage(FILE *f) {
             "  --attention OUT         write the cross-attention (target x source) of the best hypothesis\n"
             "                          of the only input sentence as .npy (float32 [T, S]) or .png heatmap\n"
             "  --batch N               sentences per batch (default 32)\n"
+            "Standard output is written once every sentence is translated: after an error\n"
+            "nothing is printed.\n"
             "  --threads N             worker threads (default: all cores)\n"
             "  -h, --help              this help\n");
 }
@@ -107,6 +109,9 @@ int cmd_translate(int argc, char **argv) {
     int n_supp = 0;
     cli_texts texts = {0};
     int rc = CLI_OK;
+    char *obuf = NULL; /* standard output, kept until everything succeeded */
+    size_t olen = 0;
+    FILE *obuf_f = NULL;
     cli_args a = cli_args_start(argc, argv, "translate");
     while (cli_more(&a)) {
         const char *val;
@@ -262,7 +267,8 @@ int cmd_translate(int argc, char **argv) {
         o.n_suppress_seqs = n_sseq;
     }
     out = (attn_translation *)calloc((size_t)batch, sizeof *out);
-    if (!out) {
+    obuf_f = open_memstream(&obuf, &olen); /* all of stdout, written at the end */
+    if (!out || !obuf_f) {
         rc = cli_error("out of memory");
         goto done;
     }
@@ -274,9 +280,9 @@ int cmd_translate(int argc, char **argv) {
         }
         for (int64_t i = 0; i < n; i++) {
             for (int64_t h = 0; h < out[i].n; h++) {
-                if (scores) printf("%.6f\t", (double)out[i].hyps[h].score);
-                for (int64_t k = 0; k < out[i].hyps[h].len; k++) printf(k ? " %s" : "%s", out[i].hyps[h].tokens[k]);
-                putchar('\n');
+                if (scores) fprintf(obuf_f, "%.6f\t", (double)out[i].hyps[h].score);
+                for (int64_t k = 0; k < out[i].hyps[h].len; k++) fprintf(obuf_f, k ? " %s" : "%s", out[i].hyps[h].tokens[k]);
+                fputc('\n', obuf_f);
             }
         }
         if (attn_path) {
@@ -286,8 +292,12 @@ int cmd_translate(int argc, char **argv) {
         attn_translations_free(out, n);
         if (rc != CLI_OK) goto done;
     }
-    if (fflush(stdout) != 0) rc = cli_error("writing standard output failed");
 done:
+    if (obuf_f && fclose(obuf_f) != 0 && rc == CLI_OK) rc = cli_error("out of memory");
+    rc = cli_outputs_finish(&outs, rc);
+    if (rc == CLI_OK && olen > 0 && (fwrite(obuf, 1, olen, stdout) != olen || fflush(stdout) != 0))
+        rc = cli_error("writing standard output failed");
+    free(obuf);
     free(out);
     free(pre);
     free(end);
@@ -297,7 +307,7 @@ done:
     free(stok);
     attn_translator_free(m);
     cli_texts_free(&texts);
-    return cli_outputs_finish(&outs, rc);
+    return rc;
 usage_err:
     cli_texts_free(&texts);
     return CLI_USAGE;

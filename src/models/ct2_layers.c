@@ -323,6 +323,23 @@ void attn__ct2_ln_apply(float *y, const float *x, int64_t M, const attn__ct2_ln 
     }
 }
 
+int attn__ct2_load_model(const char *dir, int (*body)(void *ctx, const attn_ct2_file *f), void *ctx) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.bin", dir);
+    attn_ct2_file *f = NULL;
+    int rc = attn_ct2_open(&f, path);
+    if (rc == 0) {
+        rc = body(ctx, f);
+        if (rc < 0) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", attn_last_error());
+            rc = attn_set_error(rc, "%s: %s", path, msg);
+        }
+    }
+    attn_ct2_close(f);
+    return rc;
+}
+
 int attn__ct2_embedding(float **out, int64_t *V, const attn_ct2_file *f, const char *scope, int64_t E) {
     char name[256];
     *out = NULL;

@@ -38,7 +38,11 @@ void attn__ct2_ln_free(attn__ct2_ln *ln);
 /* y[M, n] = LayerNorm(x) (y may alias x). */
 void attn__ct2_ln_apply(float *y, const float *x, int64_t M, const attn__ct2_ln *ln, float eps);
 
-/* Embedding table [V, E] as float32 (int8 rows dequantised as q / scale). */
+/* Open DIR/model.bin, run body(ctx, file) (which reads the variables it needs), close the file;
+ * an error from body is prefixed with the file's path. */
+int attn__ct2_load_model(const char *dir, int (*body)(void *ctx, const attn_ct2_file *f), void *ctx);
+
+/* Embedding table [V, E] as float32 (int8 rows dequantised as q * (1 / scale)). */
 int attn__ct2_embedding(float **out, int64_t *V, const attn_ct2_file *f, const char *scope, int64_t E);
 
 #endif

@@ -335,24 +335,15 @@ static int attn__load_body(attn_translator *m, const attn_ct2_file *f) {
     return ATTN_OK;
 }
 
+static int attn__load_body_cb(void *ctx, const attn_ct2_file *f) { return attn__load_body((attn_translator *)ctx, f); }
+
 int attn_translator_load(attn_translator **out, const char *dir) {
     if (!out || !dir) return attn_set_error(ATTN_E_INVALID, "translator_load: NULL argument");
     *out = NULL;
     attn_translator *m = (attn_translator *)calloc(1, sizeof *m);
     if (!m) return attn_set_error(ATTN_E_NOMEM, "out of memory");
     char path[4096];
-    snprintf(path, sizeof path, "%s/model.bin", dir);
-    attn_ct2_file *f = NULL;
-    int rc = attn_ct2_open(&f, path);
-    if (rc == 0) {
-        rc = attn__load_body(m, f);
-        if (rc < 0) {
-            char msg[512];
-            snprintf(msg, sizeof msg, "%s", attn_last_error());
-            rc = attn_set_error(rc, "%s: %s", path, msg);
-        }
-    }
-    attn_ct2_close(f);
+    int rc = attn__ct2_load_model(dir, attn__load_body_cb, m);
     if (rc == 0) {
         snprintf(path, sizeof path, "%s/source_vocabulary.txt", dir);
         FILE *t = fopen(path, "rb");

@@ -267,24 +267,15 @@ static int attn__wconfig(attn_whisper *m, const char *path) {
     return rc;
 }
 
+static int attn__wbody_cb(void *ctx, const attn_ct2_file *f) { return attn__wbody((attn_whisper *)ctx, f); }
+
 int attn_whisper_load(attn_whisper **out, const char *dir) {
     if (!out || !dir) return attn_set_error(ATTN_E_INVALID, "whisper_load: NULL argument");
     *out = NULL;
     attn_whisper *m = (attn_whisper *)calloc(1, sizeof *m);
     if (!m) return attn_set_error(ATTN_E_NOMEM, "out of memory");
     char path[4096];
-    snprintf(path, sizeof path, "%s/model.bin", dir);
-    attn_ct2_file *f = NULL;
-    int rc = attn_ct2_open(&f, path);
-    if (rc == 0) {
-        rc = attn__wbody(m, f);
-        if (rc < 0) {
-            char msg[512];
-            snprintf(msg, sizeof msg, "%s", attn_last_error());
-            rc = attn_set_error(rc, "%s: %s", path, msg);
-        }
-    }
-    attn_ct2_close(f);
+    int rc = attn__ct2_load_model(dir, attn__wbody_cb, m);
     if (rc == 0) {
         snprintf(path, sizeof path, "%s/vocabulary.txt", dir);
         rc = attn__wvocab(m, path);

@@ -25,28 +25,130 @@ static int32_t attn__u8s8_dot_c(const uint8_t *u, const int8_t *w, int64_t k0, i
 #if defined(__x86_64__)
 #include <immintrin.h>
 /* the same integer sums with vpmaddubsw + vpmaddwd (bit-identical: integer arithmetic) */
+__attribute__((target("avx2"))) static inline __m256i attn__u8s8_acc(__m256i acc, __m256i a, const int8_t *w, __m256i ones) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_loadu_si256((const __m256i *)w)), ones));
+}
 __attribute__((target("avx2"))) static void attn__u8s8_rows_avx2(int32_t *out, const uint8_t *u, const int8_t *w, int64_t N, int64_t K) {
     const __m256i ones = _mm256_set1_epi16(1);
     const int64_t K32 = K - K % 32;
-    for (int64_t n = 0; n < N; n++) {
-        const int8_t *wr = w + n * K;
-        __m256i acc = _mm256_setzero_si256();
+    int64_t n = 0;
+    for (; n + 4 <= N; n += 4) { /* four rows at once, one horizontal reduction */
+        const int8_t *w0 = w + n * K, *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K;
+        __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
         for (int64_t k = 0; k < K32; k += 32) {
             __m256i a = _mm256_loadu_si256((const __m256i *)(u + k));
-            __m256i b = _mm256_loadu_si256((const __m256i *)(wr + k));
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
+            a0 = attn__u8s8_acc(a0, a, w0 + k, ones);
+            a1 = attn__u8s8_acc(a1, a, w1 + k, ones);
+            a2 = attn__u8s8_acc(a2, a, w2 + k, ones);
+            a3 = attn__u8s8_acc(a3, a, w3 + k, ones);
         }
+        __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(a0, a1), _mm256_hadd_epi32(a2, a3));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+        _mm_storeu_si128((__m128i *)(out + n), s4);
+        if (K32 < K) {
+            out[n] += attn__u8s8_dot_c(u, w0, K32, K);
+            out[n + 1] += attn__u8s8_dot_c(u, w1, K32, K);
+            out[n + 2] += attn__u8s8_dot_c(u, w2, K32, K);
+            out[n + 3] += attn__u8s8_dot_c(u, w3, K32, K);
+        }
+    }
+    for (; n < N; n++) {
+        const int8_t *wr = w + n * K;
+        __m256i acc = _mm256_setzero_si256();
+        for (int64_t k = 0; k < K32; k += 32) acc = attn__u8s8_acc(acc, _mm256_loadu_si256((const __m256i *)(u + k)), wr + k, ones);
         __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
         s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
         s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
-        out[n] = _mm_cvtsi128_si32(s4) + attn__u8s8_dot_c(u, wr, K32, K);
+        out[n] = _mm_cvtsi128_si32(s4) + (K32 < K ? attn__u8s8_dot_c(u, wr, K32, K) : 0);
     }
 }
 /* ATTN_QUANT_KERNEL=portable forces the C path (as for the quantised kernels of ops/quant.c) */
 static int attn__have_avx2(void) {
     const char *e = getenv("ATTN_QUANT_KERNEL");
     if (e && strcmp(e, "portable") == 0) return 0;
-    return __builtin_cpu_supports("avx2") ? 1 : 0;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
+}
+
+/* quantise one row like the C loop in attn__ct2_lin_apply (max|x| is exact in any order; the
+ * fused multiply-add and the truncation are the same operations), returns the scale */
+__attribute__((target("avx2,fma"))) static float attn__quant_row_avx2(uint8_t *u, const float *r, int64_t K) {
+    const int64_t K8 = K - K % 8;
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 vm = _mm256_setzero_ps();
+    for (int64_t k = 0; k < K8; k += 8) vm = _mm256_max_ps(vm, _mm256_and_ps(_mm256_loadu_ps(r + k), absmask));
+    float lanes[8];
+    _mm256_storeu_ps(lanes, vm);
+    float amax = 0;
+    for (int l = 0; l < 8; l++) amax = lanes[l] > amax ? lanes[l] : amax;
+    for (int64_t k = K8; k < K; k++) amax = fabsf(r[k]) > amax ? fabsf(r[k]) : amax;
+    const float s = amax != 0.0f ? 127.0f / amax : 1.0f;
+    const __m256 vs = _mm256_set1_ps(s), v128 = _mm256_set1_ps(128.0f), v0 = _mm256_setzero_ps(), v255 = _mm256_set1_ps(255.0f);
+    for (int64_t k = 0; k < K8; k += 8) {
+        __m256 t = _mm256_fmadd_ps(_mm256_loadu_ps(r + k), vs, v128);
+        t = _mm256_min_ps(_mm256_max_ps(t, v0), v255);
+        __m256i q = _mm256_cvttps_epi32(t);
+        __m128i q16 = _mm_packus_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+        _mm_storel_epi64((__m128i *)(u + k), _mm_packus_epi16(q16, q16));
+    }
+    for (int64_t k = K8; k < K; k++) {
+        float t = fmaf(r[k], s, 128.0f);
+        u[k] = (uint8_t)(t < 0 ? 0 : t > 255 ? 255 : t);
+    }
+    return s;
+}
+
+/* (c * ra) / scale + b, the same three roundings as the C loop */
+__attribute__((target("avx2,fma"))) static void attn__dequant_row_avx2(float *y, const int32_t *c, const int32_t *comp, float ra,
+                                                                        const float *scale, const float *b, int64_t N) {
+    const int64_t N8 = N - N % 8;
+    const __m256 vra = _mm256_set1_ps(ra);
+    const __m256i v128 = _mm256_set1_epi32(128);
+    for (int64_t n = 0; n < N8; n += 8) {
+        __m256i ci = _mm256_sub_epi32(_mm256_loadu_si256((const __m256i *)(c + n)),
+                                      _mm256_mullo_epi32(v128, _mm256_loadu_si256((const __m256i *)(comp + n))));
+        __m256 v = _mm256_div_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(ci), vra), _mm256_loadu_ps(scale + n));
+        if (b) v = _mm256_add_ps(v, _mm256_loadu_ps(b + n));
+        _mm256_storeu_ps(y + n, v);
+    }
+    for (int64_t n = N8; n < N; n++) {
+        float v = (float)(c[n] - 128 * comp[n]) * ra / scale[n];
+        y[n] = b ? v + b[n] : v;
+    }
+}
+
+/* LayerNorm rows as in attn__ct2_ln_apply (same lane sums, folds and fused multiply-adds) */
+__attribute__((target("avx2,fma"))) static void attn__ln_rows_avx2(float *y, const float *x, int64_t M, const float *g, const float *bt,
+                                                                    int64_t n, float eps) {
+    const int64_t n8 = n - n % 8;
+    const float inv_n = 1.0f / (float)n;
+    for (int64_t m = 0; m < M; m++) {
+        const float *r = x + m * n;
+        float *o = y + m * n;
+        __m256 va = _mm256_setzero_ps(), vq = _mm256_setzero_ps();
+        for (int64_t i = 0; i < n8; i += 8) {
+            __m256 v = _mm256_loadu_ps(r + i);
+            va = _mm256_add_ps(va, v);
+            vq = _mm256_add_ps(vq, _mm256_mul_ps(v, v));
+        }
+        float a[8], q[8];
+        _mm256_storeu_ps(a, va);
+        _mm256_storeu_ps(q, vq);
+        float sum = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+        float sumsq = ((q[0] + q[4]) + (q[2] + q[6])) + ((q[1] + q[5]) + (q[3] + q[7]));
+        for (int64_t i = n8; i < n; i++) {
+            sum += r[i];
+            sumsq = fmaf(r[i], r[i], sumsq);
+        }
+        const float mean = sum * inv_n;
+        float var = fmaf(sumsq, inv_n, -(mean * mean));
+        if (!(var > 0.0f)) var = 0.0f;
+        const float rstd = 1.0f / sqrtf(var + eps);
+        const __m256 vmean = _mm256_set1_ps(mean), vr = _mm256_set1_ps(rstd);
+        for (int64_t i = 0; i < n8; i += 8)
+            _mm256_storeu_ps(o + i, _mm256_fmadd_ps(_mm256_sub_ps(_mm256_loadu_ps(r + i), vmean), _mm256_mul_ps(_mm256_loadu_ps(g + i), vr),
+                                                    _mm256_loadu_ps(bt + i)));
+        for (int64_t i = n8; i < n; i++) o[i] = fmaf(r[i] - mean, g[i] * rstd, bt[i]);
+    }
 }
 #endif
 
@@ -230,6 +332,12 @@ int attn__ct2_lin_apply(float *y, const float *x, int64_t M, const attn__ct2_lin
 #endif
         for (int64_t m = 0; m < M; m++) {
             const float *r = x + m * K;
+#if defined(__x86_64__)
+            if (avx2) {
+                xs[m] = attn__quant_row_avx2(u + m * K, r, K);
+                continue;
+            }
+#endif
             float amax = 0;
             for (int64_t k = 0; k < K; k++) {
                 float a = fabsf(r[k]);
@@ -254,16 +362,19 @@ int attn__ct2_lin_apply(float *y, const float *x, int64_t M, const attn__ct2_lin
                 else
 #endif
                     for (int64_t n = 0; n < nn; n++) ci[n] = attn__u8s8_dot_c(ur, l->q + (n0 + n) * K, 0, K);
-                for (int64_t n = 0; n < nn; n++) yr[n0 + n] = (float)(ci[n] - 128 * l->comp[n0 + n]);
+                const float ra = 1.0f / xs[m];
+                const float *bb = l->b ? l->b + n0 : NULL;
+#if defined(__x86_64__)
+                if (avx2) {
+                    attn__dequant_row_avx2(yr + n0, ci, l->comp + n0, ra, l->scale + n0, bb, nn);
+                    continue;
+                }
+#endif
+                for (int64_t n = 0; n < nn; n++) {
+                    float v = (float)(ci[n] - 128 * l->comp[n0 + n]) * ra / l->scale[n0 + n];
+                    yr[n0 + n] = bb ? v + bb[n] : v;
+                }
             }
-        }
-        for (int64_t m = 0; m < M; m++) {
-            float *yr = y + m * N;
-            const float ra = 1.0f / xs[m];
-            if (l->b)
-                for (int64_t n = 0; n < N; n++) yr[n] = yr[n] * ra / l->scale[n] + l->b[n];
-            else
-                for (int64_t n = 0; n < N; n++) yr[n] = yr[n] * ra / l->scale[n];
         }
     }
     if (act != ATTN_ACT_IDENTITY) attn__act(y, M * N, act);
@@ -297,6 +408,12 @@ void attn__ct2_ln_apply(float *y, const float *x, int64_t M, const attn__ct2_ln 
      * rounded before it is added), lanes folded as ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)),
      * mean = sum * (1/n), variance = fma(sumsq, 1/n, -mean^2) clamped at 0,
      * y = fma(x - mean, gamma * rstd, beta) with rstd = 1 / sqrt(variance + eps). */
+#if defined(__x86_64__)
+    if (attn__have_avx2()) {
+        attn__ln_rows_avx2(y, x, M, ln->g, ln->b, ln->n, eps);
+        return;
+    }
+#endif
     const int64_t n = ln->n, n8 = n - n % 8;
     const float inv_n = 1.0f / (float)n;
     for (int64_t m = 0; m < M; m++) {

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Greedy continuations of llama.cpp (llama-cpp-python, never run in CI) on
 SmolLM2-135M-Instruct Q4_1, for tests/test_gguf_llm.c: 12 prompts (ChatML chat turns with the
-file's default system message, and raw text), 32 greedy steps each; for every step the token and
-llama.cpp's top-2 logit margin (top1 - top2) are kept, so that where attn parts from llama.cpp
-the test can check that llama.cpp itself was nearly tied there.
-    tests/fixtures/llama/smollm2_llamacpp.tsv: hex(text) <TAB> llama.cpp prompt ids <TAB> greedy ids <TAB> margins
+file's default system message, and raw text), 32 greedy steps each; for every step the token,
+llama.cpp's top-2 logit margin (top1 - top2), and the top-2 ids and logits are kept, so that the
+test can measure how far attn's logits are from llama.cpp's and, where attn parts from llama.cpp,
+check that llama.cpp itself was nearly tied there.
+    tests/fixtures/llama/smollm2_llamacpp.tsv, one line per prompt:
+    hex(text) <TAB> llama.cpp prompt ids <TAB> greedy ids <TAB> margins <TAB> top-1 logits
+              <TAB> top-2 ids <TAB> top-2 logits
 Run: /work/venv/bin/python scripts/gen_llamacpp_fixtures.py models/SmolLM2-135M-Instruct.Q4_1.gguf
 """
 import sys
@@ -31,16 +34,20 @@ for p in prompts:
     ids = llm.tokenize(p.encode("utf-8"), add_bos=False, special=True)
     llm.reset()
     llm.eval(ids)
-    gen, margins = [], []
+    gen, margins, l1, i2, l2 = [], [], [], [], []
     for _ in range(32):
         sc = np.asarray(llm.scores[llm.n_tokens - 1], dtype=np.float64)
         top = np.argsort(-sc, kind="stable")[:2]
         gen.append(int(top[0]))
         margins.append(float(sc[top[0]] - sc[top[1]]))
+        l1.append(float(sc[top[0]]))
+        i2.append(int(top[1]))
+        l2.append(float(sc[top[1]]))
         if int(top[0]) == 2:
             break
         llm.eval([int(top[0])])
-    rows.append("%s\t%s\t%s\t%s" % (p.encode().hex(), " ".join(map(str, ids)), " ".join(map(str, gen)),
-                                    " ".join("%.4f" % m for m in margins)))
+    rows.append("\t".join([p.encode().hex(), " ".join(map(str, ids)), " ".join(map(str, gen)),
+                            " ".join("%.4f" % m for m in margins), " ".join("%.4f" % v for v in l1),
+                            " ".join(map(str, i2)), " ".join("%.4f" % v for v in l2)]))
     print(repr(p[-40:]), "->", repr(llm.detokenize(gen).decode("utf-8", "replace")), flush=True)
-open("tests/fixtures/llama/smollm2_llamacpp.tsv", "w").write("# llama-cpp-python %s\n" % __version__ + "\n".join(rows) + "\n")
+open("tests/fixtures/llama/smollm2_llamacpp.tsv", "w").write("# llama-cpp-python %s, n_threads 2, greedy 32 steps\n" % __version__ + "\n".join(rows) + "\n")

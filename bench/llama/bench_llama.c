@@ -1,6 +1,6 @@
 /* attn side of bench/llama: prefill of a P-token prompt and decode of D tokens (greedy, one token
  * per forward, KV cache) for a GGUF model, T threads; best of R runs. Prints one line:
- *   attn threads=T prefill_tok_s=X decode_tok_s=Y kernel=K
+ *   attn threads=T prefill_tok_s=X decode_tok_s=Y kernel=K peak_rss_mib=R file_mib=F kv_cache_mib=C
  * Usage: bench_llama MODEL.gguf PROMPT_IDS_FILE THREADS [P=256] [D=128] [R=3] */
 #include "attn.h"
 #include "attn_llama.h"
@@ -9,6 +9,8 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 
 static double now(void) {
@@ -53,7 +55,14 @@ int main(int argc, char **argv) {
         if (P / (t1 - t0) > best_p) best_p = P / (t1 - t0);
         if (D / (t2 - t1) > best_d) best_d = D / (t2 - t1);
     }
-    printf("attn threads=%d prefill_tok_s=%.1f decode_tok_s=%.1f kernel=%s\n", T, best_p, best_d, attn_quant_kernel_name());
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    struct stat sb;
+    stat(argv[1], &sb);
+    const attn_llama_config *c = attn_llama_get_config(m);
+    const double kv = 2.0 * 4.0 * (double)c->n_layers * (double)c->n_kv_heads * (double)c->head_dim * (double)(P + D + 8);
+    printf("attn threads=%d prefill_tok_s=%.1f decode_tok_s=%.1f kernel=%s peak_rss_mib=%.1f file_mib=%.1f kv_cache_mib=%.1f\n", T, best_p,
+           best_d, attn_quant_kernel_name(), (double)ru.ru_maxrss / 1024.0, (double)sb.st_size / 1048576.0, kv / 1048576.0);
     attn_llama_state_free(st);
     attn_llama_free(m);
     free(lg);

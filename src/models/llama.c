@@ -530,7 +530,9 @@ static int forward_chunk(attn_llama_state *s, float *logits, const int32_t *tok,
         v.data = vc;
         attn_sdpa_params p = attn_sdpa_params_default();
         p.is_causal = 1;
-        p.n_threads = nt;
+        /* a decode step's attention is small (H x Lk x head_dim, ~0.1 ms at Lk = 512): one thread,
+         * which spares a fork and a barrier per layer (costly when the other core is busy) */
+        p.n_threads = (double)n * (double)Lk * (double)qd < 2e6 ? 1 : nt;
         ATTN_TRY(attn_sdpa(&o, NULL, &q, &k, &v, &p));
         ATTN_TRY(attn_qmatmul(s->h, s->att, &y->wo, n, nt));
         for (int64_t i = 0; i < n * D; i++) s->x[i] += s->h[i];

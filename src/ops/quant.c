@@ -229,6 +229,8 @@ static attn__quantize_fn quantize_fn(attn_qkernel k) {
 
 /* ---------------------------------------------------------------- products */
 
+#define XQ_STACK_BLOCKS 256 /* 10 KiB: one activation row of up to 8192 values */
+
 int attn_qmatmul_kernel(float *y, const float *x, const attn_qmatrix *w, int64_t M, int n_threads, attn_qkernel k) {
     ATTN_TRY(check_matrix(w, "qmatmul"));
     if (M < 0) return attn_set_error(ATTN_E_INVALID, "qmatmul: M < 0");
@@ -305,7 +307,9 @@ int attn_qmatmul_kernel(float *y, const float *x, const attn_qmatrix *w, int64_t
         }
         return rc ? attn_set_error(rc, "qmatmul: out of memory") : ATTN_OK;
     }
-    attn__q8blk *xq = (attn__q8blk *)malloc(sizeof(attn__q8blk) * (size_t)(M * nb));
+    /* decode (a few activation rows): the quantized row lives on the stack, no malloc per token */
+    attn__q8blk xq_small[XQ_STACK_BLOCKS];
+    attn__q8blk *xq = M * nb <= XQ_STACK_BLOCKS ? xq_small : (attn__q8blk *)malloc(sizeof(attn__q8blk) * (size_t)(M * nb));
     if (!xq) return attn_set_error(ATTN_E_NOMEM, "qmatmul: out of memory");
     attn__qdot_fn fn = kernel_fn(k);
     attn__quantize_fn qf = quantize_fn(k);
@@ -325,7 +329,7 @@ int attn_qmatmul_kernel(float *y, const float *x, const attn_qmatrix *w, int64_t
     } else {
         fn(y, N, xq, nb, M, W, rb, 0, N, w->type);
     }
-    free(xq);
+    if (xq != xq_small) free(xq);
     return ATTN_OK;
 }
 
@@ -344,7 +348,8 @@ int attn_qmatmul_n(float *const *y, const float *x, const attn_qmatrix *w, int c
     const int64_t K = w[0].cols, nb = K / 32;
     for (int64_t i = 0; i < M * K; i++)
         if (!isfinite(x[i])) return attn_set_error(ATTN_E_RANGE, "qmatmul: x[%lld] is not finite", (long long)i);
-    attn__q8blk *xq = (attn__q8blk *)malloc(sizeof(attn__q8blk) * (size_t)(M * nb));
+    attn__q8blk xq_small[XQ_STACK_BLOCKS];
+    attn__q8blk *xq = M * nb <= XQ_STACK_BLOCKS ? xq_small : (attn__q8blk *)malloc(sizeof(attn__q8blk) * (size_t)(M * nb));
     if (!xq) return attn_set_error(ATTN_E_NOMEM, "qmatmul: out of memory");
     int nt = n_threads > 0 ? n_threads : attn_get_num_threads();
     attn__quantize_fn qf = quantize_fn(ATTN_QK_AUTO);
@@ -364,7 +369,7 @@ int attn_qmatmul_n(float *const *y, const float *x, const attn_qmatrix *w, int c
             base += w[i].rows;
         }
     }
-    free(xq);
+    if (xq != xq_small) free(xq);
     return ATTN_OK;
 }
 

@@ -428,6 +428,12 @@ static void test_atomic_outputs(const char *od) {
     EXPECT_FAIL(1, "No space left on device", "sdpa -o /dev/full", "sdpa", "-q", q, "-k", k, "-v", v, "-o",
                 "/dev/full");
     CHECK(stray_files(od) == 0, "/dev/full: no staging file left");
+    /* a failing device as the second output: the regular-file output is not replaced either
+     * (devices and standard output are written before any file is renamed into place) */
+    EXPECT_FAIL(1, "No space left on device", "sdpa -o file --weights /dev/full", "sdpa", "-q", q, "-k", k, "-v", v,
+                "-o", o1, "--weights", "/dev/full");
+    CHECK(file_holds(o1, "OLD1"), "sdpa -o file --weights /dev/full: the file output is untouched");
+    CHECK(stray_files(od) == 0, "--weights /dev/full: no staging file left");
     /* the permission bits of a replaced file are kept; a symbolic link is followed, not replaced */
     chmod(o1, 0640);
     int rc = run_attn("sdpa", "-q", q, "-k", k, "-v", v, "-o", o1, (const char *)NULL);
@@ -492,6 +498,20 @@ static void test_output_conflicts(const char *od) {
     int rc = run_attn("sdpa", "-q", qc, "-k", k, "-v", v, "-o", qc, "--weights", d, (const char *)NULL);
     CHECK(rc == 1 || rc == 2, "-o input --weights dir: refused (exit %d)", rc);
     EXPECT_FAIL(2, "names the input -q", "output naming an input", "sdpa", "-q", qc, "-k", k, "-v", v, "-o", qc);
+    /* an existing file anywhere inside a --model directory (here in a subfolder, as MiniLM's
+     * 1_Pooling/config.json) is refused before any work; the file keeps its bytes */
+    {
+        char md[600], sub[700], cfg[800];
+        snprintf(md, sizeof md, "%s/mdl", od);
+        snprintf(sub, sizeof sub, "%s/1_Pooling", md);
+        snprintf(cfg, sizeof cfg, "%s/config.json", sub);
+        mkdir(md, 0755);
+        mkdir(sub, 0755);
+        put_file(cfg, "{}");
+        EXPECT_FAIL(2, "would replace a file of --model", "output into a model subfolder", "embed", "--model", md, "-o",
+                    cfg, "hi");
+        CHECK(file_holds(cfg, "{}"), "model subfolder file untouched");
+    }
     EXPECT_FAIL(2, "names the input -v", "weights naming an input", "sdpa", "-q", qc, "-k", k, "-v", v, "-o",
                 tmp_path("fine.npy"), "--weights", v);
     {

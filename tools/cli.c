@@ -245,6 +245,17 @@ int cli_output_add(cli_outputs *s, const char *opt, const char *path, int binary
     return CLI_OK;
 }
 
+/* 1 when directory d is the directory `top` or lies anywhere below it (symlinks resolved). */
+static int inside_dir(const char *d, const char *top) {
+    char *rd = realpath(d, NULL), *rt = realpath(top, NULL);
+    size_t n = rt ? strlen(rt) : 0;
+    int in = rd && rt &&
+             (strcmp(rd, rt) == 0 || (strncmp(rd, rt, n) == 0 && (rd[n] == '/' || (n == 1 && rt[0] == '/'))));
+    free(rd);
+    free(rt);
+    return in;
+}
+
 int cli_output_input(cli_outputs *s, const char *opt, const char *path) {
     if (!path) return CLI_OK;
     struct stat st;
@@ -256,7 +267,8 @@ int cli_output_input(cli_outputs *s, const char *opt, const char *path) {
                                    s->o[j].opt, o, opt, path);
         char dir[4096];
         struct stat ost;
-        if (is_dir && !is_stdout(o) && stat(o, &ost) == 0 && attn_same_file(dir_of(o, dir, sizeof dir), path))
+        if (is_dir && !is_stdout(o) && stat(o, &ost) == 0 && S_ISREG(ost.st_mode) &&
+            inside_dir(dir_of(o, dir, sizeof dir), path))
             return cli_usage_error(s->verb, "%s '%s' would replace a file of %s '%s'; write the output elsewhere",
                                    s->o[j].opt, o, opt, path);
     }
@@ -344,14 +356,23 @@ static void drop_stage(cli_outputs *s, int i) {
     s->o[i].stage = NULL;
 }
 
+/* Commit every staged output. Outputs that cannot be renamed into place (standard output, a
+ * device, a pipe) are copied first, so that a failure there (a full device, a closed pipe) leaves
+ * every regular-file output untouched; the regular files are then renamed over their targets. */
 int cli_outputs_finish(cli_outputs *s, int rc) {
-    for (int i = 0; rc == CLI_OK && i < s->n; i++) {
-        const char *path = s->o[i].path;
+    for (int i = 0; rc == CLI_OK && i < s->n; i++)
         if (!s->o[i].stage) { /* the verb never wrote it */
-            rc = cli_error("%s '%s' was not written", s->o[i].opt, path);
+            rc = cli_error("%s '%s' was not written", s->o[i].opt, s->o[i].path);
             break;
         }
+    for (int pass = 0; pass < 2; pass++)
+    for (int i = 0; rc == CLI_OK && i < s->n; i++) {
+        const char *path = s->o[i].path;
         char *target = rename_target(path);
+        if ((target != NULL) != (pass == 1)) { /* pass 0: copies; pass 1: renames */
+            free(target);
+            continue;
+        }
         int err = 0;
         if (target) {
             struct stat st;

@@ -941,6 +941,51 @@ static void test_half_dtypes(void) {
     CHECK(rc == 0, "float16 files with --variant sliding: exit %d: %s", rc, err_text);
 }
 
+/* The language-model verbs on bad input (review of 2026-11-30): standard output that cannot be
+ * written is a failure (exit 1), not a silent success; an empty or invalid-UTF-8 message names the
+ * message itself; a file that is not GGUF is a bad input (exit 1), a GGUF file with --tokenizer a
+ * usage error (exit 2). Models: ../shared/models/stories260K, models/SmolLM2 (scripts/setup.sh). */
+static void test_llm_verbs(void) {
+    const char *s260 = "../shared/models/stories260K/stories260K.bin", *tok = "../shared/models/stories260K/tok512.bin";
+    const char *smol = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+    if (access(s260, R_OK) != 0 || access(smol, R_OK) != 0) {
+        CHECK(0, "%s or %s is missing: run scripts/setup.sh", s260, smol);
+        return;
+    }
+    /* stdout on /dev/full, through a shell: every verb's status must be 1 */
+    const char *full_cmds[4] = {
+        "'%s' generate --model %s --tokenizer %s -p Once -n 40 --temp 0 >/dev/full 2>/dev/null",
+        "'%s' chat --model %s -n 3 Hi >/dev/full 2>/dev/null",
+        "echo some text | '%s' summarize --model %s -n 3 >/dev/full 2>/dev/null",
+        "'%s' --help >/dev/full 2>/dev/null",
+    };
+    for (int i = 0; i < 4; i++) {
+        char cmd[1400];
+        if (i == 0) snprintf(cmd, sizeof cmd, full_cmds[i], attn_bin, s260, tok);
+        else if (i < 3) snprintf(cmd, sizeof cmd, full_cmds[i], attn_bin, smol);
+        else snprintf(cmd, sizeof cmd, full_cmds[i], attn_bin);
+        int st = system(cmd);
+        CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1, "stdout on /dev/full: exit %d, want 1: %s",
+              WIFEXITED(st) ? WEXITSTATUS(st) : -1, cmd);
+    }
+    char empty[600], bad[600];
+    snprintf(empty, sizeof empty, "%s", tmp_path("empty.txt"));
+    snprintf(bad, sizeof bad, "%s", tmp_path("bad_utf8.txt"));
+    put_file(empty, " \n\t\n");
+    put_file(bad, "\xff" "abc");
+    EXPECT_FAIL(1, "no text to summarize", "summarize a blank file", "summarize", "--model", smol, "-n", "3", empty);
+    EXPECT_FAIL(1, "the message is empty", "chat with an empty message", "chat", "--model", smol, "");
+    EXPECT_FAIL(1, "byte offset 0", "chat with invalid UTF-8: the offset is the message's", "chat", "--model", smol,
+                "\xff" "abc");
+    EXPECT_FAIL(1, "is not a GGUF file", "generate with a non-GGUF model", "generate", "--model", empty, "-p", "hi");
+    EXPECT_FAIL(1, "chat needs a GGUF instruct model", "chat with a non-GGUF model", "chat", "--model", empty, "hi");
+    EXPECT_FAIL(1, "is a directory", "generate with a directory as model", "generate", "--model", tmpdir, "-p", "hi");
+    EXPECT_FAIL(2, "carries its own tokenizer", "GGUF with --tokenizer", "generate", "--model", smol, "--tokenizer", tok,
+                "-p", "hi");
+    EXPECT_FAIL(1, "No such file or directory", "summarize a missing file", "summarize", "--model", smol,
+                tmp_path("missing.txt"));
+}
+
 int main(void) {
     attn_test_name = "cli";
     attn_bin = attn_test_cli_path(); /* $ATTN_BIN, else $ATTN_BUILD/attn, else build/attn */
@@ -966,6 +1011,7 @@ int main(void) {
         test_end_of_options();
         test_masked_overflow();
         test_half_dtypes();
+        test_llm_verbs();
         test_input_lines();
         test_reader_errors();
     }

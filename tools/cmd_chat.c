@@ -4,6 +4,7 @@
 
 #include "attn_tokenizer.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,7 +25,7 @@ static void usage(FILE *f) {
             "  --template NAME     chatml\n"
             "  -n N                at most N tokens per reply (default 256)\n"
             "  --temp T            temperature, 0 = greedy (default 0 for chat)\n"
-            "  --top-k K, --top-p P, --min-p P, --repeat-penalty R, --seed S, --threads N\n"
+            "  --top-k K, --top-p P, --min-p P, --repeat-penalty R, --seed S, --stop STR, --threads N\n"
             "                      as for attn generate\n"
             "  -h, --help          this help\n");
 }
@@ -71,6 +72,15 @@ static int turn(llm_ctx *c, attn_llama_state *st, const char *text, const llm_op
         }
     }
     return rc;
+}
+
+/* A message must hold some text and be valid UTF-8: CLI_OK, or CLI_FAIL with the reason printed. */
+static int check_message(const char *m, size_t n) {
+    size_t nonblank = 0;
+    for (size_t i = 0; i < n; i++) nonblank += !strchr(" \t\r\n\v\f", m[i]);
+    if (nonblank == 0) return cli_error("the message is empty");
+    if (attn_tokenizer_validate_utf8(m, n, NULL) < 0) return cli_lib_error("the message");
+    return CLI_OK;
 }
 
 int cmd_chat(int argc, char **argv) {
@@ -128,13 +138,15 @@ int cmd_chat(int argc, char **argv) {
     if (!message && !interactive) {
         size_t len;
         if (llm_read_all(stdin, &input, &len) < 0) {
-            rc = cli_error("reading standard input failed");
+            rc = cli_error("reading standard input failed: %s", strerror(errno));
             goto done;
         }
         while (len && (input[len - 1] == '\n' || input[len - 1] == '\r')) input[--len] = 0;
         message = input;
     }
     if (!interactive) {
+        /* the message itself is checked, so that an error points into it, not into the template */
+        if ((rc = check_message(message, strlen(message))) != CLI_OK) goto done;
         text = llm_chatml(system, message, 1);
         rc = text ? turn(&c, st, text, &o, &hist, &nh, &ch) : cli_error("out of memory");
         goto done;
@@ -148,6 +160,7 @@ int cmd_chat(int argc, char **argv) {
         if (!fgets(line, sizeof line, stdin)) break;
         line[strcspn(line, "\r\n")] = 0;
         if (!line[0]) break;
+        if (check_message(line, strlen(line)) != CLI_OK) continue; /* said on stderr; ask again */
         free(text);
         text = llm_chatml(system, line, first);
         first = 0;

@@ -4,6 +4,7 @@
 
 #include "attn_tokenizer.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,7 +66,7 @@ int cmd_generate(int argc, char **argv) {
     char *stdin_text = NULL;
     size_t plen;
     if (!prompt) {
-        if (llm_read_all(stdin, &stdin_text, &plen) < 0) return cli_error("reading standard input failed");
+        if (llm_read_all(stdin, &stdin_text, &plen) < 0) return cli_error("reading standard input failed: %s", strerror(errno));
         prompt = stdin_text;
     } else {
         plen = strlen(prompt);
@@ -118,8 +119,8 @@ int cmd_generate(int argc, char **argv) {
     rc = llm_generate(&c, st, ids, n, &o, stdout, &hist, &nh, &ch, &s);
     if (rc == CLI_OK) {
         putchar('\n');
-        fflush(stdout);
-        llm_print_stats(&s);
+        if (fflush(stdout) != 0 || ferror(stdout)) rc = cli_error("writing standard output failed: %s", strerror(errno ? errno : EIO));
+        else llm_print_stats(&s);
     }
 done:
     attn_llama_state_free(st);

@@ -4,6 +4,7 @@
 
 #include "attn_tokenizer.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +19,8 @@ static void usage(FILE *f) {
             "Options:\n"
             "  --model FILE      GGUF instruct model\n"
             "  -n N              at most N summary tokens (default 200)\n"
-            "  --temp T, --top-k K, --top-p P, --min-p P, --repeat-penalty R, --seed S, --threads N\n"
+            "  --temp T, --top-k K, --top-p P, --min-p P, --repeat-penalty R, --seed S, --stop STR,\n"
+            "  --threads N\n"
             "                    as for attn generate (default greedy, repeat penalty 1.1)\n"
             "  -h, --help        this help\n");
 }
@@ -54,10 +56,17 @@ int cmd_summarize(int argc, char **argv) {
     char *text = NULL;
     size_t len = 0;
     FILE *f = (!path || strcmp(path, "-") == 0) ? stdin : fopen(path, "rb");
-    if (!f) return cli_error("cannot open %s", path);
+    if (!f) return cli_error("cannot open %s: %s", path, strerror(errno));
     int rr = llm_read_all(f, &text, &len);
+    int rerr = errno;
     if (f != stdin) fclose(f);
-    if (rr < 0) return cli_error("reading %s failed", path ? path : "standard input");
+    if (rr < 0) return cli_error("reading %s failed: %s", path ? path : "standard input", strerror(rerr));
+    size_t nonblank = 0;
+    for (size_t i = 0; i < len; i++) nonblank += !strchr(" \t\r\n\v\f", text[i]);
+    if (nonblank == 0) {
+        free(text);
+        return cli_error("%s is empty: there is no text to summarize", path && strcmp(path, "-") ? path : "standard input");
+    }
     if (attn_tokenizer_validate_utf8(text, len, NULL) < 0) {
         free(text);
         return cli_lib_error(path ? path : "standard input");
@@ -136,8 +145,8 @@ int cmd_summarize(int argc, char **argv) {
     rc = llm_generate(&c, st, ids, n, &o, stdout, &hist, &nh, &ch, &s);
     if (rc == CLI_OK) {
         putchar('\n');
-        fflush(stdout);
-        llm_print_stats(&s);
+        if (fflush(stdout) != 0 || ferror(stdout)) rc = cli_error("writing standard output failed: %s", strerror(errno ? errno : EIO));
+        else llm_print_stats(&s);
     }
 done:
     attn_llama_state_free(st);

@@ -1,8 +1,10 @@
 /* Shared code of the language-model verbs (see llm.h). */
 #include "llm.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 static double now_s(void) {
@@ -14,18 +16,32 @@ static double now_s(void) {
 int llm_load(llm_ctx *c, const char *verb, const char *model, const char *tokenizer) {
     memset(c, 0, sizeof *c);
     if (!model || !*model) return cli_usage_error(verb, "--model FILE is required");
+    struct stat sb;
+    if (stat(model, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return cli_error("%s is a directory; --model takes a .gguf file%s", model,
+                         strcmp(verb, "generate") == 0 ? " or a llama2.c checkpoint" : "");
     FILE *f = fopen(model, "rb");
-    if (!f) return cli_error("cannot open %s", model);
+    if (!f) return cli_error("cannot open %s: %s", model, strerror(errno));
     char magic[4] = {0};
     size_t got = fread(magic, 1, 4, f);
+    int rerr = ferror(f) ? errno : 0;
     fclose(f);
+    if (rerr) return cli_error("reading %s failed: %s", model, strerror(rerr));
     if (got == 4 && memcmp(magic, "GGUF", 4) == 0) {
+        if (tokenizer)
+            return cli_usage_error(verb, "--tokenizer applies to llama2.c checkpoints; the GGUF file %s carries its own tokenizer",
+                                   model);
         if (attn_llama_load_gguf(&c->model, model) < 0) return cli_lib_error(NULL);
         c->tok = attn_llama_tokenizer(c->model);
         c->is_gguf = 1;
         return CLI_OK;
     }
-    if (!tokenizer) return cli_usage_error(verb, "%s is not a GGUF file; a llama2.c checkpoint needs --tokenizer tok.bin", model);
+    if (!tokenizer) {
+        if (strcmp(verb, "generate") != 0)
+            return cli_error("%s is not a GGUF file (it does not start with \"GGUF\"); %s needs a GGUF instruct model", model, verb);
+        return cli_error("%s is not a GGUF file (it does not start with \"GGUF\"); for a llama2.c checkpoint give --tokenizer tok.bin",
+                         model);
+    }
     if (attn_llama_load_llama2c(&c->model, model) < 0) return cli_lib_error(NULL);
     if (attn_bpe_load_llama2c(&c->own_tok, tokenizer, attn_llama_get_config(c->model)->vocab_size) < 0) {
         llm_free(c);
@@ -207,7 +223,10 @@ int llm_generate(llm_ctx *c, attn_llama_state *st, const int32_t *ids, int64_t n
             emit = slen - stop_overlap(pend, slen, o->stop);
         }
         fwrite(pend, 1, emit, out);
-        fflush(out);
+        if (fflush(out) != 0 || ferror(out)) { /* a closed pipe or a full disk: stop, do not generate on */
+            rc = cli_error("writing standard output failed: %s", strerror(errno ? errno : EIO));
+            goto done;
+        }
         memmove(pend, pend + emit, slen - emit);
         slen -= emit;
         if (step + 1 == o->n_predict) break;
@@ -226,7 +245,7 @@ int llm_generate(llm_ctx *c, attn_llama_state *st, const int32_t *ids, int64_t n
         if (attn_bpe_stream_flush(&ds, piece, pcap, &pl) == 0) fwrite(piece, 1, pl, out);
     }
     stats->t_gen = now_s() - t0;
-    if (fflush(out) != 0) rc = cli_error("writing the output failed");
+    if (fflush(out) != 0 || ferror(out)) rc = cli_error("writing standard output failed: %s", strerror(errno ? errno : EIO));
 done:
     attn_sampler_free(smp);
     free(logits);

@@ -4,6 +4,7 @@
 
 #include <cblas.h>
 #include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -103,8 +104,21 @@ static void blas_coretype(char **argv) {
     execv("/proc/self/exe", argv); /* returns only on failure: carry on with the detected kernels */
 }
 
+static int run_verb(int argc, char **argv);
+
+/* Every verb's standard output is checked once more at the end: data still buffered when stdout
+ * is a full disk or a closed pipe would otherwise be lost at exit with status 0. */
 int main(int argc, char **argv) {
     blas_coretype(argv);
+    int rc = run_verb(argc, argv);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        int e = errno ? errno : EIO;
+        if (rc == CLI_OK) rc = cli_error("writing standard output failed: %s", strerror(e));
+    }
+    return rc;
+}
+
+static int run_verb(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
         return CLI_USAGE;

@@ -310,7 +310,40 @@ static void test_config_and_errors(attn_vit *m) {
     CHECK_ERR(attn_vit_load(&bad, tmpdir), ATTN_E_FORMAT);
     write_text(tmp_path("preprocessor_config.json"), "{\"image_mean\": [0.5], \"image_std\": [0]}");
     CHECK_ERR(attn_vit_load(&bad, tmpdir), ATTN_E_FORMAT);
+    /* a resize filter other than bilinear would change every pixel: refused, not ignored */
+    write_text(tmp_path("preprocessor_config.json"), "{\"resample\": 3}");
+    CHECK_ERR(attn_vit_load(&bad, tmpdir), ATTN_E_UNSUPPORTED);
+    CHECK(strstr(attn_last_error(), "bicubic") != NULL, "resample 3 named: %s", attn_last_error());
+    write_text(tmp_path("preprocessor_config.json"), "{\"resample\": 2}");
+    CHECK_OK(attn_vit_load(&bad, tmpdir));
+    attn_vit_free(bad);
+    bad = NULL;
     unlink(tmp_path("preprocessor_config.json"));
+    /* id2label must name each of the classifier's outputs once (as transformers requires) */
+    {
+        const char *from = "\"id2label\": {";
+        char *p = strstr(cfg, from);
+        CHECK(p != NULL, "config.json has id2label");
+        const char *tos[2] = {"\"id2label\": {\"-1\": \"x\", ", "\"id2label\": {\"10\": \"extra\", "};
+        const char *msgs[2] = {"is not a class index", "is not a class index"};
+        for (int i = 0; p && i < 2; i++) {
+            char mod[8400];
+            snprintf(mod, sizeof mod, "%.*s%s%s", (int)(p - cfg), cfg, tos[i], p + strlen(from));
+            write_text(tmp_path("config.json"), mod);
+            CHECK_ERR(attn_vit_load(&bad, tmpdir), ATTN_E_FORMAT);
+            CHECK(strstr(attn_last_error(), msgs[i]) != NULL, "id2label case %d: %s", i, attn_last_error());
+        }
+        char one[8400];
+        char *q = p ? strchr(p, '}') : NULL;
+        if (q) {
+            snprintf(one, sizeof one, "%.*s\"id2label\": {\"0\": \"only\"%s", (int)(p - cfg), cfg, q);
+            write_text(tmp_path("config.json"), one);
+            CHECK_ERR(attn_vit_load(&bad, tmpdir), ATTN_E_FORMAT);
+            CHECK(strstr(attn_last_error(), "has 1 labels but the classifier has 10") != NULL, "id2label short: %s",
+                  attn_last_error());
+        }
+        write_text(tmp_path("config.json"), cfg);
+    }
     CHECK_OK(attn_vit_load(&bad, tmpdir)); /* defaults without a preprocessor config */
     if (bad) CHECK(attn_vit_get_config(bad)->mean[0] == 0.5f && attn_vit_get_config(bad)->resize_h == 28, "defaults");
     attn_vit_free(bad);

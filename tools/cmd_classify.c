@@ -99,7 +99,12 @@ static int load_input(input *in, const char *path, int64_t index, int64_t limit)
         }
         return CLI_OK;
     }
-    if (attn_image_load(&in->img, path) < 0) return cli_lib_error(NULL);
+    int lr = attn_image_load(&in->img, path);
+    if (lr < 0) {
+        if (lr == ATTN_E_FORMAT && strstr(attn_last_error(), "unknown signature"))
+            return cli_error("%s; classify reads PNG, JPEG and IDX (.idx, .idx.gz) images", attn_last_error());
+        return cli_lib_error(NULL);
+    }
     in->n = 1;
     return CLI_OK;
 }

@@ -29,8 +29,9 @@ static void usage(FILE *f) {
             "  --threads N        worker threads (default: all cores)\n"
             "  -h, --help         this help\n"
             "  --                 end of options: TEXTs that start with '-' follow\n"
-            "Input lines may hold any bytes (a NUL is removed, as the reference tokenizer does); a\n"
-            "read error stops the run with exit 1 and nothing written.\n"
+            "Input lines must be UTF-8 (invalid UTF-8 is an error naming the line and byte); a NUL is\n"
+            "removed, as the reference tokenizer does; a read error stops the run with exit 1 and\n"
+            "nothing written.\n"
             "A progress line (done/total, sentences/s) goes to stderr when it is a terminal.\n");
 }
 

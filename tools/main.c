@@ -13,14 +13,14 @@
 /* One line per verb: X(name, one-line summary). The function is cmd_<name>. */
 #define ATTN_CLI_COMMANDS(X)                                                              \
     X(sdpa, "scaled dot-product attention on .npy tensors")                               \
-    X(pe, "sinusoidal positional-encoding table as .npy, .png or .svg")                   \
+    X(pe, "sinusoidal positional-encoding table as .npy, .png, .svg or .pdf")            \
     X(embed, "sentence embeddings with a BERT sentence-transformers model")              \
     X(similarity, "cosine similarity matrix of sentence embeddings")                     \
     X(tokenize, "word pieces and ids of a text")                                         \
     X(generate, "continue a prompt with a language model (GGUF or llama2.c)")            \
     X(chat, "answer a message with an instruct model (chat template, KV cache)")         \
     X(summarize, "abstractive summary of a text with an instruct model")                 \
-    X(attention, "attention weights of a model as a heatmap (png, svg, html) or .npy")                \
+    X(attention, "attention weights of a model as a heatmap (png, svg, pdf, html) or .npy")          \
     X(translate, "translate with a CTranslate2 Transformer (greedy / beam search)")       \
     X(transcribe, "speech to text with Whisper (CTranslate2 model)")       \
     X(classify, "image classification with a ViT (top-5, --eval accuracy, --attention)") \

@@ -88,15 +88,17 @@ static int attn__load_json(cJSON **out, const char *dir, const char *name, int o
     return ATTN_OK;
 }
 
-static int attn__json_int(const cJSON *o, const char *key, int64_t *v, int64_t lo, int64_t hi, int required) {
+/* Integer `key` of the JSON object o read from the file `file` (named in the errors). */
+static int attn__json_int(const cJSON *o, const char *file, const char *key, int64_t *v, int64_t lo, int64_t hi,
+                          int required) {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!it) {
-        if (required) return attn_set_error(ATTN_E_FORMAT, "bert: config.json lacks \"%s\"", key);
+        if (required) return attn_set_error(ATTN_E_FORMAT, "bert: %s lacks \"%s\"", file, key);
         return ATTN_OK;
     }
     if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < (double)lo ||
         it->valuedouble > (double)hi)
-        return attn_set_error(ATTN_E_FORMAT, "bert: config.json \"%s\" must be an integer in [%lld, %lld]", key,
+        return attn_set_error(ATTN_E_FORMAT, "bert: %s \"%s\" must be an integer in [%lld, %lld]", file, key,
                               (long long)lo, (long long)hi);
     *v = (int64_t)it->valuedouble;
     return ATTN_OK;
@@ -110,13 +112,13 @@ static int attn__parse_config(attn_bert_config *c, const char *dir) {
     c->type_vocab_size = 2;
     c->act = ATTN_ACT_GELU;
     c->eps = 1e-12f;
-    if (rc == 0) rc = attn__json_int(j, "hidden_size", &c->d_model, 1, 1 << 16, 1);
-    if (rc == 0) rc = attn__json_int(j, "num_hidden_layers", &c->n_layers, 1, 1024, 1);
-    if (rc == 0) rc = attn__json_int(j, "num_attention_heads", &c->n_heads, 1, 1024, 1);
-    if (rc == 0) rc = attn__json_int(j, "intermediate_size", &c->d_ff, 1, 1 << 20, 1);
-    if (rc == 0) rc = attn__json_int(j, "vocab_size", &c->vocab_size, 1, 1 << 24, 1);
-    if (rc == 0) rc = attn__json_int(j, "max_position_embeddings", &c->max_positions, 1, 1 << 20, 1);
-    if (rc == 0) rc = attn__json_int(j, "type_vocab_size", &c->type_vocab_size, 1, 1 << 16, 0);
+    if (rc == 0) rc = attn__json_int(j, "config.json", "hidden_size", &c->d_model, 1, 1 << 16, 1);
+    if (rc == 0) rc = attn__json_int(j, "config.json", "num_hidden_layers", &c->n_layers, 1, 1024, 1);
+    if (rc == 0) rc = attn__json_int(j, "config.json", "num_attention_heads", &c->n_heads, 1, 1024, 1);
+    if (rc == 0) rc = attn__json_int(j, "config.json", "intermediate_size", &c->d_ff, 1, 1 << 20, 1);
+    if (rc == 0) rc = attn__json_int(j, "config.json", "vocab_size", &c->vocab_size, 1, 1 << 24, 1);
+    if (rc == 0) rc = attn__json_int(j, "config.json", "max_position_embeddings", &c->max_positions, 1, 1 << 20, 1);
+    if (rc == 0) rc = attn__json_int(j, "config.json", "type_vocab_size", &c->type_vocab_size, 1, 1 << 16, 0);
     if (rc == 0 && c->d_model % c->n_heads != 0)
         rc = attn_set_error(ATTN_E_FORMAT, "bert: hidden_size %lld is not a multiple of num_attention_heads %lld",
                             (long long)c->d_model, (long long)c->n_heads);
@@ -144,7 +146,7 @@ static int attn__parse_config(attn_bert_config *c, const char *dir) {
     c->max_seq_len = c->max_positions;
     ATTN_TRY(attn__load_json(&j, dir, "sentence_bert_config.json", 1));
     if (j) {
-        rc = attn__json_int(j, "max_seq_length", &c->max_seq_len, 2, c->max_positions, 0);
+        rc = attn__json_int(j, "sentence_bert_config.json", "max_seq_length", &c->max_seq_len, 2, c->max_positions, 0);
         cJSON_Delete(j);
         ATTN_TRY(rc);
     }

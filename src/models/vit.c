@@ -215,6 +215,14 @@ static int attn__vit_parse_config(attn_vit_config *c, const char *dir) {
             c->resize_w = c->resize_h;
         }
     }
+    /* resizing is bilinear (PIL's BILINEAR = 2, ViTImageProcessor's default); another filter would
+     * silently change every pixel, so it is refused */
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(j, "resample");
+    if (rc == 0 && rs && !cJSON_IsNull(rs) && !(cJSON_IsNumber(rs) && rs->valuedouble == 2))
+        rc = attn_set_error(ATTN_E_UNSUPPORTED,
+                            "vit: preprocessor_config.json \"resample\" is %s; only 2 (bilinear, ViTImageProcessor's default) is supported",
+                            cJSON_IsNumber(rs) ? (rs->valuedouble == 3 ? "3 (bicubic)" : rs->valuedouble == 0 ? "0 (nearest)" : "not 2")
+                                               : "not a number");
     if (rc == 0) rc = attn__vit_get_bool(j, F, "do_rescale", &c->do_rescale);
     if (rc == 0) rc = attn__vit_get_float(j, F, "rescale_factor", &c->rescale_factor, -1e6, 1e6);
     if (rc == 0) rc = attn__vit_get_bool(j, F, "do_normalize", &c->do_normalize);
@@ -235,6 +243,21 @@ static int attn__vit_labels(attn_vit *m, const char *dir) {
     const cJSON *map = cJSON_GetObjectItemCaseSensitive(j, "id2label");
     int rc = ATTN_OK;
     if (map && !cJSON_IsObject(map)) rc = attn_set_error(ATTN_E_FORMAT, "vit: config.json \"id2label\" must be an object");
+    /* as transformers: id2label, when given, names every class: keys "0" .. "n-1", one per output */
+    if (rc == 0 && map) {
+        int64_t cnt = 0;
+        for (const cJSON *e = map->child; e && rc == 0; e = e->next, cnt++) {
+            char *end = NULL;
+            long long k = e->string ? strtoll(e->string, &end, 10) : -1;
+            if (!e->string || !*e->string || *end || k < 0 || k >= n || !cJSON_IsString(e))
+                rc = attn_set_error(ATTN_E_FORMAT,
+                                    "vit: config.json \"id2label\" key \"%s\" is not a class index 0..%lld with a string label",
+                                    e->string ? e->string : "", (long long)n - 1);
+        }
+        if (rc == 0 && cnt != n)
+            rc = attn_set_error(ATTN_E_FORMAT, "vit: config.json \"id2label\" has %lld labels but the classifier has %lld outputs",
+                                (long long)cnt, (long long)n);
+    }
     for (int64_t i = 0; i < n && rc == 0; i++) {
         char key[32];
         snprintf(key, sizeof key, "%lld", (long long)i);

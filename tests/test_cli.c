@@ -977,7 +977,8 @@ static void test_llm_verbs(void) {
     EXPECT_FAIL(1, "the message is empty", "chat with an empty message", "chat", "--model", smol, "");
     EXPECT_FAIL(1, "byte offset 0", "chat with invalid UTF-8: the offset is the message's", "chat", "--model", smol,
                 "\xff" "abc");
-    EXPECT_FAIL(1, "is not a GGUF file", "generate with a non-GGUF model", "generate", "--model", empty, "-p", "hi");
+    EXPECT_FAIL(2, "is not a GGUF file", "generate with a non-GGUF model and no --tokenizer", "generate", "--model", empty,
+                "-p", "hi");
     EXPECT_FAIL(1, "chat needs a GGUF instruct model", "chat with a non-GGUF model", "chat", "--model", empty, "hi");
     EXPECT_FAIL(1, "is a directory", "generate with a directory as model", "generate", "--model", tmpdir, "-p", "hi");
     EXPECT_FAIL(2, "carries its own tokenizer", "GGUF with --tokenizer", "generate", "--model", smol, "--tokenizer", tok,

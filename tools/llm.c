@@ -39,8 +39,9 @@ int llm_load(llm_ctx *c, const char *verb, const char *model, const char *tokeni
     if (!tokenizer) {
         if (strcmp(verb, "generate") != 0)
             return cli_error("%s is not a GGUF file (it does not start with \"GGUF\"); %s needs a GGUF instruct model", model, verb);
-        return cli_error("%s is not a GGUF file (it does not start with \"GGUF\"); for a llama2.c checkpoint give --tokenizer tok.bin",
-                         model);
+        /* either a forgotten --tokenizer or a wrong file: said as both, exit 2 like a missing option */
+        return cli_usage_error(verb, "%s is not a GGUF file (it does not start with \"GGUF\"); for a llama2.c checkpoint give --tokenizer tok.bin",
+                               model);
     }
     if (attn_llama_load_llama2c(&c->model, model) < 0) return cli_lib_error(NULL);
     if (attn_bpe_load_llama2c(&c->own_tok, tokenizer, attn_llama_get_config(c->model)->vocab_size) < 0) {

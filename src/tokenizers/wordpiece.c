@@ -13,6 +13,7 @@
 #include "attn_tokenizer.h"
 #include "core/internal.h"
 #include "tokenizers/tok_common.h"
+#include "tokenizers/tok_json.h"
 
 #include <cJSON.h>
 #include <errno.h>
@@ -297,12 +298,9 @@ static void vocab_insert(attn_tokenizer *t, const char *s, size_t n, int32_t id,
     if (model) t->key_model[i] = id;
 }
 
-/* Entries gathered by a loader before the tokenizer is built. */
-typedef struct {
-    const char *s; /* points into caller-owned storage until build copies it */
-    size_t len;
-    int32_t id;
-} tok_entry;
+/* Entries gathered by a loader before the tokenizer is built (s points into caller-owned storage
+ * until build copies it). */
+typedef attn__tok_json_entry tok_entry;
 
 typedef struct {
     const char *content;
@@ -553,30 +551,6 @@ int attn_tokenizer_load_vocab(attn_tokenizer **out, const char *vocab_path, int 
 
 /* ------------------------------------------------------------------ tokenizer.json */
 
-static int json_bool(const cJSON *obj, const char *name, int dflt, int *out, const char *where) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
-    if (!v || cJSON_IsNull(v)) {
-        *out = dflt;
-        return ATTN_OK;
-    }
-    if (!cJSON_IsBool(v)) return attn_set_error(ATTN_E_FORMAT, "tokenizer.json: %s.%s is not a boolean", where, name);
-    *out = cJSON_IsTrue(v) ? 1 : 0;
-    return ATTN_OK;
-}
-
-static int json_id(const cJSON *v, int32_t *out) {
-    if (!cJSON_IsNumber(v)) return 0;
-    double d = v->valuedouble;
-    if (!(d >= 0 && d <= (double)INT32_MAX) || d != (double)(int64_t)d) return 0;
-    *out = (int32_t)d;
-    return 1;
-}
-
-static const char *json_type(const cJSON *obj) {
-    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(obj, "type");
-    return cJSON_IsString(ty) ? ty->valuestring : NULL;
-}
-
 /* Ids of one TemplateProcessing special token (special_tokens[name].ids). */
 static int template_special(const cJSON *pp, const char *name, int32_t *ids, int *n) {
     const cJSON *st = cJSON_GetObjectItemCaseSensitive(pp, "special_tokens");
@@ -589,7 +563,7 @@ static int template_special(const cJSON *pp, const char *name, int32_t *ids, int
         if (*n >= TOK_MAX_AFFIX)
             return attn_set_error(ATTN_E_UNSUPPORTED, "tokenizer.json: more than %d special ids around the sequence",
                                   TOK_MAX_AFFIX);
-        if (!json_id(it, &ids[*n])) return attn_set_error(ATTN_E_FORMAT, "tokenizer.json: bad id for \"%s\"", name);
+        if (!attn__tok_json_id(it, &ids[*n])) return attn_set_error(ATTN_E_FORMAT, "tokenizer.json: bad id for \"%s\"", name);
         (*n)++;
     }
     return ATTN_OK;
@@ -598,7 +572,7 @@ static int template_special(const cJSON *pp, const char *name, int32_t *ids, int
 static int parse_post_processor(attn_tokenizer *t, const cJSON *pp) {
     t->template_ok = 1;
     if (!pp || cJSON_IsNull(pp)) return ATTN_OK; /* no post-processor: nothing is added */
-    const char *ty = json_type(pp);
+    const char *ty = attn__tok_json_type(pp);
     if (ty && strcmp(ty, "TemplateProcessing") == 0) {
         const cJSON *single = cJSON_GetObjectItemCaseSensitive(pp, "single");
         if (!cJSON_IsArray(single))
@@ -628,7 +602,7 @@ static int parse_post_processor(attn_tokenizer *t, const cJSON *pp) {
         const cJSON *cls = cJSON_GetObjectItemCaseSensitive(pp, "cls");
         const cJSON *sep = cJSON_GetObjectItemCaseSensitive(pp, "sep");
         if (!cJSON_IsArray(cls) || !cJSON_IsArray(sep) || cJSON_GetArraySize(cls) != 2 || cJSON_GetArraySize(sep) != 2 ||
-            !json_id(cJSON_GetArrayItem(cls, 1), &t->pre_ids[0]) || !json_id(cJSON_GetArrayItem(sep, 1), &t->post_ids[0]))
+            !attn__tok_json_id(cJSON_GetArrayItem(cls, 1), &t->pre_ids[0]) || !attn__tok_json_id(cJSON_GetArrayItem(sep, 1), &t->post_ids[0]))
             return attn_set_error(ATTN_E_FORMAT, "tokenizer.json: BertProcessing needs cls/sep as [token, id]");
         t->n_pre = t->n_post = 1;
     } else {
@@ -646,7 +620,7 @@ static int load_json_root(attn_tokenizer *t, const cJSON *root) {
     if (!cJSON_IsObject(root)) return attn_set_error(ATTN_E_FORMAT, "tokenizer.json: top level is not an object");
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     if (!cJSON_IsObject(model)) return attn_set_error(ATTN_E_FORMAT, "tokenizer.json: no \"model\" object");
-    const char *ty = json_type(model);
+    const char *ty = attn__tok_json_type(model);
     if (ty && strcmp(ty, "WordPiece") != 0)
         return attn_set_error(ATTN_E_UNSUPPORTED, "tokenizer.json: model type %s is not supported (WordPiece only)", ty);
     const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
@@ -667,7 +641,7 @@ static int load_json_root(attn_tokenizer *t, const cJSON *root) {
     v = cJSON_GetObjectItemCaseSensitive(model, "max_input_chars_per_word");
     if (v && !cJSON_IsNull(v)) {
         int32_t m;
-        if (!json_id(v, &m) || m < 1 || m > TOK_MAX_WORD_CHARS)
+        if (!attn__tok_json_id(v, &m) || m < 1 || m > TOK_MAX_WORD_CHARS)
             return attn_set_error(ATTN_E_UNSUPPORTED, "tokenizer.json: max_input_chars_per_word must be 1..%d",
                                   TOK_MAX_WORD_CHARS);
         t->max_chars = m;
@@ -678,17 +652,17 @@ static int load_json_root(attn_tokenizer *t, const cJSON *root) {
     if (!norm || cJSON_IsNull(norm)) {
         t->clean_text = t->chinese = t->strip_accents = t->lowercase = 0;
     } else {
-        const char *nt = json_type(norm);
+        const char *nt = attn__tok_json_type(norm);
         if (!nt || strcmp(nt, "BertNormalizer") != 0)
             return attn_set_error(ATTN_E_UNSUPPORTED, "tokenizer.json: normalizer %s is not supported (BertNormalizer only)",
                                   nt ? nt : "(no type)");
-        ATTN_TRY(json_bool(norm, "clean_text", 1, &t->clean_text, "normalizer"));
-        ATTN_TRY(json_bool(norm, "handle_chinese_chars", 1, &t->chinese, "normalizer"));
-        ATTN_TRY(json_bool(norm, "lowercase", 1, &t->lowercase, "normalizer"));
-        ATTN_TRY(json_bool(norm, "strip_accents", t->lowercase, &t->strip_accents, "normalizer"));
+        ATTN_TRY(attn__tok_json_bool(norm, "clean_text", 1, &t->clean_text, "normalizer"));
+        ATTN_TRY(attn__tok_json_bool(norm, "handle_chinese_chars", 1, &t->chinese, "normalizer"));
+        ATTN_TRY(attn__tok_json_bool(norm, "lowercase", 1, &t->lowercase, "normalizer"));
+        ATTN_TRY(attn__tok_json_bool(norm, "strip_accents", t->lowercase, &t->strip_accents, "normalizer"));
     }
     const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
-    const char *pt = cJSON_IsObject(pre) ? json_type(pre) : NULL;
+    const char *pt = cJSON_IsObject(pre) ? attn__tok_json_type(pre) : NULL;
     if (!pt || strcmp(pt, "BertPreTokenizer") != 0)
         return attn_set_error(ATTN_E_UNSUPPORTED, "tokenizer.json: pre_tokenizer %s is not supported (BertPreTokenizer only)",
                               pt ? pt : "(missing)");
@@ -706,57 +680,29 @@ static int load_json_root(attn_tokenizer *t, const cJSON *root) {
         free(add);
         return attn_set_error(ATTN_E_NOMEM, "tokenizer.json: out of memory");
     }
-    int rc = ATTN_OK, k = 0;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, vocab) {
-        if (k >= nv) break;
-        if (!it->string || !json_id(it, &e[k].id)) {
-            rc = attn_set_error(ATTN_E_FORMAT, "tokenizer.json: vocab entry \"%s\" has no valid id",
-                                it->string ? it->string : "?");
-            break;
-        }
-        e[k].s = it->string;
-        e[k].len = strlen(it->string);
-        k++;
-    }
-    int ka = 0;
+    int k = 0, ka = 0;
+    int rc = attn__tok_json_vocab(vocab, e, &k);
     if (rc == ATTN_OK && na) {
+        const cJSON *it;
         cJSON_ArrayForEach(it, added) {
             if (ka >= na) break;
-            const cJSON *content = cJSON_GetObjectItemCaseSensitive(it, "content");
-            const cJSON *idv = cJSON_GetObjectItemCaseSensitive(it, "id");
-            int32_t unused_id; /* required by the format, but tokenizers assigns the id itself */
-            if (!cJSON_IsString(content) || !json_id(idv, &unused_id)) {
-                rc = attn_set_error(ATTN_E_FORMAT, "tokenizer.json: added_tokens[%d] needs content and id", ka);
-                break;
-            }
-            int normalized = 0, ls = 0, rs = 0, sw = 0, special = 0;
-            if ((rc = json_bool(it, "special", 0, &special, "added_tokens[]")) < 0) break;
-            if ((rc = json_bool(it, "normalized", !special, &normalized, "added_tokens[]")) < 0) break;
-            if ((rc = json_bool(it, "lstrip", 0, &ls, "added_tokens[]")) < 0) break;
-            if ((rc = json_bool(it, "rstrip", 0, &rs, "added_tokens[]")) < 0) break;
-            if ((rc = json_bool(it, "single_word", 0, &sw, "added_tokens[]")) < 0) break;
-            if (normalized || ls || rs || sw) {
+            attn__tok_json_added x;
+            if ((rc = attn__tok_json_added_item(it, ka, &x)) < 0) break;
+            if (x.normalized || x.lstrip || x.rstrip || x.single_word) {
                 rc = attn_set_error(ATTN_E_UNSUPPORTED,
                                     "tokenizer.json: added token \"%s\" uses normalized/lstrip/rstrip/single_word",
-                                    content->valuestring);
+                                    x.content);
                 break;
             }
-            if (!content->valuestring[0]) {
+            if (!x.content[0]) {
                 rc = attn_set_error(ATTN_E_FORMAT, "tokenizer.json: empty added token");
                 break;
             }
-            add[ka].content = content->valuestring;
+            add[ka].content = x.content;
             ka++;
         }
     }
-    if (rc == ATTN_OK) {
-        for (int i = 0; i < k && rc == ATTN_OK; i++) {
-            size_t bad;
-            if (attn_tokenizer_validate_utf8(e[i].s, e[i].len, &bad) < 0)
-                rc = attn_set_error(ATTN_E_FORMAT, "tokenizer.json: vocab token %d is not valid UTF-8", i);
-        }
-    }
+    if (rc == ATTN_OK) rc = attn__tok_json_vocab_utf8(e, k);
     if (rc == ATTN_OK) rc = tokenizer_build(t, e, (size_t)k, add, ka, unk, prefix);
     free(e);
     free(add);
@@ -768,12 +714,8 @@ int attn_tokenizer_load_json_buffer(attn_tokenizer **out, const char *json, size
     if (!out) return attn_set_error(ATTN_E_INVALID, "tokenizer_load_json_buffer: NULL out");
     *out = NULL;
     if (!json) return attn_set_error(ATTN_E_INVALID, "tokenizer_load_json_buffer: NULL json");
-    cJSON *root = cJSON_ParseWithLength(json, len);
-    if (!root) {
-        const char *ep = cJSON_GetErrorPtr();
-        size_t off = (ep && ep >= json && ep <= json + len) ? (size_t)(ep - json) : 0;
-        return attn_set_error(ATTN_E_FORMAT, "tokenizer.json: JSON syntax error near byte %zu", off);
-    }
+    cJSON *root = NULL;
+    ATTN_TRY(attn__tok_json_parse(&root, json, len));
     attn_tokenizer *t = calloc(1, sizeof *t);
     if (!t) {
         cJSON_Delete(root);

@@ -3,6 +3,73 @@
 static inline __attribute__((always_inline)) void TILE_NAME(float *y, int64_t ldy,
                                                               const attn__q8blk *xq, int64_t nb, const uint8_t *W,
                                                               size_t rb, int64_t r, int64_t m0, attn_qtype t) {
+#if MT == 4
+    /* 4 activation rows (prefill): the 4 integer block dots of a weight row are reduced to one
+     * vector [Σ0 Σ1 Σ2 Σ3 | Σ0 Σ1 Σ2 Σ3] (each half sums 4 of the 8 lanes) by two unpack+add
+     * rounds, then scaled by [d·d_x0 .. d·d_x3] and accumulated in one FMA; the Q4 offset term
+     * (m or -8d times Σq·d_x) goes into a 4-lane FMA. */
+    __m256 acc4[RT];
+    __m128 mac4[RT];
+    QUNROLL
+    for (int k = 0; k < RT; k++) {
+        acc4[k] = _mm256_setzero_ps();
+        mac4[k] = _mm_setzero_ps();
+    }
+    const __m256i lo4 = _mm256_set1_epi8(0x0F);
+    const __m256i nib_shift = _mm256_setr_epi64x(0, 0, 4, 4);
+    const size_t bs = t == ATTN_QT_Q8_0 ? 34 : t == ATTN_QT_Q4_0 ? 18 : 20;
+    const attn__q8blk *x0 = xq + m0 * nb, *x1 = x0 + nb, *x2 = x1 + nb, *x3 = x2 + nb;
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256i xv0 = _mm256_loadu_si256((const __m256i *)x0[b].q), xv1 = _mm256_loadu_si256((const __m256i *)x1[b].q),
+                      xv2 = _mm256_loadu_si256((const __m256i *)x2[b].q), xv3 = _mm256_loadu_si256((const __m256i *)x3[b].q);
+        const __m128 xd4 = _mm_setr_ps(x0[b].d, x1[b].d, x2[b].d, x3[b].d);
+        const __m128 xs4 = _mm_setr_ps(x0[b].s, x1[b].s, x2[b].s, x3[b].s);
+        const __m256 xd8 = _mm256_set_m128(xd4, xd4);
+        QUNROLL
+        for (int i = 0; i < RT; i++) {
+            const uint8_t *blk = W + (size_t)(r + i) * rb + (size_t)b * bs;
+            __m256i p0, p1, p2, p3;
+            __m128 dm; /* [d, m] */
+            if (t == ATTN_QT_Q8_0) {
+                const __m256i w = _mm256_loadu_si256((const __m256i *)(blk + 2));
+                const __m256i aw = _mm256_sign_epi8(w, w);
+                p0 = DOT_U8S8(aw, _mm256_sign_epi8(xv0, w));
+                p1 = DOT_U8S8(aw, _mm256_sign_epi8(xv1, w));
+                p2 = DOT_U8S8(aw, _mm256_sign_epi8(xv2, w));
+                p3 = DOT_U8S8(aw, _mm256_sign_epi8(xv3, w));
+                dm = _mm_set_ss(QNAME(h2f)(blk));
+            } else {
+                const uint8_t *qs = blk + (t == ATTN_QT_Q4_1 ? 4 : 2);
+                const __m256i raw2 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+                const __m256i w = _mm256_and_si256(_mm256_srlv_epi64(raw2, nib_shift), lo4);
+                p0 = DOT_U8S8(w, xv0);
+                p1 = DOT_U8S8(w, xv1);
+                p2 = DOT_U8S8(w, xv2);
+                p3 = DOT_U8S8(w, xv3);
+                if (t == ATTN_QT_Q4_1) {
+                    uint32_t dm32;
+                    memcpy(&dm32, blk, 4);
+                    dm = _mm_cvtph_ps(_mm_cvtsi32_si128((int)dm32));
+                } else {
+                    const float d = QNAME(h2f)(blk);
+                    dm = _mm_setr_ps(d, -8.0f * d, 0.0f, 0.0f);
+                }
+            }
+            const __m256i t01 = _mm256_add_epi32(_mm256_unpacklo_epi32(p0, p1), _mm256_unpackhi_epi32(p0, p1));
+            const __m256i t23 = _mm256_add_epi32(_mm256_unpacklo_epi32(p2, p3), _mm256_unpackhi_epi32(p2, p3));
+            const __m256i sum = _mm256_add_epi32(_mm256_unpacklo_epi64(t01, t23), _mm256_unpackhi_epi64(t01, t23));
+            acc4[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(_mm256_broadcastss_ps(dm), xd8), acc4[i]);
+            if (t != ATTN_QT_Q8_0) mac4[i] = _mm_fmadd_ps(_mm_permute_ps(dm, 0x55), xs4, mac4[i]);
+        }
+    }
+    QUNROLL
+    for (int i = 0; i < RT; i++) {
+        float o[4];
+        _mm_storeu_ps(o, _mm_add_ps(_mm_add_ps(_mm256_castps256_ps128(acc4[i]), _mm256_extractf128_ps(acc4[i], 1)), mac4[i]));
+        for (int j = 0; j < 4; j++) y[(m0 + j) * ldy + r + i] = o[j];
+    }
+}
+#else
     __m256 acc[RT * MT];
     float sacc[RT * MT];
     QUNROLL
@@ -95,6 +162,7 @@ static inline __attribute__((always_inline)) void TILE_NAME(float *y, int64_t ld
         }
 }
 
+#endif
 #undef TILE_NAME
 #undef RT
 #undef MT

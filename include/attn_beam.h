@@ -86,11 +86,14 @@ typedef struct {
     int return_attention;     /* fill attn_hypothesis.attention */
     attn_logits_hook hook;    /* NULL or a hook (see above) */
     void *hook_ctx;
+    int64_t max_input_length; /* >= 0: sources longer than this are truncated to their first
+                                 max_input_length tokens before encoding (0 = no limit); used by
+                                 attn_translate (CTranslate2's max_input_length, default 1024) */
 } attn_decode_opts;
 
 /* attn_decode_opts_default: greedy, n_best 1, alpha 1 (power form, CTranslate2's default),
- * max_length 256, min_length 0, repetition penalty 1, no prefix / suppression. end_ids must
- * still be set. */
+ * max_length 256, min_length 0, repetition penalty 1, no prefix / suppression,
+ * max_input_length 1024. end_ids must still be set. */
 attn_decode_opts attn_decode_opts_default(void);
 
 typedef struct {

@@ -79,9 +79,13 @@ typedef struct {
  * batch. o: decoding options (end_ids NULL -> "</s>"); ids refer to the target vocabulary.
  * replace_unknowns: an output <unk> is replaced by the source token with the highest
  * cross-attention (CTranslate2's replace_unknowns). The returned cross-attention is that of
- * the last decoder layer's first head (CTranslate2's default alignment). out[n] is written;
- * free it with attn_translations_free.
- * Errors: those of attn_decode (bad options), ATTN_E_INVALID (NULL), ATTN_E_NOMEM. */
+ * the last decoder layer's first head (CTranslate2's default alignment). A source longer than
+ * o->max_input_length tokens (> 0) is truncated to its first max_input_length tokens, as
+ * CTranslate2's translate_batch does (checked with CTranslate2 4.8.5: the result, attention
+ * width included, equals that of the truncated source); src_tokens / src_len are then the
+ * truncated source. out[n] is written; free it with attn_translations_free.
+ * Errors: those of attn_decode (bad options), ATTN_E_INVALID (NULL, max_input_length < 0),
+ * ATTN_E_NOMEM. */
 int attn_translate(attn_translator *m, attn_translation *out, const char *const *sources, int64_t n,
                    const attn_decode_opts *o, int replace_unknowns);
 

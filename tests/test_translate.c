@@ -207,6 +207,64 @@ static void test_replace_unknowns(attn_translator *m) {
     attn_translations_free(&b, 1);
 }
 
+/* max_input_length: CTranslate2 4.8.5 (translate_batch, max_input_length=4, beam 1 or 2)
+ * translates the 10-token source below as "b o u n z" (score -0.3436081), exactly as its first
+ * 4 tokens with no limit: the first N tokens are kept (no end token is added to this model's
+ * source). The default limit is 1024 tokens: CTranslate2 gives the same "m e r m e r" (score
+ * -0.2749818, max_decoding_length 6) for 1100 tokens "ر م ر م ..." as for their first 1024. */
+static void test_max_input_length(attn_translator *m) {
+    attn_decode_opts o = attn_decode_opts_default();
+    o.min_length = 1;
+    o.return_attention = 1;
+    CHECK(o.max_input_length == 1024, "default max_input_length 1024 (got %lld)", (long long)o.max_input_length);
+    const char *src[2] = {"\xd8\xa8 \xd8\xa4 \xd9\x86 \xd8\xb2 \xd8\xaa \xd8\xb0 \xd8\xa2 \xd9\x89 \xd8\xab \xd8\xb4",
+                          "\xd8\xa8 \xd8\xa4 \xd9\x86 \xd8\xb2"};
+    attn_translation t[2];
+    o.max_input_length = 4;
+    int r = attn_translate(m, t, src, 2, &o, 0);
+    CHECK(r == 0, "translate with max_input_length 4: %s", attn_last_error());
+    if (r == 0) {
+        CHECK(t[0].src_len == 4 && t[0].n == 1 && t[0].hyps[0].len == 5, "truncated to 4 tokens (src_len %lld)", (long long)t[0].src_len);
+        char got[64] = "";
+        for (int64_t k = 0; k < t[0].hyps[0].len && k < 8; k++) {
+            if (k) strcat(got, " ");
+            strncat(got, t[0].hyps[0].tokens[k], 4);
+        }
+        CHECK(strcmp(got, "b o u n z") == 0 && fabsf(t[0].hyps[0].score - -0.3436081f) < 2e-6f,
+              "truncated source gives CTranslate2's 'b o u n z', -0.3436081 (got '%s', %.7f; tolerance 2e-6: f32 sums)", got,
+              (double)t[0].hyps[0].score);
+        CHECK(t[1].n == 1 && t[1].hyps[0].len == t[0].hyps[0].len && t[1].hyps[0].score == t[0].hyps[0].score,
+              "same result as the 4-token source (scores %g %g)", (double)t[0].hyps[0].score, (double)t[1].hyps[0].score);
+        attn_translations_free(t, 2);
+    }
+    /* 1100 tokens, default limit: encoded as the first 1024 */
+    static char longsrc[1100 * 3 + 1], cut[1024 * 3 + 1];
+    for (int i = 0; i < 1100; i++) memcpy(longsrc + 3 * i, i % 2 ? "\xd9\x85 " : "\xd8\xb1 ", 3);
+    longsrc[1100 * 3 - 1] = 0;
+    memcpy(cut, longsrc, 1024 * 3);
+    cut[1024 * 3 - 1] = 0;
+    const char *two[2] = {longsrc, cut};
+    o = attn_decode_opts_default();
+    o.max_length = 6;
+    r = attn_translate(m, t, two, 2, &o, 0);
+    CHECK(r == 0, "translate 1100 tokens: %s", attn_last_error());
+    if (r == 0) {
+        CHECK(t[0].src_len == 1024 && t[1].src_len == 1024, "1100 tokens truncated to 1024 (got %lld)", (long long)t[0].src_len);
+        char got[64] = "";
+        for (int64_t k = 0; k < t[0].hyps[0].len && k < 8; k++) {
+            if (k) strcat(got, " ");
+            strncat(got, t[0].hyps[0].tokens[k], 4);
+        }
+        CHECK(strcmp(got, "m e r m e r") == 0 && fabsf(t[0].hyps[0].score - t[1].hyps[0].score) < 1e-6f &&
+                  fabsf(t[0].hyps[0].score - -0.2749818f) < 1e-3f, /* measured 3.6e-4 at 1024 positions (vs ~1e-7 on short words) */
+              "1100 tokens: CTranslate2's 'm e r m e r' -0.2749818 (got '%s' %.7f; the 1024-token source %.7f)", got,
+              (double)t[0].hyps[0].score, (double)t[1].hyps[0].score);
+        attn_translations_free(t, 2);
+    }
+    o.max_input_length = -1;
+    CHECK_ERR(attn_translate(m, t, two, 1, &o, 0), ATTN_E_INVALID);
+}
+
 /* GNMT length penalty: beam 1 gives the same hypothesis as the power form; its score is the raw
  * log-probability divided by ((5 + len) / 6)^alpha instead of len^alpha. */
 static void test_gnmt(attn_translator *m) {
@@ -305,6 +363,11 @@ static void test_cli(void) {
     EXPECT_FAIL(2, "--n-best", "n-best > beam", "translate", "--model", MODEL_F32, "--n-best", "3", "م");
     EXPECT_FAIL(1, "not in the target vocabulary", "end token", "translate", "--model", MODEL_F32, "--end-token", "ZZ", "م");
     EXPECT_FAIL(1, "not in the target vocabulary", "suppressed token", "translate", "--model", MODEL_F32, "--suppress", "a QQ", "م");
+    rc = run_attn("translate", "--model", MODEL_F32, "--max-input-length", "4", "--beam", "2",
+                  "\xd8\xa8 \xd8\xa4 \xd9\x86 \xd8\xb2 \xd8\xaa \xd8\xb0 \xd8\xa2 \xd9\x89 \xd8\xab \xd8\xb4", (const char *)NULL);
+    CHECK(rc == 0 && strcmp(out_text, "b o u n z\n") == 0 && strstr(err_text, "truncated"),
+          "--max-input-length 4: exit %d, '%s' (CTranslate2: 'b o u n z'), note: %s", rc, out_text, err_text);
+    EXPECT_FAIL(2, "--max-input-length", "--max-input-length -1", "translate", "--model", MODEL_F32, "--max-input-length", "-1", "م");
     EXPECT_FAIL(2, "exactly one", "--attention with two sentences", "translate", "--model", MODEL_F32, "--attention", npy, "م", "ب");
     EXPECT_FAIL(1, "model.bin", "missing model", "translate", "--model", "/nonexistent", "م");
     /* corrupted and truncated model files, wrong vocabulary size */
@@ -439,6 +502,7 @@ int main(void) {
         test_attention(m);
         test_replace_unknowns(m);
         test_gnmt(m);
+        test_max_input_length(m);
         test_bad_options(m);
     }
     attn_translator_free(m);

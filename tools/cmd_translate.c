@@ -28,6 +28,8 @@ static void usage(FILE *f) {
             "  --length-penalty A      score / len^A when a hypothesis finishes (default 1, CTranslate2)\n"
             "  --gnmt                  use the GNMT penalty ((5 + len) / 6)^A instead of len^A\n"
             "  --max-len N             maximum generated tokens (default 256)\n"
+            "  --max-input-length N    truncate longer sentences to their first N tokens, as\n"
+            "                          CTranslate2 does (default 1024; 0 = no limit)\n"
             "  --min-len N             minimum generated tokens before the end token (default 1)\n"
             "  --prefix \"TOKENS\"       force the first target tokens\n"
             "  --end-token TOK         end token (default </s>)\n"
@@ -79,6 +81,18 @@ static int to_ids(attn_translator *m, const char *s, int32_t **ids, int64_t *n, 
     return CLI_OK;
 }
 
+/* more than max whitespace-separated tokens in s (the library's split rule)? */
+static int longer_than(const char *s, int64_t max) {
+    int64_t n = 0;
+    for (const char *p = s; *p;) {
+        while (*p && strchr(" \t\n\r\v\f", *p)) p++;
+        if (!*p) break;
+        if (++n > max) return 1;
+        while (*p && !strchr(" \t\n\r\v\f", *p)) p++;
+    }
+    return 0;
+}
+
 /* path: where to write (the staging file of --attention); png: PNG, else .npy (from the user's name) */
 static int write_attention(const char *path, int png, const attn_translation *t) {
     if (t->n == 0 || !t->hyps[0].attention || t->hyps[0].len == 0 || t->src_len == 0)
@@ -102,7 +116,7 @@ static int write_attention(const char *path, int png, const attn_translation *t)
 
 int cmd_translate(int argc, char **argv) {
     const char *model = NULL, *prefix = NULL, *end_tok = NULL, *attn_path = NULL;
-    int64_t beam = 1, n_best = 1, max_len = 256, min_len = 1, batch = 32, threads = 0;
+    int64_t beam = 1, n_best = 1, max_len = 256, max_in = 1024, min_len = 1, batch = 32, threads = 0;
     float lp = 1.0f, rep = 1.0f;
     int gnmt = 0, scores = 0, repl = 0;
     const char *supp[256];
@@ -137,6 +151,8 @@ int cmd_translate(int argc, char **argv) {
             gnmt = 1;
         } else if ((r = cli_opt(&a, NULL, "--max-len", &val))) {
             if (r < 0 || cli_parse_i64("translate", "--max-len", val, 1, 100000, &max_len) != CLI_OK) goto usage_err;
+        } else if ((r = cli_opt(&a, NULL, "--max-input-length", &val))) {
+            if (r < 0 || cli_parse_i64("translate", "--max-input-length", val, 0, INT64_MAX, &max_in) != CLI_OK) goto usage_err;
         } else if ((r = cli_opt(&a, NULL, "--min-len", &val))) {
             if (r < 0 || cli_parse_i64("translate", "--min-len", val, 0, 100000, &min_len) != CLI_OK) goto usage_err;
         } else if ((r = cli_opt(&a, NULL, "--prefix", &val))) {
@@ -227,6 +243,7 @@ int cmd_translate(int argc, char **argv) {
     o.length_penalty_form = gnmt ? ATTN_LP_GNMT : ATTN_LP_POWER;
     o.max_length = max_len;
     o.min_length = min_len;
+    o.max_input_length = max_in;
     o.repetition_penalty = rep;
     o.return_prefix = 1; /* CTranslate2's Translator returns the prefix with the hypothesis */
     o.return_attention = attn_path != NULL;
@@ -279,6 +296,9 @@ int cmd_translate(int argc, char **argv) {
             goto done;
         }
         for (int64_t i = 0; i < n; i++) {
+            if (max_in > 0 && longer_than(texts.items[i0 + i], max_in))
+                fprintf(stderr, "attn: note: sentence %lld has more than %lld tokens: truncated to its first %lld (--max-input-length)\n",
+                        (long long)(i0 + i + 1), (long long)max_in, (long long)max_in);
             for (int64_t h = 0; h < out[i].n; h++) {
                 if (scores) fprintf(obuf_f, "%.6f\t", (double)out[i].hyps[h].score);
                 for (int64_t k = 0; k < out[i].hyps[h].len; k++) fprintf(obuf_f, k ? " %s" : "%s", out[i].hyps[h].tokens[k]);

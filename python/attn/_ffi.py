@@ -169,6 +169,7 @@ typedef struct {
     int return_attention;
     attn_logits_hook hook;
     void *hook_ctx;
+    int64_t max_input_length;
 } attn_decode_opts;
 attn_decode_opts attn_decode_opts_default(void);
 

@@ -111,7 +111,7 @@ class Translator:
                         suppress_sequences: Optional[Sequence[Sequence[str]]] = None,
                         end_token: Optional[Union[str, Sequence[str]]] = None,
                         return_attention: bool = False, replace_unknowns: bool = False,
-                        max_batch_size: int = 32) -> List[TranslationResult]:
+                        max_batch_size: int = 32, max_input_length: int = 1024) -> List[TranslationResult]:
         """Translate tokenised sources, with the options and defaults of
         ``ctranslate2.Translator.translate_batch``.
 
@@ -130,6 +130,8 @@ class Translator:
             return_attention: fill TranslationResult.attention.
             replace_unknowns: replace a generated <unk> by the source token it attends most.
             max_batch_size: sources decoded together (results do not depend on it).
+            max_input_length: sources are truncated to their first max_input_length tokens
+                (0 = no limit), as CTranslate2 does.
         Returns:
             one TranslationResult per source.
         Raises:
@@ -151,6 +153,7 @@ class Translator:
         o.repetition_penalty = check_float(repetition_penalty, "repetition_penalty", fn)
         o.return_attention = 1 if return_attention else 0
         o.return_prefix = 1
+        o.max_input_length = check_int(max_input_length, "max_input_length", fn, minimum=0)
         bs = check_int(max_batch_size, "max_batch_size", fn, minimum=1)
         keep: List[Any] = []
         prefix = self._target_ids(target_prefix, "target_prefix")

@@ -112,3 +112,16 @@ def test_errors(tr, words):
         tr.translate_batch([3])
     with pytest.raises(OSError):
         attn.Translator(os.path.join(ROOT, "no-such-model"))
+
+
+def test_max_input_length(tr):
+    """CTranslate2 4.8.5, max_input_length=4, beam 1: "b o u n z", -0.3436081 (its first 4 tokens)."""
+    src = "ب ؤ ن ز ت ذ آ ى ث ش".split()
+    r = tr.translate_batch([src], beam_size=1, max_input_length=4, return_attention=True)[0]
+    assert r.hypotheses[0] == ["b", "o", "u", "n", "z"]
+    assert abs(r.scores[0] - -0.3436081) < 1e-4
+    assert r.source_tokens == src[:4] and np.asarray(r.attention[0]).shape == (5, 4)
+    full = tr.translate_batch([src], beam_size=1, max_input_length=0)[0]
+    assert len(full.source_tokens) == 10 and full.hypotheses[0] != r.hypotheses[0]
+    with pytest.raises(ValueError, match="max_input_length"):
+        tr.translate_batch([src], max_input_length=-1)

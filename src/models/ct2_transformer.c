@@ -690,6 +690,7 @@ int attn_translate(attn_translator *m, attn_translation *out, const char *const 
                    int replace_unknowns) {
     if (!m || (!out && n > 0) || (!sources && n > 0) || !o_in) return attn_set_error(ATTN_E_INVALID, "translate: NULL argument");
     if (n < 0) return attn_set_error(ATTN_E_INVALID, "translate: n < 0");
+    if (o_in->max_input_length < 0) return attn_set_error(ATTN_E_INVALID, "translate: max_input_length < 0");
     for (int64_t i = 0; i < n; i++)
         if (!sources[i]) return attn_set_error(ATTN_E_INVALID, "translate: source %lld is NULL", (long long)i);
     attn_decode_opts o = *o_in;
@@ -709,6 +710,12 @@ int attn_translate(attn_translator *m, attn_translation *out, const char *const 
     int64_t Ls = 0, B = 0;
     for (int64_t i = 0; i < n && rc == 0; i++) {
         rc = attn__split(&out[i].src_tokens, &out[i].src_len, sources[i]);
+        if (rc == 0 && o.max_input_length > 0 && out[i].src_len > o.max_input_length) {
+            /* CTranslate2 keeps the first max_input_length tokens (this family adds no end
+             * token to the source, so all of them are the user's) */
+            for (int64_t t = o.max_input_length; t < out[i].src_len; t++) free(out[i].src_tokens[t]);
+            out[i].src_len = o.max_input_length;
+        }
         if (out[i].src_len > Ls) Ls = out[i].src_len;
         if (out[i].src_len > 0) B++;
     }

@@ -82,7 +82,8 @@ typedef struct {
  * up to 3000 frames (the last frame of the audio excluded, as faster-whisper does) zero-padded to
  * 3000. Without timestamps a window gives one segment spanning it (clipped to the audio); with
  * timestamps, one segment per timestamp pair (an unclosed last segment ends at the window's end).
- * Errors: ATTN_E_INVALID (no samples: "the audio is empty"), errors of attn_whisper_generate. */
+ * Errors: ATTN_E_INVALID (no samples: "the audio is empty"; a NaN or infinite sample), errors of
+ * attn_whisper_generate. */
 int attn_whisper_transcribe(attn_whisper *m, attn_whisper_result *out, const float *samples, int64_t n,
                             const attn_whisper_opts *o);
 /* attn_whisper_result_free: NULL-safe. */

@@ -142,6 +142,16 @@ static void test_tokens(attn_whisper *m) {
     attn_whisper_result r;
     attn_whisper_opts o = {1, 0};
     CHECK_ERR(attn_whisper_transcribe(m, &r, NULL, 0, &o), ATTN_E_INVALID);
+    /* non-finite samples: an error, not the "." of silence (log10(max(NaN, 1e-10)) is finite) */
+    static float nan_audio[16000];
+    for (int i = 0; i < 16000; i++) nan_audio[i] = i == 8000 ? INFINITY : NAN;
+    CHECK_ERR(attn_whisper_transcribe(m, &r, nan_audio, 16000, &o), ATTN_E_INVALID);
+    CHECK(strstr(attn_last_error(), "non-finite"), "NaN audio message: %s", attn_last_error());
+    for (int i = 0; i < 16000; i++) nan_audio[i] = i == 8000 ? -INFINITY : 0.0f;
+    float *mel = NULL;
+    int64_t nf = 0;
+    CHECK_ERR(attn_whisper_log_mel(&mel, &nf, nan_audio, 16000), ATTN_E_INVALID);
+    CHECK(mel == NULL && strstr(attn_last_error(), "8000"), "-inf sample at 8000: %s", attn_last_error());
 }
 
 static char tmpdir[256], out_text[8192], err_text[8192];
@@ -178,6 +188,29 @@ static void write_wav(const char *path, int rate, int n) {
     fclose(f);
 }
 
+/* a float32 WAV (format 3) of n NaN samples at 16 kHz */
+static void write_wav_f32_nan(const char *path, int n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return;
+    uint32_t data = (uint32_t)n * 4, riff = 36 + data, fmt = 16, r = 16000, br = 64000;
+    uint16_t ieee = 3, ch = 1, ba = 4, bits = 32;
+    fwrite("RIFF", 1, 4, f);
+    fwrite(&riff, 4, 1, f);
+    fwrite("WAVEfmt ", 1, 8, f);
+    fwrite(&fmt, 4, 1, f);
+    fwrite(&ieee, 2, 1, f);
+    fwrite(&ch, 2, 1, f);
+    fwrite(&r, 4, 1, f);
+    fwrite(&br, 4, 1, f);
+    fwrite(&ba, 2, 1, f);
+    fwrite(&bits, 2, 1, f);
+    fwrite("data", 1, 4, f);
+    fwrite(&data, 4, 1, f);
+    float x = NAN;
+    for (int i = 0; i < n; i++) fwrite(&x, 4, 1, f);
+    fclose(f);
+}
+
 static void test_cli(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/attn_test_whisper_XXXXXX");
     if (!mkdtemp(tmpdir)) return;
@@ -200,6 +233,11 @@ static void test_cli(void) {
     write_wav(p, 16000, 0);
     rc = run_attn("transcribe", "--model", MODEL, p, (const char *)NULL);
     CHECK(rc == 1 && strstr(err_text, "empty"), "empty audio: exit %d: %s", rc, err_text);
+    snprintf(p, sizeof p, "%s/nan.wav", tmpdir);
+    write_wav_f32_nan(p, 16000);
+    rc = run_attn("transcribe", "--model", MODEL, "--timestamps", p, (const char *)NULL);
+    CHECK(rc == 1 && strstr(err_text, "nan.wav") && strstr(err_text, "non-finite") && out_text[0] == 0,
+          "float32 WAV of NaN: exit %d: %s %s", rc, out_text, err_text);
     snprintf(p, sizeof p, "%s/silence.wav", tmpdir);
     write_wav(p, 8000, 8000);
     /* timestamps, and 1 s of digital silence (8 kHz) in the same run */

@@ -99,6 +99,9 @@ int attn_whisper_log_mel(float **out, int64_t *n_frames, const float *samples, i
     if (!out || !n_frames || (!samples && n > 0) || n < 0) return attn_set_error(ATTN_E_INVALID, "whisper_log_mel: bad argument");
     *out = NULL;
     *n_frames = 0;
+    /* a NaN would pass log10(max(x, 1e-10)) as 1e-10 and decode as silence: refuse it */
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(samples[i])) return attn_set_error(ATTN_E_INVALID, "non-finite audio sample (%g) at index %lld", (double)samples[i], (long long)i);
     const int NF = ATTN_WHISPER_N_FFT, H = ATTN_WHISPER_HOP, NM = ATTN_WHISPER_N_MELS, NB = NF / 2 + 1;
     const int64_t len = n + 160;                 /* padding=160 */
     const int64_t plen = len + NF;               /* reflect padding n_fft/2 on both sides */

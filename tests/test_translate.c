@@ -368,7 +368,7 @@ static void test_cli(void) {
     CHECK(rc == 0 && strcmp(out_text, "b o u n z\n") == 0 && strstr(err_text, "truncated"),
           "--max-input-length 4: exit %d, '%s' (CTranslate2: 'b o u n z'), note: %s", rc, out_text, err_text);
     EXPECT_FAIL(2, "--max-input-length", "--max-input-length -1", "translate", "--model", MODEL_F32, "--max-input-length", "-1", "م");
-    EXPECT_FAIL(2, "exactly one", "--attention with two sentences", "translate", "--model", MODEL_F32, "--attention", npy, "م", "ب");
+    EXPECT_FAIL(2, "exactly one input sentence (got 2)", "--attention with two sentences", "translate", "--model", MODEL_F32, "--attention", npy, "م", "ب");
     EXPECT_FAIL(1, "model.bin", "missing model", "translate", "--model", "/nonexistent", "م");
     /* corrupted and truncated model files, wrong vocabulary size */
     char dir[512], p[600];

@@ -225,8 +225,9 @@ int cmd_translate(int argc, char **argv) {
         return cli_error("reading standard input failed: %s; nothing was written", strerror(e));
     }
     if (attn_path && texts.n != 1) {
+        long long got = (long long)texts.n; /* read before freeing the texts */
         cli_texts_free(&texts);
-        return cli_usage_error("translate", "--attention needs exactly one input sentence (got %lld)", (long long)texts.n);
+        return cli_usage_error("translate", "--attention needs exactly one input sentence (got %lld)", got);
     }
     attn_translator *m = NULL;
     if (attn_translator_load(&m, model) < 0) {

@@ -142,6 +142,22 @@ static void test_tokens(attn_whisper *m) {
     attn_whisper_result r;
     attn_whisper_opts o = {1, 0};
     CHECK_ERR(attn_whisper_transcribe(m, &r, NULL, 0, &o), ATTN_E_INVALID);
+    /* segment times as faster-whisper 1.2.1 (beam 5, word_timestamps off) gives them for the
+     * 1.428 s Front_Center.wav: 0.0 -> 1.42 without timestamps (the window, clipped to the
+     * audio), 0.0 -> 2.0 with them (the <|2.00|> token; faster-whisper does not clamp it) */
+    float *fc = NULL;
+    int64_t n_fc = 0;
+    CHECK_OK(attn_audio_load(&fc, &n_fc, "/usr/share/sounds/alsa/Front_Center.wav", ATTN_WHISPER_RATE));
+    for (int t = 0; t < 2 && fc; t++) {
+        attn_whisper_opts ot = {5, t};
+        int r2 = attn_whisper_transcribe(m, &r, fc, n_fc, &ot);
+        CHECK(r2 == 0 && r.n_segments == 1, "Front_Center timestamps=%d: %d segments (%s)", t, r2 == 0 ? (int)r.n_segments : -1, attn_last_error());
+        if (r2 == 0 && r.n_segments == 1)
+            CHECK(fabs(r.segments[0].start) < 1e-9 && fabs(r.segments[0].end - (t ? 2.0 : 1.42)) < 1e-9,
+                  "Front_Center timestamps=%d: %.4f -> %.4f (faster-whisper: 0 -> %.2f)", t, r.segments[0].start, r.segments[0].end, t ? 2.0 : 1.42);
+        if (r2 == 0) attn_whisper_result_free(&r);
+    }
+    free(fc);
     /* non-finite samples: an error, not the "." of silence (log10(max(NaN, 1e-10)) is finite) */
     static float nan_audio[16000];
     for (int i = 0; i < 16000; i++) nan_audio[i] = i == 8000 ? INFINITY : NAN;

@@ -15,7 +15,7 @@ extern "C" {
 
 /* attn_audio_load: decode `path`, average the channels to mono and resample to `rate` Hz.
  *   *samples: malloc'ed float32 [*n] in [-1, 1] (free with free()); *n may be 0 (empty file).
- * Errors: ATTN_E_IO (cannot open, or not an audio file libsndfile knows — the message says
+ * Errors: ATTN_E_IO (a directory; cannot open, or not an audio file libsndfile knows — the message says
  * which), ATTN_E_FORMAT (zero channels / sample rate, read error, non-finite samples),
  * ATTN_E_INVALID (rate <= 0, NULL), ATTN_E_NOMEM. */
 int attn_audio_load(float **samples, int64_t *n, const char *path, int rate);

@@ -18,6 +18,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MODEL "models/whisper-tiny.en"
@@ -249,6 +250,28 @@ static void test_cli(void) {
     write_wav(p, 16000, 0);
     rc = run_attn("transcribe", "--model", MODEL, p, (const char *)NULL);
     CHECK(rc == 1 && strstr(err_text, "empty"), "empty audio: exit %d: %s", rc, err_text);
+    rc = run_attn("transcribe", "--model", MODEL, tmpdir, (const char *)NULL);
+    CHECK(rc == 1 && strstr(err_text, "is a directory"), "a directory: exit %d: %s", rc, err_text);
+    {
+        /* a model.bin (CTranslate2 v6, no variables) whose spec name holds raw bytes: the
+         * message shows them escaped, never as invalid UTF-8 / control bytes */
+        char d[300];
+        snprintf(d, sizeof d, "%s/badspec", tmpdir);
+        mkdir(d, 0755);
+        snprintf(p, sizeof p, "%s/model.bin", d);
+        static const unsigned char mb[] = {6, 0, 0, 0, 8, 0, 'W', 0xff, 0x01, 'h', '\\', 0x1b, 's', 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+        FILE *mf = fopen(p, "wb");
+        if (mf) {
+            fwrite(mb, 1, sizeof mb, mf);
+            fclose(mf);
+        }
+        rc = run_attn("transcribe", "--model", d, "/usr/share/sounds/alsa/Front_Center.wav", (const char *)NULL);
+        int raw = 0;
+        for (const char *c = err_text; *c; c++)
+            if ((unsigned char)*c >= 0x7f || ((unsigned char)*c < 0x20 && *c != '\n')) raw = 1;
+        CHECK(rc == 1 && !raw && strstr(err_text, "spec 'W\\xff\\x01h\\\\\\x1bs' is not WhisperSpec"), "bad spec name escaped: exit %d: %s", rc,
+              err_text);
+    }
     snprintf(p, sizeof p, "%s/nan.wav", tmpdir);
     write_wav_f32_nan(p, 16000);
     rc = run_attn("transcribe", "--model", MODEL, "--timestamps", p, (const char *)NULL);

@@ -8,6 +8,7 @@
 #include <sndfile.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 int attn_audio_resample(float **out, int64_t *n_out, const float *in, int64_t n, int rate_in, int rate_out) {
     if (!out || !n_out || (!in && n > 0) || n < 0 || rate_in <= 0 || rate_out <= 0)
@@ -48,6 +49,8 @@ int attn_audio_load(float **samples, int64_t *n, const char *path, int rate) {
     *n = 0;
     SF_INFO info;
     memset(&info, 0, sizeof info);
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return attn_set_error(ATTN_E_IO, "%s: is a directory, not an audio file", path);
     SNDFILE *sf = sf_open(path, SFM_READ, &info);
     if (!sf) return attn_set_error(ATTN_E_IO, "%s: cannot read as audio: %s", path, sf_strerror(NULL));
     if (info.channels <= 0 || info.samplerate <= 0) {

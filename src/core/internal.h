@@ -46,6 +46,10 @@ static inline void attn__store_f32(void *p, attn_dtype dt, float x) {
     else *(uint16_t *)p = attn_f32_to_f16(x);
 }
 
+/* attn__printable: s for an error message: printable ASCII kept, every other byte written as
+ * \xNN (and a backslash as \\); cut with "..." to fit dst[cap] (cap >= 8). Returns dst. */
+const char *attn__printable(char *dst, size_t cap, const char *s);
+
 /* Element i of a float32 view of any rank given a flat row-major index over its shape. */
 static inline float *attn__f32_at4(const attn_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d) {
     return (float *)t->data + a * t->stride[0] + b * t->stride[1] + c * t->stride[2] + d * t->stride[3];

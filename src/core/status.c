@@ -1,8 +1,10 @@
 /* Status codes and the per-thread last-error message. */
 #include "attn_core.h"
+#include "internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char attn__errbuf[512];
 
@@ -34,3 +36,28 @@ int attn_set_error(int status, const char *fmt, ...) {
 }
 
 const char *attn_version(void) { return "0.1.0"; }
+
+const char *attn__printable(char *dst, size_t cap, const char *s) {
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (o + 4 + 4 > cap) { /* room for one escape, "..." and the NUL */
+            memcpy(dst + o, "...", 3);
+            o += 3;
+            break;
+        }
+        if (*p == '\\') {
+            dst[o++] = '\\';
+            dst[o++] = '\\';
+        } else if (*p >= 0x20 && *p < 0x7f) {
+            dst[o++] = (char)*p;
+        } else {
+            dst[o++] = '\\';
+            dst[o++] = 'x';
+            dst[o++] = hex[*p >> 4];
+            dst[o++] = hex[*p & 15];
+        }
+    }
+    dst[o] = 0;
+    return dst;
+}

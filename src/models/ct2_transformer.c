@@ -254,9 +254,11 @@ static int attn__load_body(attn_translator *m, const attn_ct2_file *f) {
     if (strcmp(spec, "TransformerBase") == 0) c->n_heads = 8;
     else if (strcmp(spec, "TransformerBig") == 0) c->n_heads = 16;
     else if (strcmp(spec, "TransformerSpec") == 0) c->n_heads = (int64_t)attn__ct2_attr(f, "num_heads", attn__ct2_attr(f, "encoder/num_heads", 8));
-    else
+    else {
+        char shown[160];
         return attn_set_error(ATTN_E_FORMAT, "model.bin: spec '%s' is not a Transformer encoder-decoder (TransformerBase, TransformerBig or TransformerSpec expected)",
-                              spec);
+                              attn__printable(shown, sizeof shown, spec));
+    }
     c->pre_norm = (int)attn__ct2_attr(f, "pre_norm", attn__ct2_attr(f, "encoder/pre_norm", 1));
     int act = (int)attn__ct2_attr(f, "activation", attn__ct2_attr(f, "encoder/activation", 0));
     /* CTranslate2 Activation: 0 ReLU, 1 GELU (tanh approximation), 3 GELU (erf) */

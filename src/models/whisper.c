@@ -87,8 +87,10 @@ static int64_t attn__wcount(const attn_ct2_file *f, const char *side) {
 
 static int attn__wbody(attn_whisper *m, const attn_ct2_file *f) {
     attn_whisper_config *c = &m->cfg;
-    if (strcmp(attn_ct2_spec_name(f), "WhisperSpec") != 0)
-        return attn_set_error(ATTN_E_FORMAT, "model.bin: spec '%s' is not WhisperSpec", attn_ct2_spec_name(f));
+    if (strcmp(attn_ct2_spec_name(f), "WhisperSpec") != 0) {
+        char shown[160];
+        return attn_set_error(ATTN_E_FORMAT, "model.bin: spec '%s' is not WhisperSpec", attn__printable(shown, sizeof shown, attn_ct2_spec_name(f)));
+    }
     const attn_ct2_var *c1 = attn_ct2_find(f, "encoder/conv1/weight");
     if (!c1 || c1->rank != 3 || c1->shape[1] != ATTN_WHISPER_N_MELS || c1->shape[2] != 3)
         return attn_set_error(ATTN_E_FORMAT, "model.bin: encoder/conv1/weight must be [E, 80, 3]");

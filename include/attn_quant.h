@@ -23,9 +23,10 @@
  *     most d_x/2. tests/test_quant.c checks every kernel against that bound and the SIMD
  *     kernels against the portable one (same integer sums; float sums in another order).
  *   - F32 W: OpenBLAS sgemm; F16 / BF16 W: rows converted to float32 on the fly.
- * Kernels: AVX-512 VNNI, AVX2 (+FMA, F16C), portable C, picked at run time from the CPU
+ * Kernels: AVX2 (+FMA, F16C) or portable C, picked at run time from the CPU
  * (attn_quant_kernel_name says which); ATTN_QUANT_KERNEL=portable|avx2|avx512vnni in the
- * environment forces one (if the CPU has it).
+ * environment forces one (if the CPU has it). The AVX-512 VNNI kernel is compiled but has not
+ * been run on hardware yet, so it is used only when forced that way (or attn_quant_set_kernel).
  */
 #ifndef ATTN_QUANT_H
 #define ATTN_QUANT_H

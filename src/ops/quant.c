@@ -183,9 +183,10 @@ static attn_qkernel chosen = ATTN_QK_AUTO;
 
 static attn_qkernel auto_kernel(void) {
     if (chosen != ATTN_QK_AUTO) return chosen;
-    attn_qkernel k = attn_qkernel_available(ATTN_QK_AVX512VNNI) ? ATTN_QK_AVX512VNNI
-                     : attn_qkernel_available(ATTN_QK_AVX2)     ? ATTN_QK_AVX2
-                                                                : ATTN_QK_PORTABLE;
+    /* The AVX-512 VNNI kernel has never run on hardware (the machines it was written on have no
+     * AVX-512): it is used only when asked for (ATTN_QUANT_KERNEL=avx512vnni or
+     * attn_quant_set_kernel), never picked on its own, until it has been tested on such a CPU. */
+    attn_qkernel k = attn_qkernel_available(ATTN_QK_AVX2) ? ATTN_QK_AVX2 : ATTN_QK_PORTABLE;
     const char *e = getenv("ATTN_QUANT_KERNEL");
     if (e) {
         attn_qkernel f = strcmp(e, "portable") == 0 ? ATTN_QK_PORTABLE

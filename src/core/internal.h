@@ -46,6 +46,11 @@ static inline void attn__store_f32(void *p, attn_dtype dt, float x) {
     else *(uint16_t *)p = attn_f32_to_f16(x);
 }
 
+/* attn__map_readonly: map the regular file at path read-only (mmap, MAP_PRIVATE) for a weight
+ * reader. *map = NULL for an empty file (nothing mapped), else release with munmap(*map, *size).
+ * Errors: ATTN_E_IO "cannot open PATH: ...", "PATH is not a regular file", "cannot map PATH: ...". */
+int attn__map_readonly(const char *path, void **map, size_t *size);
+
 /* attn__printable: s for an error message: printable ASCII kept, every other byte written as
  * \xNN (and a backslash as \\); cut with "..." to fit dst[cap] (cap >= 8). Returns dst. */
 const char *attn__printable(char *dst, size_t cap, const char *s);

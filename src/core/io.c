@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -347,4 +348,30 @@ int attn_same_file(const char *a, const char *b) {
     free(ca);
     free(cb);
     return same;
+}
+
+int attn__map_readonly(const char *path, void **map, size_t *size) {
+    *map = NULL;
+    *size = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return attn_set_error(ATTN_E_IO, "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return attn_set_error(ATTN_E_IO, "%s is not a regular file", path);
+    }
+    size_t n = (size_t)st.st_size;
+    void *p = NULL;
+    if (n > 0) {
+        p = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            int err = errno;
+            close(fd);
+            return attn_set_error(ATTN_E_IO, "cannot map %s: %s", path, strerror(err));
+        }
+    }
+    close(fd);
+    *map = p;
+    *size = n;
+    return ATTN_OK;
 }

@@ -247,23 +247,9 @@ int attn_ct2_parse(attn_ct2_file **out, const void *data, size_t size) {
 int attn_ct2_open(attn_ct2_file **out, const char *path) {
     if (!out || !path) return attn_set_error(ATTN_E_INVALID, "ct2_open: NULL argument");
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return attn_set_error(ATTN_E_IO, "cannot open %s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return attn_set_error(ATTN_E_IO, "%s is not a regular file", path);
-    }
-    size_t size = (size_t)st.st_size;
-    void *map = NULL;
-    if (size > 0) {
-        map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (map == MAP_FAILED) {
-            close(fd);
-            return attn_set_error(ATTN_E_IO, "cannot map %s: %s", path, strerror(errno));
-        }
-    }
-    close(fd);
+    void *map;
+    size_t size;
+    ATTN_TRY(attn__map_readonly(path, &map, &size));
     attn_ct2_file *f = (attn_ct2_file *)calloc(1, sizeof *f);
     if (!f) {
         if (map) munmap(map, size);

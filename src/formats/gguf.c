@@ -300,21 +300,13 @@ int attn_gguf_open_buffer(attn_gguf **out, const void *data, size_t len) {
 int attn_gguf_open(attn_gguf **out, const char *path) {
     if (!out || !path) return attn_set_error(ATTN_E_INVALID, "gguf: NULL argument");
     *out = NULL;
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return attn_set_error(ATTN_E_IO, "cannot open %s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return attn_set_error(ATTN_E_IO, "%s is not a regular file", path);
-    }
-    size_t size = (size_t)st.st_size;
+    void *p;
+    size_t size;
+    ATTN_TRY(attn__map_readonly(path, &p, &size));
     if (size < 24) {
-        close(fd);
+        if (p) munmap(p, size);
         return attn_set_error(ATTN_E_FORMAT, "%s: not a GGUF file (%zu bytes)", path, size);
     }
-    void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) return attn_set_error(ATTN_E_IO, "cannot map %s: %s", path, strerror(errno));
     attn_gguf *g = (attn_gguf *)calloc(1, sizeof *g);
     if (!g) {
         munmap(p, size);

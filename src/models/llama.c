@@ -90,21 +90,13 @@ static int init_rope(attn_llama *m) {
 int attn_llama_load_llama2c(attn_llama **out, const char *path) {
     if (!out || !path) return attn_set_error(ATTN_E_INVALID, "llama: NULL argument");
     *out = NULL;
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return attn_set_error(ATTN_E_IO, "cannot open %s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return attn_set_error(ATTN_E_IO, "%s is not a regular file", path);
-    }
-    size_t size = (size_t)st.st_size;
+    void *p;
+    size_t size;
+    ATTN_TRY(attn__map_readonly(path, &p, &size));
     if (size < 28) {
-        close(fd);
+        if (p) munmap(p, size);
         return attn_set_error(ATTN_E_FORMAT, "%s: not a llama2.c checkpoint (%zu bytes, the header alone is 28)", path, size);
     }
-    void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) return attn_set_error(ATTN_E_IO, "cannot map %s: %s", path, strerror(errno));
     attn_llama *m = (attn_llama *)calloc(1, sizeof *m);
     if (!m) {
         munmap(p, size);

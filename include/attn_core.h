@@ -90,8 +90,9 @@ uint16_t attn_f32_to_f16(float x);
 /* attn_f16_to_f32: exact, including subnormals, inf and NaN. */
 float attn_f16_to_f32(uint16_t h);
 
-/* attn_convert: dst[i] = src[i] for i < n, converting between ATTN_F32 and ATTN_BF16 / ATTN_F16
- * with the rounding above (same dtype: a copy). Vectorised with AVX2 + F16C when the CPU has them
+/* attn_convert: dst[i] = src[i] for i < n, converting between ATTN_F32, ATTN_BF16 and ATTN_F16
+ * with the rounding above (same dtype: a copy; float16 <-> bfloat16 goes through float32, which
+ * holds both exactly, so it rounds once). Vectorised with AVX2 + F16C when the CPU has them
  * (bit-identical to the scalar functions). Errors: ATTN_E_INVALID (NULL buffer with n > 0),
  * ATTN_E_DTYPE (any other pair of dtypes). */
 int attn_convert(void *dst, attn_dtype dst_dtype, const void *src, attn_dtype src_dtype, size_t n);

@@ -104,15 +104,7 @@ static int to_dtype(attn_tensor *dst, const attn_tensor *t, void **buf, attn_dty
     size_t n = (size_t)attn_tensor_numel(t);
     *buf = malloc(n * attn_dtype_size(dt) + 1);
     if (!*buf) return cli_error("out of memory");
-    if (t->dtype != ATTN_F32 && dt != ATTN_F32) { /* float16 -> bfloat16: through float32 (exact) */
-        float *w = malloc(n * sizeof(float) + 1);
-        if (!w) return cli_error("out of memory");
-        int rc = attn_convert(w, ATTN_F32, t->data, t->dtype, n) < 0 || attn_convert(*buf, dt, w, ATTN_F32, n) < 0;
-        free(w);
-        if (rc) return cli_lib_error(NULL);
-    } else if (attn_convert(*buf, dt, t->data, t->dtype, n) < 0) {
-        return cli_lib_error(NULL);
-    }
+    if (attn_convert(*buf, dt, t->data, t->dtype, n) < 0) return cli_lib_error(NULL);
     if (dt == ATTN_F16 && t->dtype == ATTN_F32) {
         const float *x = t->data;
         const uint16_t *h = *buf;

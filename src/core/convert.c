@@ -198,7 +198,18 @@ int attn__convert_path(void *dst, attn_dtype dst_dtype, const void *src, attn_dt
     if (src_dtype == ATTN_F32 && dst_dtype == ATTN_BF16) return attn__f32_to_bf16_portable(dst, src, n), ATTN_OK;
     if (src_dtype == ATTN_F16 && dst_dtype == ATTN_F32) return attn__f16_to_f32_portable(dst, src, n), ATTN_OK;
     if (src_dtype == ATTN_F32 && dst_dtype == ATTN_F16) return attn__f32_to_f16_portable(dst, src, n), ATTN_OK;
-    return attn_set_error(ATTN_E_DTYPE, "attn_convert: %s -> %s is not supported (float32 <-> bfloat16 / float16)",
+    if (attn__is_float_dtype(src_dtype) && attn__is_float_dtype(dst_dtype)) {
+        /* float16 <-> bfloat16: widen to float32 (exact), then round once to the target */
+        float tmp[256];
+        const size_t ses = attn_dtype_size(src_dtype), des = attn_dtype_size(dst_dtype);
+        for (size_t i = 0; i < n; i += 256) {
+            size_t k = n - i < 256 ? n - i : 256;
+            ATTN_TRY(attn__convert_path(tmp, ATTN_F32, (const char *)src + i * ses, src_dtype, k, simd));
+            ATTN_TRY(attn__convert_path((char *)dst + i * des, dst_dtype, tmp, ATTN_F32, k, simd));
+        }
+        return ATTN_OK;
+    }
+    return attn_set_error(ATTN_E_DTYPE, "attn_convert: %s -> %s is not supported (float32, bfloat16, float16)",
                           attn_dtype_name(src_dtype), attn_dtype_name(dst_dtype));
 }
 

@@ -89,6 +89,10 @@ typedef struct {
     int64_t max_input_length; /* >= 0: sources longer than this are truncated to their first
                                  max_input_length tokens before encoding (0 = no limit); used by
                                  attn_translate (CTranslate2's max_input_length, default 1024) */
+    int64_t max_batch_size;   /* >= 0: attn_translate sorts its sources from the longest to the
+                                 shortest and translates them in batches of this many (0 = one
+                                 batch), as CTranslate2's translate_batch does with
+                                 max_batch_size; results stay in input order (default 0) */
 } attn_decode_opts;
 
 /* attn_decode_opts_default: greedy, n_best 1, alpha 1 (power form, CTranslate2's default),

@@ -20,6 +20,10 @@
  * scale. An int8 linear layer computes as CTranslate2 does on x86: each input row is
  * quantised with scale 127 / max|x| (values truncated after a +128 shift, i.e. floored),
  * multiplied exactly in integers, and rescaled: y = acc / (scale_x * scale_w) + bias.
+ * With int8 weights the attention itself also follows CTranslate2 4.8.5's CPU arithmetic (the
+ * summation order oneDNN's sgemm uses for each shape, its vectorised exp and softmax), so that
+ * outputs and scores equal CTranslate2's on an x86 AVX2 machine (tests/test_translate.c: 275
+ * words, greedy and beam search, scores within 1e-5); float models use attn's SDPA kernel.
  */
 #ifndef ATTN_TRANSLATE_H
 #define ATTN_TRANSLATE_H
@@ -75,8 +79,12 @@ typedef struct {
 } attn_translation;
 
 /* attn_translate: translate n sources (each a string of space-separated tokens; unknown
- * tokens become <unk>; an empty source gives one empty hypothesis with score 0) in one
- * batch. o: decoding options (end_ids NULL -> "</s>"); ids refer to the target vocabulary.
+ * tokens become <unk>; an empty source gives one empty hypothesis with score 0). With
+ * o->max_batch_size > 0 the sources are sorted from the longest to the shortest (ties in the
+ * order CTranslate2's sort leaves them) and translated in batches of that many, as
+ * CTranslate2's translate_batch(max_batch_size=N) does; 0 = one batch. Results are in input
+ * order either way; float results do not depend on the batching, int8 ones can in their last
+ * bits, as CTranslate2's do (an item's padded length is part of the attention arithmetic). o: decoding options (end_ids NULL -> "</s>"); ids refer to the target vocabulary.
  * replace_unknowns: an output <unk> is replaced by the source token with the highest
  * cross-attention (CTranslate2's replace_unknowns). The returned cross-attention is that of
  * the last decoder layer's first head (CTranslate2's default alignment). A source longer than
@@ -84,8 +92,8 @@ typedef struct {
  * CTranslate2's translate_batch does (checked with CTranslate2 4.8.5: the result, attention
  * width included, equals that of the truncated source); src_tokens / src_len are then the
  * truncated source. out[n] is written; free it with attn_translations_free.
- * Errors: those of attn_decode (bad options), ATTN_E_INVALID (NULL, max_input_length < 0),
- * ATTN_E_NOMEM. */
+ * Errors: those of attn_decode (bad options), ATTN_E_INVALID (NULL, max_input_length < 0,
+ * max_batch_size < 0), ATTN_E_NOMEM. */
 int attn_translate(attn_translator *m, attn_translation *out, const char *const *sources, int64_t n,
                    const attn_decode_opts *o, int replace_unknowns);
 

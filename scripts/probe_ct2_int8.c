@@ -7,8 +7,8 @@
  *   - pairs (k, k+1) summed into int16 with saturation, then int32 (what ct2_layers.c does),
  *   - exact int32 sums;
  * and, for the float GEMMs, against a sequential fused multiply-add chain, mul-then-add and a
- * double-precision sum (none matches every shape: oneDNN picks kernels by shape, which is why
- * the int8 model's outputs are not bit-identical; see bench/seq2seq/int8_margins.txt).
+ * double-precision sum (none matches every shape: oneDNN picks its summation order by shape and
+ * tile; scripts/probe_ct2_attention.c checks the per-shape rules attn follows).
  * Not part of the build or CI (it needs the CTranslate2 wheel).
  * Build and run:
  *   cc -O1 -o /tmp/probe_ct2_int8 scripts/probe_ct2_int8.c -ldl -lm

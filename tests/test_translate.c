@@ -2,8 +2,9 @@
  * CTranslate2 4.8.5's outputs (tests/fixtures/aren, written by scripts/gen_aren_fixtures.py):
  * 275 words, greedy and beam search with n-best, length penalties 0 / 1 / 2, target prefix,
  * min / max length, repetition penalty, suppressed tokens and sequences, end-token override.
- * Hypotheses must be identical and scores within 1e-4 (CTranslate2's own greedy and beam paths
- * differ by ~1e-7 on the same word; float32 rounding in a 12-layer model is ~1e-6).
+ * Hypotheses must be identical and scores within 1e-5, float32 and int8 alike (CTranslate2's own
+ * greedy and beam paths differ by ~1e-7 on the same word; float32 rounding in a 12-layer model
+ * is ~1e-6).
  * Cross-attention (greedy, float32, 20 words) within 1e-5. Then the CLI on bad input. */
 #include "attn_translate.h"
 #include "testutil.h"
@@ -70,12 +71,11 @@ static void run_case_n(attn_translator *m, const char *file, attn_decode_opts o,
     int64_t li = 0, words_same = 0, hyps = 0, bad_tok = 0;
     double max_diff = 0;
     char first_bad[512] = "";
-    for (int64_t w0 = 0; w0 < n_use; w0 += 32) {
-        int64_t nb = n_use - w0 < 32 ? n_use - w0 : 32;
-        int rc = attn_translate(m, out + w0, (const char *const *)words + w0, nb, &o, 0);
-        CHECK(rc == 0, "%s: attn_translate: %s", file, attn_last_error());
-        if (rc) break;
-    }
+    /* as the fixtures were made: translate_batch(max_batch_size=32), which sorts the sources by
+     * length before batching (the int8 model's attention arithmetic depends on the padding) */
+    o.max_batch_size = 32;
+    int rc = attn_translate(m, out, (const char *const *)words, n_use, &o, 0);
+    CHECK(rc == 0, "%s: attn_translate: %s", file, attn_last_error());
     for (int64_t w = 0; w < n_use; w++) {
         int same = 1;
         int64_t h = 0;
@@ -116,26 +116,26 @@ static void run_case_n(attn_translator *m, const char *file, attn_decode_opts o,
     free_lines(ref, n_ref);
 }
 
-/* every word identical, scores within 1e-4 */
+/* every word identical, scores within 1e-5 (the issue asks 1e-4; measured max 3e-6: the
+ * fixtures' 7 decimals, float32 sums in another order, attn's log-softmax against CTranslate2's
+ * vectorised one, accumulated over up to ~12 steps) */
 static void run_case(attn_translator *m, const char *file, attn_decode_opts o, int n_prefix_a_l) {
-    run_case_n(m, file, o, n_prefix_a_l, n_words, n_words, 1e-4);
+    run_case_n(m, file, o, n_prefix_a_l, n_words, n_words, 1e-5);
 }
 
 /* decoding options on the first 64 words (keeps the suite fast) */
 static void run_case64(attn_translator *m, const char *file, attn_decode_opts o, int n_prefix_a_l) {
-    run_case_n(m, file, o, n_prefix_a_l, 64, 64, 1e-4);
+    run_case_n(m, file, o, n_prefix_a_l, 64, 64, 1e-5);
 }
 
-/* int8: attn reproduces CTranslate2's activation quantisation, int16-saturating u8 x s8 GEMM and
- * rescaling bit for bit (scripts/probe_ct2_int8.c), and its LayerNorm and sin / cos rounding, but
- * not the summation order of oneDNN's float GEMMs inside attention; the int8 model re-quantises
- * every layer input, so a one-ulp float difference can cross a quantisation step. Measured:
- * greedy 267/275, beam-4 (all 4 hypotheses) 220/275, best beam hypothesis 265/275; every
- * differing word is a near-tie for CTranslate2 (bench/seq2seq/int8_margins.txt). The bounds
- * leave a small margin for another BLAS kernel's float rounding; no score bound (scores of
- * identical outputs differ by ~3e-3, the same rounding noise). */
-static void run_case_int8(attn_translator *m, const char *file, attn_decode_opts o, int n_prefix_a_l, int64_t min_same) {
-    run_case_n(m, file, o, n_prefix_a_l, n_words, min_same, 0);
+/* int8: attn computes as CTranslate2 4.8.5 does on an AVX2 machine: its activation quantisation,
+ * int16-saturating u8 x s8 GEMM and rescaling (scripts/probe_ct2_int8.c), its LayerNorm and
+ * sin / cos rounding, its attention arithmetic (oneDNN's per-shape summation orders, its exp
+ * and softmax: scripts/probe_ct2_attention.c) and its batching (longest first, its sort's
+ * order of equal lengths, beams' cross-attention queries multiplied together). So every word is
+ * identical and scores are held to the same 1e-5 as float32 (measured max 8e-7). */
+static void run_case_int8(attn_translator *m, const char *file, attn_decode_opts o, int n_prefix_a_l) {
+    run_case_n(m, file, o, n_prefix_a_l, n_words, n_words, 1e-5);
 }
 
 static void test_attention(attn_translator *m) {
@@ -428,8 +428,8 @@ int main(void) {
         b4.n_best = 4;
         run_case(m, "greedy_f32.txt", o, 0);
         run_case(m, "beam4_f32.txt", b4, 0);
-        run_case_int8(q, "greedy_int8.txt", o, 0, 260);
-        run_case_int8(q, "beam4_int8.txt", b4, 0, 210);
+        run_case_int8(q, "greedy_int8.txt", o, 0);
+        run_case_int8(q, "beam4_int8.txt", b4, 0);
         {
             /* the int8 GEMM's portable C path and its AVX2 path are the same integer sums:
              * beam-4 outputs and scores of 64 words bit-identical */
@@ -458,7 +458,7 @@ int main(void) {
         x.n_best = 2;
         x.length_penalty = 0;
         run_case64(m, "beam4_lp0_f32.txt", x, 0);
-        run_case_int8(q, "beam4_lp0_int8.txt", x, 0, 235);
+        run_case_int8(q, "beam4_lp0_int8.txt", x, 0);
         x = b4;
         x.n_best = 1;
         x.length_penalty = 2;
@@ -467,7 +467,7 @@ int main(void) {
         x.beam_size = 3;
         x.n_best = 3;
         run_case64(m, "beam3_prefix_f32.txt", x, 1);
-        run_case_int8(q, "beam3_prefix_int8.txt", x, 1, 220);
+        run_case_int8(q, "beam3_prefix_int8.txt", x, 1);
         run_case64(m, "greedy_prefix_f32.txt", o, 1);
         x = b4;
         x.n_best = 2;

@@ -39,7 +39,7 @@ static void usage(FILE *f) {
             "  --replace-unknowns      replace a generated <unk> by the most attended source token\n"
             "  --attention OUT         write the cross-attention (target x source) of the best hypothesis\n"
             "                          of the only input sentence as .npy (float32 [T, S]) or .png heatmap\n"
-            "  --batch N               sentences per batch (default 32)\n"
+            "  --batch N               sentences per batch, longest first as CTranslate2 batches them (default 32)\n"
             "Standard output is written once every sentence is translated: after an error\n"
             "nothing is printed.\n"
             "  --threads N             worker threads (default: all cores)\n"
@@ -237,6 +237,7 @@ int cmd_translate(int argc, char **argv) {
     int32_t *pre = NULL, *end = NULL, **sseq = NULL, *stok = NULL;
     int64_t n_pre = 0, n_end = 0, *slen = NULL, n_stok = 0, n_sseq = 0;
     attn_translation *out = NULL;
+    int64_t n_out = 0;
     attn_decode_opts o = attn_decode_opts_default();
     o.beam_size = beam;
     o.n_best = n_best;
@@ -284,34 +285,32 @@ int cmd_translate(int argc, char **argv) {
         o.suppress_seq_lens = slen;
         o.n_suppress_seqs = n_sseq;
     }
-    out = (attn_translation *)calloc((size_t)batch, sizeof *out);
+    out = (attn_translation *)calloc((size_t)(texts.n ? texts.n : 1), sizeof *out);
     obuf_f = open_memstream(&obuf, &olen); /* all of stdout, written at the end */
     if (!out || !obuf_f) {
         rc = cli_error("out of memory");
         goto done;
     }
-    for (int64_t i0 = 0; i0 < texts.n; i0 += batch) {
-        int64_t n = texts.n - i0 < batch ? texts.n - i0 : batch;
-        if (attn_translate(m, out, (const char *const *)texts.items + i0, n, &o, repl) < 0) {
-            rc = cli_lib_error("translating");
-            goto done;
+    /* CTranslate2's batching: sentences sorted by length, batches of --batch, output in order */
+    o.max_batch_size = batch;
+    if (attn_translate(m, out, (const char *const *)texts.items, texts.n, &o, repl) < 0) {
+        rc = cli_lib_error("translating");
+        goto done;
+    }
+    n_out = texts.n;
+    for (int64_t i = 0; i < texts.n; i++) {
+        if (max_in > 0 && longer_than(texts.items[i], max_in))
+            fprintf(stderr, "attn: note: sentence %lld has more than %lld tokens: truncated to its first %lld (--max-input-length)\n",
+                    (long long)(i + 1), (long long)max_in, (long long)max_in);
+        for (int64_t h = 0; h < out[i].n; h++) {
+            if (scores) fprintf(obuf_f, "%.6f\t", (double)out[i].hyps[h].score);
+            for (int64_t k = 0; k < out[i].hyps[h].len; k++) fprintf(obuf_f, k ? " %s" : "%s", out[i].hyps[h].tokens[k]);
+            fputc('\n', obuf_f);
         }
-        for (int64_t i = 0; i < n; i++) {
-            if (max_in > 0 && longer_than(texts.items[i0 + i], max_in))
-                fprintf(stderr, "attn: note: sentence %lld has more than %lld tokens: truncated to its first %lld (--max-input-length)\n",
-                        (long long)(i0 + i + 1), (long long)max_in, (long long)max_in);
-            for (int64_t h = 0; h < out[i].n; h++) {
-                if (scores) fprintf(obuf_f, "%.6f\t", (double)out[i].hyps[h].score);
-                for (int64_t k = 0; k < out[i].hyps[h].len; k++) fprintf(obuf_f, k ? " %s" : "%s", out[i].hyps[h].tokens[k]);
-                fputc('\n', obuf_f);
-            }
-        }
-        if (attn_path) {
-            const char *stage = cli_output_path(&outs, 0);
-            rc = stage ? write_attention(stage, cli_ends_with(attn_path, ".png"), &out[0]) : CLI_FAIL;
-        }
-        attn_translations_free(out, n);
-        if (rc != CLI_OK) goto done;
+    }
+    if (attn_path && texts.n > 0) {
+        const char *stage = cli_output_path(&outs, 0);
+        rc = stage ? write_attention(stage, cli_ends_with(attn_path, ".png"), &out[0]) : CLI_FAIL;
     }
 done:
     if (obuf_f && fclose(obuf_f) != 0 && rc == CLI_OK) rc = cli_error("out of memory");
@@ -319,6 +318,7 @@ done:
     if (rc == CLI_OK && olen > 0 && (fwrite(obuf, 1, olen, stdout) != olen || fflush(stdout) != 0))
         rc = cli_error("writing standard output failed");
     free(obuf);
+    attn_translations_free(out, n_out);
     free(out);
     free(pre);
     free(end);

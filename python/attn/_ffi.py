@@ -170,6 +170,7 @@ typedef struct {
     attn_logits_hook hook;
     void *hook_ctx;
     int64_t max_input_length;
+    int64_t max_batch_size;
 } attn_decode_opts;
 attn_decode_opts attn_decode_opts_default(void);
 

@@ -111,7 +111,7 @@ class Translator:
                         suppress_sequences: Optional[Sequence[Sequence[str]]] = None,
                         end_token: Optional[Union[str, Sequence[str]]] = None,
                         return_attention: bool = False, replace_unknowns: bool = False,
-                        max_batch_size: int = 32, max_input_length: int = 1024) -> List[TranslationResult]:
+                        max_batch_size: int = 0, max_input_length: int = 1024) -> List[TranslationResult]:
         """Translate tokenised sources, with the options and defaults of
         ``ctranslate2.Translator.translate_batch``.
 
@@ -129,7 +129,10 @@ class Translator:
             end_token: token(s) that end a hypothesis (default "</s>").
             return_attention: fill TranslationResult.attention.
             replace_unknowns: replace a generated <unk> by the source token it attends most.
-            max_batch_size: sources decoded together (results do not depend on it).
+            max_batch_size: sources decoded together; as CTranslate2, the sources are sorted from
+                the longest to the shortest and split in batches of this many (0 = one batch).
+                Float32 results do not depend on it; int8 ones may, in their last bits, as
+                CTranslate2's do (the padding is part of its attention arithmetic).
             max_input_length: sources are truncated to their first max_input_length tokens
                 (0 = no limit), as CTranslate2 does.
         Returns:
@@ -154,7 +157,7 @@ class Translator:
         o.return_attention = 1 if return_attention else 0
         o.return_prefix = 1
         o.max_input_length = check_int(max_input_length, "max_input_length", fn, minimum=0)
-        bs = check_int(max_batch_size, "max_batch_size", fn, minimum=1)
+        o.max_batch_size = check_int(max_batch_size, "max_batch_size", fn, minimum=0)
         keep: List[Any] = []
         prefix = self._target_ids(target_prefix, "target_prefix")
         if prefix:
@@ -188,10 +191,9 @@ class Translator:
                 o.suppress_seqs, o.suppress_seq_lens, o.n_suppress_seqs = ptrs, lens, len(seqs)
         results: List[TranslationResult] = []
         with self._lock:
-            for s0 in range(0, len(srcs), bs):
-                chunk = srcs[s0:s0 + bs]
-                n = len(chunk)
-                bufs = [ffi.new("char[]", b) for b in chunk]
+            n = len(srcs)
+            if n:
+                bufs = [ffi.new("char[]", b) for b in srcs]
                 texts = ffi.new("const char *[]", bufs)
                 out = ffi.new("attn_translation[]", n)
                 raise_for(lib.attn_translate(self._m, out, texts, n, o, 1 if replace_unknowns else 0))

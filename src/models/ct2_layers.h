@@ -38,6 +38,19 @@ void attn__ct2_ln_free(attn__ct2_ln *ln);
 /* y[M, n] = LayerNorm(x) (y may alias x). */
 void attn__ct2_ln_apply(float *y, const float *x, int64_t M, const attn__ct2_ln *ln, float eps);
 
+/* Multi-head attention of one batch item with CTranslate2's CPU arithmetic (the int8 models'
+ * path, where every layer re-quantises its input and a one-ulp difference can move an int8
+ * value): scores = scale * q·kᵀ and context = softmax(scores)·v as its oneDNN sgemm computes
+ * them on an AVX2 machine, each dot product's summation order depending on the GEMM shape and
+ * the element's place in it, and its softmax with its vectorised exp (see ct2_layers.c).
+ * q rows [Lq] (stride qr, head h at column h*D), k / v rows [Lk] (stride kr); out rows
+ * [Lq, H*D] (stride os); w NULL or [H, Lq, Lk] softmax weights. m_pad / n_pad: the rows and
+ * columns of CTranslate2's score GEMM (its padded query and key lengths, >= Lq and Lk);
+ * row0: the first query's row in it. scratch: n_pad floats. */
+void attn__ct2_mha_exact(float *out, int64_t os, float *w, const float *q, int64_t qr, const float *k, const float *v, int64_t kr,
+                         int64_t H, int64_t D, int64_t Lq, int64_t Lk, int64_t m_pad, int64_t n_pad, int64_t row0, float scale,
+                         float *scratch);
+
 /* Open DIR/model.bin, run body(ctx, file) (which reads the variables it needs), close the file;
  * an error from body is prefixed with the file's path. */
 int attn__ct2_load_model(const char *dir, int (*body)(void *ctx, const attn_ct2_file *f), void *ctx);

@@ -32,6 +32,7 @@ struct attn_translator {
     float *src_pos, *tgt_pos; /* learned [P, E] or NULL */
     int64_t src_pos_n, tgt_pos_n;
     float emb_scale;
+    float query_scale; /* 1 / sqrt(head_dim) in float, as CTranslate2 computes it */
     attn__enc_layer *enc;
     attn__dec_layer *dec;
     attn__ct2_ln enc_ln, dec_ln; /* final norms (pre-norm) */
@@ -283,6 +284,7 @@ static int attn__load_body(attn_translator *m, const attn_ct2_file *f) {
     if (!f1 || f1->rank != 2) return attn_set_error(ATTN_E_FORMAT, "model.bin has no 'encoder/layer_0/ffn/linear_0/weight'");
     c->d_ff = f1->shape[0];
     m->emb_scale = (float)attn__ct2_attr(f, "encoder/scale_embeddings", 1) != 0 ? sqrtf((float)E) : 1.0f;
+    m->query_scale = 1.0f / sqrtf((float)(E / m->cfg.n_heads));
     ATTN_TRY(attn__ct2_embedding(&m->src_emb, &c->source_vocab, f, se == attn_ct2_find(f, "encoder/embeddings/weight") ? "encoder/embeddings" : "encoder/embeddings_0", E));
     ATTN_TRY(attn__ct2_embedding(&m->tgt_emb, &c->target_vocab, f, "decoder/embeddings", E));
     const attn_ct2_var *lp = attn_ct2_find(f, "encoder/position_encodings/encodings");
@@ -464,8 +466,17 @@ static int attn__encode(attn__tstate *st, const int32_t *ids /* [B, Ls] */) {
         /* self-attention */
         if (pre) attn__ct2_ln_apply(h, x, M, &l->ln_sa, 1e-5f);
         if ((rc = attn__ct2_lin_apply(qkv, pre ? h : x, M, &l->qkv, scr, ATTN_ACT_IDENTITY)) < 0) goto done;
-        if ((rc = attn__sdpa(att, E, NULL, qkv, Ls * 3 * E, D, 3 * E, qkv + E, qkv + 2 * E, Ls * 3 * E, D, 3 * E, B, Ls, Ls, H, D,
-                             st->src_len)) < 0)
+        if (m->cfg.int8) {
+            /* CTranslate2's arithmetic: its score GEMM is [Ls, Ls] per item and head */
+            for (int64_t b = 0; b < B; b++) {
+                const float *qb = qkv + b * Ls * 3 * E;
+                const int64_t n = st->src_len[b];
+                attn__ct2_mha_exact(att + b * Ls * E, E, NULL, qb, 3 * E, qb + E, qb + 2 * E, 3 * E, H, D, n, n, Ls, Ls, 0,
+                                    m->query_scale, scr);
+                memset(att + (b * Ls + n) * E, 0, sizeof(float) * (size_t)((Ls - n) * E));
+            }
+        } else if ((rc = attn__sdpa(att, E, NULL, qkv, Ls * 3 * E, D, 3 * E, qkv + E, qkv + 2 * E, Ls * 3 * E, D, 3 * E, B, Ls, Ls, H, D,
+                                    st->src_len)) < 0)
             goto done;
         if ((rc = attn__ct2_lin_apply(ff, att, M, &l->out, scr, ATTN_ACT_IDENTITY)) < 0) goto done;
         attn__addv(x, ff, M * E);
@@ -515,7 +526,12 @@ static int attn__tstep(void *ctx, float *logits, float *attn_out, const int32_t 
             memcpy(kc + (r * T + step) * E, qkv + r * 3 * E + E, sizeof(float) * (size_t)E);
             memcpy(vc + (r * T + step) * E, qkv + r * 3 * E + 2 * E, sizeof(float) * (size_t)E);
         }
-        ATTN_TRY(attn__sdpa(att, E, NULL, qkv, 3 * E, D, 3 * E, kc, vc, T * E, D, E, N, 1, step + 1, H, D, NULL));
+        if (m->cfg.int8)
+            for (int64_t r = 0; r < N; r++)
+                attn__ct2_mha_exact(att + r * E, E, NULL, qkv + r * 3 * E, 3 * E, kc + r * T * E, vc + r * T * E, E, H, D, 1, step + 1, 1,
+                                    step + 1, 0, m->query_scale, scr);
+        else
+            ATTN_TRY(attn__sdpa(att, E, NULL, qkv, 3 * E, D, 3 * E, kc, vc, T * E, D, E, N, 1, step + 1, H, D, NULL));
         ATTN_TRY(attn__ct2_lin_apply(ff, att, N, &l->out_sa, scr, ATTN_ACT_IDENTITY));
         attn__addv(x, ff, N * E);
         if (!pre) attn__ct2_ln_apply(x, x, N, &l->ln_sa, 1e-5f);
@@ -523,7 +539,26 @@ static int attn__tstep(void *ctx, float *logits, float *attn_out, const int32_t 
         if (pre) attn__ct2_ln_apply(h, x, N, &l->ln_ca, 1e-5f);
         ATTN_TRY(attn__ct2_lin_apply(qkv, pre ? h : x, N, &l->q_ca, scr, ATTN_ACT_IDENTITY));
         int last = li == m->cfg.n_decoder_layers - 1 && attn_out;
-        for (int64_t r0 = 0; r0 < N;) {
+        if (m->cfg.int8) {
+            /* CTranslate2 multiplies the queries of an item's beams together with its keys
+             * (scores [beams, Ls] per head), so the beam count is the GEMM's row count */
+            for (int64_t r0 = 0; r0 < N;) {
+                const int64_t b = st->row_item[r0], n = st->src_len[b];
+                int64_t r1 = r0;
+                while (r1 < N && st->row_item[r1] == b) r1++;
+                const float *kv = st->cross_kv[li] + b * Ls * 2 * E;
+                attn__ct2_mha_exact(att + r0 * E, E, last ? st->w_last : NULL, qkv + r0 * E, E, kv, kv + E, 2 * E, H, D, r1 - r0, n, r1 - r0,
+                                    Ls, 0, m->query_scale, scr);
+                if (last) /* head 0 of the last layer ([H, rows, n]), zeros past the source length */
+                    for (int64_t i = 0; i < r1 - r0; i++) {
+                        float *dst = attn_out + (r0 + i) * Ls;
+                        memcpy(dst, st->w_last + i * n, sizeof(float) * (size_t)n);
+                        memset(dst + n, 0, sizeof(float) * (size_t)(Ls - n));
+                    }
+                r0 = r1;
+            }
+        }
+        for (int64_t r0 = 0; r0 < N && !m->cfg.int8;) {
             int64_t b = st->row_item[r0], r1 = r0;
             while (r1 < N && st->row_item[r1] == b) r1++;
             const float *kv = st->cross_kv[li] + b * Ls * 2 * E;
@@ -640,7 +675,7 @@ static int attn__tstate_init(attn__tstate *st, attn_translator *m, int64_t B, in
     st->qkv = (float *)malloc(sizeof(float) * (size_t)(cap_rows * 3 * E));
     st->att = (float *)malloc(sizeof(float) * (size_t)(cap_rows * wide));
     st->ff = (float *)malloc(sizeof(float) * (size_t)(cap_rows * wide));
-    st->scratch = (float *)malloc(sizeof(float) * (size_t)(cap_rows * (F > E ? F : E) + cap_rows));
+    st->scratch = (float *)malloc(sizeof(float) * (size_t)(cap_rows * (F > E ? F : E) + cap_rows + T + Ls + 2 * E)); /* + one score row and two sums per head dimension */
     st->w_last = (float *)malloc(sizeof(float) * (size_t)(H * cap_rows * Ls + 1));
     if (!st->x || !st->h || !st->qkv || !st->att || !st->ff || !st->scratch || !st->w_last) return attn_set_error(ATTN_E_NOMEM, "out of memory");
     return ATTN_OK;
@@ -687,14 +722,9 @@ static int attn__split(char ***out, int64_t *n, const char *s) {
     return ATTN_OK;
 }
 
-/* One text's tokens in ids, with a token list for the result. */
-int attn_translate(attn_translator *m, attn_translation *out, const char *const *sources, int64_t n, const attn_decode_opts *o_in,
-                   int replace_unknowns) {
-    if (!m || (!out && n > 0) || (!sources && n > 0) || !o_in) return attn_set_error(ATTN_E_INVALID, "translate: NULL argument");
-    if (n < 0) return attn_set_error(ATTN_E_INVALID, "translate: n < 0");
-    if (o_in->max_input_length < 0) return attn_set_error(ATTN_E_INVALID, "translate: max_input_length < 0");
-    for (int64_t i = 0; i < n; i++)
-        if (!sources[i]) return attn_set_error(ATTN_E_INVALID, "translate: source %lld is NULL", (long long)i);
+/* Translate n sources as one batch (padded to the longest). */
+static int attn__translate_batch(attn_translator *m, attn_translation *out, const char *const *sources, int64_t n,
+                                 const attn_decode_opts *o_in, int replace_unknowns) {
     attn_decode_opts o = *o_in;
     if (!o.end_ids || o.n_end == 0) {
         o.end_ids = &m->eos;
@@ -821,5 +851,158 @@ fail:
     free(map);
     attn__tstate_free(&st);
     attn_translations_free(out, n);
+    return rc;
+}
+
+/* whitespace-separated tokens in s */
+static int64_t attn__count_tokens(const char *s) {
+    int64_t n = 0;
+    for (const char *p = s; *p;) {
+        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\v' || *p == '\f') p++;
+        if (!*p) break;
+        n++;
+        while (*p && !(*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\v' || *p == '\f')) p++;
+    }
+    return n;
+}
+
+/* CTranslate2's batch order: its rebatching sorts the source indices with
+ * std::sort(longer first). That sort (GCC's libstdc++, which builds CTranslate2's Linux wheels)
+ * is an introsort and is not stable: sources of equal length come out in the order it leaves
+ * them, and which batch a source lands in decides its padding, which the int8 model's attention
+ * arithmetic depends on. The same algorithm, on the same comparisons, gives the same order:
+ * quicksort with the median of (second, middle, last) moved to the front as pivot and an
+ * unguarded partition, while a range holds more than 16 elements and the depth allows
+ * (2 floor(log2 n)), heapsort when it does not, then an insertion sort (unguarded past the
+ * first 16). ATTN__LONGER(a, b): source a has more tokens than b. */
+#define ATTN__LONGER(a, b) (len[a] > len[b])
+static void attn__swap_idx(int64_t *a, int64_t *b) {
+    int64_t t = *a;
+    *a = *b;
+    *b = t;
+}
+static void attn__heap_adjust(int64_t *f, int64_t hole, int64_t n, int64_t value, const int64_t *len) {
+    const int64_t top = hole;
+    int64_t child = hole;
+    while (child < (n - 1) / 2) {
+        child = 2 * (child + 1);
+        if (ATTN__LONGER(f[child], f[child - 1])) child--;
+        f[hole] = f[child];
+        hole = child;
+    }
+    if ((n & 1) == 0 && child == (n - 2) / 2) {
+        child = 2 * (child + 1);
+        f[hole] = f[child - 1];
+        hole = child - 1;
+    }
+    int64_t parent = (hole - 1) / 2;
+    while (hole > top && ATTN__LONGER(f[parent], value)) {
+        f[hole] = f[parent];
+        hole = parent;
+        parent = (hole - 1) / 2;
+    }
+    f[hole] = value;
+}
+static void attn__heapsort_idx(int64_t *f, int64_t n, const int64_t *len) {
+    if (n < 2) return;
+    for (int64_t parent = (n - 2) / 2;; parent--) {
+        attn__heap_adjust(f, parent, n, f[parent], len);
+        if (parent == 0) break;
+    }
+    for (int64_t last = n - 1; last > 0; last--) {
+        int64_t value = f[last];
+        f[last] = f[0];
+        attn__heap_adjust(f, 0, last, value, len);
+    }
+}
+static void attn__introsort_loop(int64_t *first, int64_t *last, int64_t depth, const int64_t *len) {
+    while (last - first > 16) {
+        if (depth == 0) {
+            attn__heapsort_idx(first, last - first, len);
+            return;
+        }
+        depth--;
+        int64_t *a = first + 1, *b = first + (last - first) / 2, *c = last - 1;
+        if (ATTN__LONGER(*a, *b)) {
+            if (ATTN__LONGER(*b, *c)) attn__swap_idx(first, b);
+            else if (ATTN__LONGER(*a, *c)) attn__swap_idx(first, c);
+            else attn__swap_idx(first, a);
+        } else if (ATTN__LONGER(*a, *c)) attn__swap_idx(first, a);
+        else if (ATTN__LONGER(*b, *c)) attn__swap_idx(first, c);
+        else attn__swap_idx(first, b);
+        int64_t *lo = first + 1, *hi = last;
+        for (;;) {
+            while (ATTN__LONGER(*lo, *first)) lo++;
+            hi--;
+            while (ATTN__LONGER(*first, *hi)) hi--;
+            if (!(lo < hi)) break;
+            attn__swap_idx(lo, hi);
+            lo++;
+        }
+        attn__introsort_loop(lo, last, depth, len);
+        last = lo;
+    }
+}
+static void attn__linear_insert(int64_t *p, const int64_t *len) {
+    int64_t v = *p;
+    while (ATTN__LONGER(v, p[-1])) {
+        *p = p[-1];
+        p--;
+    }
+    *p = v;
+}
+static void attn__ct2_batch_order(int64_t *idx, int64_t n, const int64_t *len) {
+    for (int64_t i = 0; i < n; i++) idx[i] = i;
+    if (n < 2) return;
+    int64_t lg = 0;
+    while ((n >> (lg + 1)) > 0) lg++;
+    attn__introsort_loop(idx, idx + n, 2 * lg, len);
+    const int64_t head = n > 16 ? 16 : n;
+    for (int64_t i = 1; i < head; i++) {
+        if (ATTN__LONGER(idx[i], idx[0])) {
+            int64_t v = idx[i];
+            memmove(idx + 1, idx, sizeof(int64_t) * (size_t)i);
+            idx[0] = v;
+        } else
+            attn__linear_insert(idx + i, len);
+    }
+    for (int64_t i = head; i < n; i++) attn__linear_insert(idx + i, len);
+}
+#undef ATTN__LONGER
+
+int attn_translate(attn_translator *m, attn_translation *out, const char *const *sources, int64_t n, const attn_decode_opts *o,
+                   int replace_unknowns) {
+    if (!m || (!out && n > 0) || (!sources && n > 0) || !o) return attn_set_error(ATTN_E_INVALID, "translate: NULL argument");
+    if (n < 0) return attn_set_error(ATTN_E_INVALID, "translate: n < 0");
+    if (o->max_input_length < 0) return attn_set_error(ATTN_E_INVALID, "translate: max_input_length < 0");
+    if (o->max_batch_size < 0) return attn_set_error(ATTN_E_INVALID, "translate: max_batch_size < 0");
+    for (int64_t i = 0; i < n; i++)
+        if (!sources[i]) return attn_set_error(ATTN_E_INVALID, "translate: source %lld is NULL", (long long)i);
+    if (o->max_batch_size == 0 || n <= o->max_batch_size) return attn__translate_batch(m, out, sources, n, o, replace_unknowns);
+    /* CTranslate2's rebatching: sources sorted from the longest to the shortest, then batches of
+     * max_batch_size; results in input order. */
+    const int64_t bs = o->max_batch_size;
+    int64_t *len = (int64_t *)malloc(sizeof(int64_t) * (size_t)n), *idx = (int64_t *)malloc(sizeof(int64_t) * (size_t)n);
+    const char **src = (const char **)malloc(sizeof(char *) * (size_t)bs);
+    attn_translation *tmp = (attn_translation *)calloc((size_t)bs, sizeof *tmp);
+    int rc = ATTN_OK;
+    if (!len || !idx || !src || !tmp) rc = attn_set_error(ATTN_E_NOMEM, "out of memory");
+    if (rc == 0) {
+        memset(out, 0, sizeof *out * (size_t)n);
+        for (int64_t i = 0; i < n; i++) len[i] = attn__count_tokens(sources[i]);
+        attn__ct2_batch_order(idx, n, len);
+        for (int64_t i0 = 0; i0 < n && rc == 0; i0 += bs) {
+            const int64_t nb = n - i0 < bs ? n - i0 : bs;
+            for (int64_t i = 0; i < nb; i++) src[i] = sources[idx[i0 + i]];
+            rc = attn__translate_batch(m, tmp, src, nb, o, replace_unknowns);
+            if (rc == 0)
+                for (int64_t i = 0; i < nb; i++) out[idx[i0 + i]] = tmp[i];
+        }
+        if (rc < 0) attn_translations_free(out, n);
+    }
+    free(len);
+    free(idx);
+    free(src);
+    free(tmp);
     return rc;
 }

@@ -22,8 +22,9 @@
  * multiplied exactly in integers, and rescaled: y = acc / (scale_x * scale_w) + bias.
  * With int8 weights the attention itself also follows CTranslate2 4.8.5's CPU arithmetic (the
  * summation order oneDNN's sgemm uses for each shape, its vectorised exp and softmax), so that
- * outputs and scores equal CTranslate2's on an x86 AVX2 machine (tests/test_translate.c: 275
- * words, greedy and beam search, scores within 1e-5); float models use attn's SDPA kernel.
+ * outputs and scores equal CTranslate2's on an x86 AVX2 machine for sources of up to 144
+ * tokens (tests/test_translate.c: 275 words, greedy and beam search, scores within 1e-5;
+ * scripts/probe_ct2_attention.c); float models use attn's SDPA kernel.
  */
 #ifndef ATTN_TRANSLATE_H
 #define ATTN_TRANSLATE_H
@@ -79,7 +80,8 @@ typedef struct {
 } attn_translation;
 
 /* attn_translate: translate n sources (each a string of space-separated tokens; unknown
- * tokens become <unk>; an empty source gives one empty hypothesis with score 0). With
+ * tokens become <unk>; an empty source gives n_best empty hypotheses with score 0, as
+ * CTranslate2 does; a source must be valid UTF-8). With
  * o->max_batch_size > 0 the sources are sorted from the longest to the shortest (ties in the
  * order CTranslate2's sort leaves them) and translated in batches of that many, as
  * CTranslate2's translate_batch(max_batch_size=N) does; 0 = one batch. Results are in input
@@ -93,7 +95,7 @@ typedef struct {
  * width included, equals that of the truncated source); src_tokens / src_len are then the
  * truncated source. out[n] is written; free it with attn_translations_free.
  * Errors: those of attn_decode (bad options), ATTN_E_INVALID (NULL, max_input_length < 0,
- * max_batch_size < 0), ATTN_E_NOMEM. */
+ * max_batch_size < 0, a source that is not UTF-8), ATTN_E_NOMEM. */
 int attn_translate(attn_translator *m, attn_translation *out, const char *const *sources, int64_t n,
                    const attn_decode_opts *o, int replace_unknowns);
 

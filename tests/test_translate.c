@@ -305,13 +305,24 @@ static void test_bad_options(attn_translator *m) {
     o = attn_decode_opts_default();
     o.repetition_penalty = 0;
     CHECK_ERR(attn_translate(m, &t, src, 1, &o, 0), ATTN_E_INVALID);
-    /* empty source and whitespace-only source: one empty hypothesis */
+    /* empty source and whitespace-only source: n_best empty hypotheses with score 0
+     * (CTranslate2 4.8.5: translate_batch([[]], beam_size=4, num_hypotheses=3) -> [[], [], []]) */
     o = attn_decode_opts_default();
     const char *empty[2] = {"", "   "};
     attn_translation e[2];
     CHECK_OK(attn_translate(m, e, empty, 2, &o, 0));
     CHECK(e[0].n == 1 && e[0].hyps[0].len == 0 && e[1].n == 1 && e[1].hyps[0].len == 0, "empty sources give empty hypotheses");
     attn_translations_free(e, 2);
+    o.beam_size = 4;
+    o.n_best = 3;
+    CHECK_OK(attn_translate(m, e, empty, 1, &o, 0));
+    CHECK(e[0].n == 3 && e[0].hyps[0].len == 0 && e[0].hyps[2].len == 0 && e[0].hyps[2].score == 0.0f,
+          "an empty source gives n_best (3) empty hypotheses, got %lld", (long long)e[0].n);
+    attn_translations_free(e, 1);
+    /* a source that is not UTF-8 is refused (it would silently become <unk>) */
+    const char *bad_utf8[2] = {"\xd9\x83 \xd8\xaa", "\xd9\x83 \xff\xfe"};
+    CHECK_ERR(attn_translate(m, e, bad_utf8, 2, &o, 0), ATTN_E_INVALID);
+    CHECK(strstr(attn_last_error(), "source 2 is not valid UTF-8 (byte offset 3, byte 0xFF)") != NULL, "UTF-8 message: %s", attn_last_error());
 }
 
 /* ---- CLI */
@@ -367,6 +378,17 @@ static void test_cli(void) {
                   "\xd8\xa8 \xd8\xa4 \xd9\x86 \xd8\xb2 \xd8\xaa \xd8\xb0 \xd8\xa2 \xd9\x89 \xd8\xab \xd8\xb4", (const char *)NULL);
     CHECK(rc == 0 && strcmp(out_text, "b o u n z\n") == 0 && strstr(err_text, "truncated"),
           "--max-input-length 4: exit %d, '%s' (CTranslate2: 'b o u n z'), note: %s", rc, out_text, err_text);
+    EXPECT_FAIL(1, "source 2 is not valid UTF-8", "a sentence that is not UTF-8", "translate", "--model", MODEL_F32, "\xd9\x85", "\xd9");
+    {
+        /* a NUL byte inside a line of standard input: refused, nothing printed */
+        char in[512];
+        snprintf(in, sizeof in, "%s/nul.txt", tmpdir);
+        write_file(in, "\xd9\x85\n\xd9\x83 \xd8\xaa\0\xd8\xa8\n", 12);
+        const char *args[] = {"translate", "--model", MODEL_F32, NULL};
+        int r = attn_test_run_stdin(attn_test_cli_path(), tmpdir, in, out_text, sizeof out_text, err_text, sizeof err_text, args);
+        CHECK(r == 1 && out_text[0] == '\0' && strstr(err_text, "sentence 2 holds a NUL byte"), "NUL byte in a line: exit %d, out '%s', %s", r,
+              out_text, err_text);
+    }
     EXPECT_FAIL(2, "--max-input-length", "--max-input-length -1", "translate", "--model", MODEL_F32, "--max-input-length", "-1", "م");
     EXPECT_FAIL(2, "exactly one input sentence (got 2)", "--attention with two sentences", "translate", "--model", MODEL_F32, "--attention", npy, "م", "ب");
     EXPECT_FAIL(1, "model.bin", "missing model", "translate", "--model", "/nonexistent", "م");

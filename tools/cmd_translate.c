@@ -224,6 +224,11 @@ int cmd_translate(int argc, char **argv) {
         cli_texts_free(&texts);
         return cli_error("reading standard input failed: %s; nothing was written", strerror(e));
     }
+    for (int64_t i = 0; i < texts.n; i++)
+        if ((int64_t)strlen(texts.items[i]) != texts.lens[i]) {
+            cli_texts_free(&texts);
+            return cli_error("sentence %lld holds a NUL byte (the input is not text); nothing was written", (long long)(i + 1));
+        }
     if (attn_path && texts.n != 1) {
         long long got = (long long)texts.n; /* read before freeing the texts */
         cli_texts_free(&texts);
@@ -300,8 +305,8 @@ int cmd_translate(int argc, char **argv) {
     n_out = texts.n;
     for (int64_t i = 0; i < texts.n; i++) {
         if (max_in > 0 && longer_than(texts.items[i], max_in))
-            fprintf(stderr, "attn: note: sentence %lld has more than %lld tokens: truncated to its first %lld (--max-input-length)\n",
-                    (long long)(i + 1), (long long)max_in, (long long)max_in);
+            fprintf(stderr, "attn: note: sentence %lld has more than %lld token%s: truncated to its first %lld (--max-input-length)\n",
+                    (long long)(i + 1), (long long)max_in, max_in == 1 ? "" : "s", (long long)max_in);
         for (int64_t h = 0; h < out[i].n; h++) {
             if (scores) fprintf(obuf_f, "%.6f\t", (double)out[i].hyps[h].score);
             for (int64_t k = 0; k < out[i].hyps[h].len; k++) fprintf(obuf_f, k ? " %s" : "%s", out[i].hyps[h].tokens[k]);

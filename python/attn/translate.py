@@ -117,8 +117,8 @@ class Translator:
 
         Args:
             source: a list of sources, each a list of tokens (or one str of space-separated
-                tokens). Unknown tokens become <unk>; an empty source gives one empty
-                hypothesis with score 0.
+                tokens). Unknown tokens become <unk>; an empty source gives num_hypotheses
+                empty hypotheses with score 0, as CTranslate2.
             target_prefix: tokens forcing the start of every hypothesis (included in it).
             beam_size: 1 = greedy search. num_hypotheses: 1 .. beam_size results per source.
             length_penalty: alpha of score / len**alpha (CTranslate2's form).
@@ -131,8 +131,9 @@ class Translator:
             replace_unknowns: replace a generated <unk> by the source token it attends most.
             max_batch_size: sources decoded together; as CTranslate2, the sources are sorted from
                 the longest to the shortest and split in batches of this many (0 = one batch).
-                Float32 results do not depend on it; int8 ones may, in their last bits, as
-                CTranslate2's do (the padding is part of its attention arithmetic).
+                The words do not depend on it, save for near-ties; scores can change in their
+                last bits (float32: the summation order of a batch; int8: the padding is part of
+                the attention arithmetic), as CTranslate2's do.
             max_input_length: sources are truncated to their first max_input_length tokens
                 (0 = no limit), as CTranslate2 does.
         Returns:

@@ -390,12 +390,15 @@ int attn__ct2_lin_apply(float *y, const float *x, int64_t M, const attn__ct2_lin
  * context[M, D] = P[M, N]·V[N, D]. oneDNN's AVX2 kernels sum each dot product in an order that
  * depends on the GEMM shape and on where the element falls in its register tiles. The rules
  * below were measured against the GEMM exported by CTranslate2's library, one thread, with
- * scripts/probe_ct2_attention.c (every element of every shape M, N, K = 1..24 used by
- * attention with head_dim 4: 0 mismatches):
+ * scripts/probe_ct2_attention.c (head_dim 4: every shape with up to 24 queries and keys,
+ * and the encoder's L x L self-attention for L up to 144: 0 mismatches; Q·Kᵀ is cut in other
+ * chunks from 145 rows on, which is not followed here):
  *   - a matrix-vector product (M == 1, or N == 1 for Q·Kᵀ): Q·Kᵀ sums four partial sums
  *     (k mod 4, fused multiply-adds) as (s0 + s1) + (s2 + s3); P·V is one fused
  *     multiply-add chain in k order;
- *   - otherwise rows go in blocks of 6 (the last block holds the rest) and columns in tiles
+ *   - otherwise rows go in blocks of 6 (the last block holds the rest; for P·V the rows are
+ *     first cut in chunks of 48, the last full chunk and a rest of more than 24 rows shared
+ *     evenly between two chunks, each chunk blocked from its first row) and columns in tiles
  *     of 16 (a tile narrower than 9 is a "narrow" one): a block of 1 or 2 rows sums the even
  *     and the odd k separately with separate multiplies and adds, then adds the two, then any
  *     last odd k; a block of 3 rows, or of 3 to 6 rows in a narrow tile, does the same with
@@ -409,7 +412,22 @@ enum { ATTN__CT2_CHAIN, ATTN__CT2_PAIRS_FMA, ATTN__CT2_PAIRS_MULADD, ATTN__CT2_G
 
 static inline __attribute__((always_inline)) int attn__ct2_dot_order(int64_t M, int64_t N, int64_t m, int64_t n, int trans_b) {
     if (M == 1 || N == 1) return trans_b ? ATTN__CT2_GEMV4 : ATTN__CT2_CHAIN;
-    int64_t h = M - 6 * (m / 6), tw = N - 16 * (n / 16);
+    int64_t c0 = 0, cl = M; /* the chunk of rows that holds row m */
+    if (!trans_b && M > 48) {
+        const int64_t full = M / 48, r = M % 48;
+        c0 = 48 * (m / 48);
+        cl = 48;
+        if (r > 24 && m >= 48 * (full - 1)) { /* the last full chunk and the rest, split evenly */
+            const int64_t a = (48 + r + 1) / 2, s0 = 48 * (full - 1);
+            c0 = m < s0 + a ? s0 : s0 + a;
+            cl = m < s0 + a ? a : 48 + r - a;
+        } else if (m >= 48 * full) {
+            c0 = 48 * full;
+            cl = r;
+        }
+    }
+    m -= c0;
+    int64_t h = cl - 6 * (m / 6), tw = N - 16 * (n / 16);
     if (h > 6) h = 6;
     if (tw > 16) tw = 16;
     if (h <= 2) return ATTN__CT2_PAIRS_MULADD;

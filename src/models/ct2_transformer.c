@@ -1,5 +1,6 @@
 /* CTranslate2 Transformer encoder-decoder and translation (see include/attn_translate.h). */
 #include "attn_translate.h"
+#include "attn_tokenizer.h"
 #include "attn_attention.h"
 #include "core/internal.h"
 #include "models/ct2_layers.h"
@@ -789,13 +790,13 @@ static int attn__translate_batch(attn_translator *m, attn_translation *out, cons
     }
     for (int64_t i = 0, b = 0; i < n; i++) {
         attn_translation *t = &out[i];
-        if (t->src_len == 0) {
-            t->hyps = (attn_translation_hyp *)calloc(1, sizeof *t->hyps);
+        if (t->src_len == 0) { /* n_best empty hypotheses with score 0, as CTranslate2 */
+            t->hyps = (attn_translation_hyp *)calloc((size_t)o.n_best, sizeof *t->hyps);
             if (!t->hyps) {
                 rc = attn_set_error(ATTN_E_NOMEM, "out of memory");
                 goto fail;
             }
-            t->n = 1;
+            t->n = o.n_best;
             continue;
         }
         attn_decode_result *r = &res[b++];
@@ -976,8 +977,13 @@ int attn_translate(attn_translator *m, attn_translation *out, const char *const 
     if (n < 0) return attn_set_error(ATTN_E_INVALID, "translate: n < 0");
     if (o->max_input_length < 0) return attn_set_error(ATTN_E_INVALID, "translate: max_input_length < 0");
     if (o->max_batch_size < 0) return attn_set_error(ATTN_E_INVALID, "translate: max_batch_size < 0");
-    for (int64_t i = 0; i < n; i++)
+    for (int64_t i = 0; i < n; i++) {
         if (!sources[i]) return attn_set_error(ATTN_E_INVALID, "translate: source %lld is NULL", (long long)i);
+        size_t bad;
+        if (attn_tokenizer_validate_utf8(sources[i], strlen(sources[i]), &bad) < 0)
+            return attn_set_error(ATTN_E_INVALID, "translate: source %lld is not valid UTF-8 (byte offset %zu, byte 0x%02X)", (long long)(i + 1),
+                                  bad, (unsigned)(unsigned char)sources[i][bad]);
+    }
     if (o->max_batch_size == 0 || n <= o->max_batch_size) return attn__translate_batch(m, out, sources, n, o, replace_unknowns);
     /* CTranslate2's rebatching: sources sorted from the longest to the shortest, then batches of
      * max_batch_size; results in input order. */

@@ -93,6 +93,11 @@ typedef struct {
                                  shortest and translates them in batches of this many (0 = one
                                  batch), as CTranslate2's translate_batch does with
                                  max_batch_size; results stay in input order (default 0) */
+    int length_excludes_end;  /* 1: an ended hypothesis's length penalty counts only its returned
+                                 tokens, not the end token, as CTranslate2 4.8.5's
+                                 Whisper.generate scores (checked: its score * n_tokens equals the
+                                 log-probability sum with the end token); 0 (default): the end
+                                 token counts (its Translator). A length below 1 counts as 1. */
 } attn_decode_opts;
 
 /* attn_decode_opts_default: greedy, n_best 1, alpha 1 (power form, CTranslate2's default),

@@ -625,6 +625,23 @@ static void test_end_of_options(void) {
                     "-no-such.wav");
         EXPECT_FAIL(2, "unknown option '-no-such.wav'", "transcribe -no-such.wav", "transcribe", "--model",
                     "models/whisper-tiny.en", "-no-such.wav");
+        /* faster-whisper's rule thresholds: checked before any file or model is read */
+        EXPECT_FAIL(2, "--no-speech-threshold must be between 0 and 1", "transcribe --no-speech-threshold 1.5", "transcribe", "--model",
+                    "models/whisper-tiny.en", "--no-speech-threshold", "1.5", "x.wav");
+        EXPECT_FAIL(2, "--log-prob-threshold expects a number", "transcribe --log-prob-threshold abc", "transcribe", "--model",
+                    "models/whisper-tiny.en", "--log-prob-threshold", "abc", "x.wav");
+        EXPECT_FAIL(2, "--compression-ratio-threshold must be between", "transcribe --compression-ratio-threshold 0", "transcribe",
+                    "--model", "models/whisper-tiny.en", "--compression-ratio-threshold", "0", "x.wav");
+        EXPECT_FAIL(2, "--temperatures: expected comma-separated", "transcribe --temperatures 0,,1", "transcribe", "--model",
+                    "models/whisper-tiny.en", "--temperatures", "0,,1", "x.wav");
+        EXPECT_FAIL(2, "--temperatures: each value must be between 0 and 100", "transcribe --temperatures 0,-1", "transcribe",
+                    "--model", "models/whisper-tiny.en", "--temperatures", "0,-1", "x.wav");
+        EXPECT_FAIL(2, "--temperatures must be a finite float32", "transcribe --temperatures nan", "transcribe", "--model",
+                    "models/whisper-tiny.en", "--temperatures", "nan", "x.wav");
+        EXPECT_FAIL(2, "--best-of", "transcribe --best-of 0", "transcribe", "--model", "models/whisper-tiny.en", "--best-of", "0", "x.wav");
+        EXPECT_FAIL(2, "--seed", "transcribe --seed -1", "transcribe", "--model", "models/whisper-tiny.en", "--seed", "-1", "x.wav");
+        EXPECT_FAIL(2, "exclude each other", "transcribe --no-fallback --no-rules", "transcribe", "--model", "models/whisper-tiny.en",
+                    "--no-fallback", "--no-rules", "x.wav");
     }
 }
 

@@ -67,7 +67,11 @@ int main(int argc, char **argv) {
         float *x;
         int64_t ns;
         if (attn_audio_load(&x, &ns, argv[k], 16000) < 0) return 1;
-        attn_whisper_opts o = {5, 0};
+        /* as the peer (ct2_bench.py): faster-whisper's rules with temperature 0.0 only */
+        static const float t0 = 0.0f;
+        attn_whisper_opts o = attn_whisper_opts_default();
+        o.temperatures = &t0;
+        o.n_temperatures = 1;
         double best = 1e30;
         for (int r = 0; r < reps; r++) {
             attn_whisper_result res;

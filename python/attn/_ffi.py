@@ -171,6 +171,7 @@ typedef struct {
     void *hook_ctx;
     int64_t max_input_length;
     int64_t max_batch_size;
+    int length_excludes_end;
 } attn_decode_opts;
 attn_decode_opts attn_decode_opts_default(void);
 
@@ -216,6 +217,7 @@ typedef struct {
     int64_t d_model, n_heads, n_encoder_layers, n_decoder_layers, d_ff, vocab_size;
     int64_t n_audio_ctx, n_text_ctx;
     int32_t sot, eot, no_timestamps, timestamp_begin;
+    int32_t no_speech;
 } attn_whisper_config;
 int attn_whisper_load(attn_whisper **out, const char *dir);
 void attn_whisper_free(attn_whisper *m);
@@ -223,13 +225,34 @@ const attn_whisper_config *attn_whisper_get_config(const attn_whisper *m);
 typedef struct {
     int64_t beam_size;
     int timestamps;
+    const float *temperatures;
+    int64_t n_temperatures;
+    int64_t best_of;
+    float no_speech_threshold;
+    float log_prob_threshold;
+    float compression_ratio_threshold;
+    uint64_t seed;
 } attn_whisper_opts;
+attn_whisper_opts attn_whisper_opts_default(void);
 int attn_whisper_generate(attn_whisper *m, int32_t **ids, int64_t *n, float *score, const float *mel,
                           const attn_whisper_opts *o);
+typedef struct {
+    int32_t *ids;
+    int64_t n;
+    float score;
+    float avg_logprob;
+    float no_speech_prob;
+    float compression_ratio;
+    float temperature;
+    int no_speech;
+} attn_whisper_decoding;
+int attn_whisper_decode(attn_whisper *m, attn_whisper_decoding *out, const float *mel, const attn_whisper_opts *o);
+void attn_whisper_decoding_free(attn_whisper_decoding *d);
 char *attn_whisper_text(const attn_whisper *m, const int32_t *ids, int64_t n);
 typedef struct {
     double start, end;
     char *text;
+    float avg_logprob, no_speech_prob, compression_ratio, temperature;
 } attn_whisper_segment;
 typedef struct {
     attn_whisper_segment *segments;

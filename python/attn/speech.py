@@ -20,11 +20,17 @@ SAMPLE_RATE = 16000
 
 @dataclass
 class Segment:
-    """A piece of the transcript: start and end in seconds, and its text."""
+    """A piece of the transcript: start and end in seconds, and its text; the statistics of
+    its 30 s window's decoding, as faster-whisper's Segment has them (avg_logprob,
+    no_speech_prob, compression_ratio, temperature)."""
 
     start: float
     end: float
     text: str
+    avg_logprob: float = 0.0
+    no_speech_prob: float = 0.0
+    compression_ratio: float = 0.0
+    temperature: float = 0.0
 
 
 @dataclass
@@ -156,26 +162,52 @@ class Whisper:
             _libc.free(p)
 
     def transcribe(self, audio: Audio, beam_size: int = 5, timestamps: bool = False,
-                   sample_rate: int = SAMPLE_RATE) -> Transcription:
-        """Transcribe audio in successive 30 s windows (faster-whisper's defaults: beam 5).
+                   sample_rate: int = SAMPLE_RATE,
+                   temperature: Union[float, Tuple[float, ...], List[float]] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0),
+                   best_of: int = 5, no_speech_threshold: Union[float, None] = 0.6,
+                   log_prob_threshold: Union[float, None] = -1.0,
+                   compression_ratio_threshold: Union[float, None] = 2.4, seed: int = 0) -> Transcription:
+        """Transcribe audio in successive 30 s windows with faster-whisper 1.2.1's defaults
+        (beam 5, temperature fallback, no-speech skip; include/attn_whisper.h): a window is
+        decoded again at the next temperature (best_of samples) while its compression ratio
+        > compression_ratio_threshold or its avg_logprob < log_prob_threshold; a window whose
+        no-speech probability > no_speech_threshold and avg_logprob <= log_prob_threshold gives
+        no text, so silence gives text "" and no segments, as in faster-whisper.
 
         Args:
             audio: a path (WAV, FLAC, OGG, ... through libsndfile) or float32 mono samples.
             beam_size: >= 1 (1 = greedy).
             timestamps: segment the text at Whisper's timestamp tokens (OpenAI's rules).
             sample_rate: the rate of an array of samples (resampled to 16 kHz).
+            temperature: a temperature or the temperatures tried in order (each >= 0).
+            best_of: samples per temperature > 0 (1..64).
+            no_speech_threshold, log_prob_threshold, compression_ratio_threshold: as
+                faster-whisper's; None turns a rule off.
+            seed: the sampler's seed at temperatures > 0.
         Returns: Transcription(text, segments, tokens).
         Raises: OSError (unreadable / not audio), ValueError (empty audio, bad options),
         TypeError (samples not float32)."""
         samples = self.load_audio(audio, sample_rate)
         o = self._opts(beam_size, timestamps, "transcribe")
+        temps = [float(temperature)] if isinstance(temperature, (int, float)) else [float(t) for t in temperature]
+        if not temps:
+            raise ValueError("transcribe: temperature must hold at least one value")
+        t_arr = ffi.new("float[]", temps)
+        o.temperatures = t_arr
+        o.n_temperatures = len(temps)
+        o.best_of = check_int(best_of, "best_of", "transcribe", minimum=1)
+        o.no_speech_threshold = 1.0 if no_speech_threshold is None else float(no_speech_threshold)
+        o.log_prob_threshold = float("-inf") if log_prob_threshold is None else float(log_prob_threshold)
+        o.compression_ratio_threshold = float("inf") if compression_ratio_threshold is None else float(compression_ratio_threshold)
+        o.seed = check_int(seed, "seed", "transcribe", minimum=0)
         res = ffi.new("attn_whisper_result *")
         with self._lock:
             raise_for(lib.attn_whisper_transcribe(self._m, res, ffi.cast("float *", samples.ctypes.data),
                                                   samples.size, o))
         try:
             s = lambda p: ffi.string(p).decode("utf-8", "replace") if p != ffi.NULL else ""
-            segs = [Segment(float(g.start), float(g.end), s(g.text)) for g in res.segments[0:res.n_segments]]
+            segs = [Segment(float(g.start), float(g.end), s(g.text), float(g.avg_logprob), float(g.no_speech_prob),
+                            float(g.compression_ratio), float(g.temperature)) for g in res.segments[0:res.n_segments]]
             return Transcription(s(res.text), segs, [int(res.ids[i]) for i in range(res.n_ids)])
         finally:
             lib.attn_whisper_result_free(res)

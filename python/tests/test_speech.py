@@ -67,6 +67,8 @@ def test_transcribe_files(model):
     t = model.transcribe(espeak, beam_size=1)  # one window: the greedy tokens of CTranslate2
     assert t.tokens == ref_tokens()[("espeak_2", "greedy")]
     assert t.text.strip() == model.decode(t.tokens).strip() and len(t.segments) == 1
+    g = t.segments[0]  # the window's statistics, as faster-whisper's Segment has them
+    assert g.temperature == 0.0 and g.no_speech_prob < 0.6 and -1.0 < g.avg_logprob < 0 and 0 < g.compression_ratio < 2.4
     if os.path.isfile(ALSA):
         t = model.transcribe(ALSA, timestamps=True)
         assert t.text.strip() == "front, center." and t.tokens
@@ -76,6 +78,22 @@ def test_transcribe_files(model):
         idx = np.arange(0, x.size - 1, 16000 / 22050)
         x22 = np.interp(idx, np.arange(x.size), x).astype(np.float32)
         assert model.transcribe(x22, sample_rate=22050).text.strip() == "front, center."
+
+
+@pytestmark_model
+def test_silence(model):
+    # faster-whisper 1.2.1 gives no segment for 1 s of digital silence (nospeech.txt: "fw
+    # silence_1s nots 0"); without its rules the model hallucinates a text
+    x = np.zeros(16000, np.float32)
+    t = model.transcribe(x)
+    assert t.text == "" and t.segments == [] and t.tokens == []
+    off = model.transcribe(x, temperature=0.0, no_speech_threshold=None, log_prob_threshold=None,
+                           compression_ratio_threshold=None)
+    assert off.tokens and off.text.strip()
+    with pytest.raises(ValueError):
+        model.transcribe(x, no_speech_threshold=1.5)
+    with pytest.raises(ValueError):
+        model.transcribe(x, temperature=[])
 
 
 @pytestmark_model

@@ -163,7 +163,10 @@ static int attn__add_hyp(attn_decode_result *res, const int32_t *ids, int64_t le
 
 /* Normalise by the length penalty, sort best first (stable for equal scores), keep n_best. */
 static void attn__finalize(attn_decode_result *res, const attn_decode_opts *o, int64_t n_best) {
-    for (int64_t i = 0; i < res->n; i++) res->hyps[i].score /= attn__lp(o, res->hyps[i].len + (res->hyps[i].ended && !o->include_end));
+    for (int64_t i = 0; i < res->n; i++) {
+        int64_t len = res->hyps[i].len + (res->hyps[i].ended && !o->include_end && !o->length_excludes_end);
+        res->hyps[i].score /= attn__lp(o, len > 0 ? len : 1);
+    }
     for (int64_t i = 1; i < res->n; i++) {
         attn_hypothesis h = res->hyps[i];
         int64_t j = i;

@@ -4,6 +4,7 @@
 #include "attn_audio.h"
 #include "attn_beam.h"
 #include "attn_bpe.h"
+#include "attn_sampling.h"
 #include "core/internal.h"
 #include "models/ct2_layers.h"
 
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 typedef struct {
     attn__ct2_ln ln_sa, ln_ca, ln_ff;
@@ -294,6 +296,8 @@ int attn_whisper_load(attn_whisper **out, const char *dir) {
         m->cfg.eot = attn__wtok(m, "<|endoftext|>");
         m->cfg.no_timestamps = attn__wtok(m, "<|notimestamps|>");
         m->cfg.timestamp_begin = m->cfg.no_timestamps + 1;
+        m->cfg.no_speech = attn__wtok(m, "<|nospeech|>");
+        if (m->cfg.no_speech < 0) m->cfg.no_speech = attn__wtok(m, "<|nocaptions|>");
         if (m->cfg.sot < 0 || m->cfg.eot < 0 || m->cfg.no_timestamps < 0)
             rc = attn_set_error(ATTN_E_FORMAT, "%s: vocabulary.txt lacks <|startoftranscript|>, <|endoftext|> or <|notimestamps|>", dir);
     }
@@ -429,6 +433,7 @@ typedef struct {
     float *x, *h, *q, *a, *f;
     int64_t len;
     int timestamps;
+    float no_speech; /* probability of the no-speech token after <|startoftranscript|> */
 } attn__wstate;
 
 static void attn__wstate_free(attn__wstate *s) {
@@ -519,10 +524,27 @@ static int attn__wforward(attn__wstate *s, float *logits, const int32_t *ids, in
     return attn__ct2_lin_apply(logits, x, N, &m->proj, NULL, ATTN_ACT_IDENTITY);
 }
 
+/* no-speech probability: softmax of the raw logits [V] (before any suppression) at the
+ * no-speech token, as OpenAI's DecodingTask takes it from the <|startoftranscript|> position */
+static float attn__wno_speech(const attn_whisper *m, const float *logits) {
+    const int64_t V = m->cfg.vocab_size;
+    if (m->cfg.no_speech < 0) return 0.0f;
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < V; j++)
+        if (logits[j] > mx) mx = logits[j];
+    double sum = 0;
+    for (int64_t j = 0; j < V; j++) sum += exp((double)logits[j] - mx);
+    return (float)(exp((double)logits[m->cfg.no_speech] - mx) / sum);
+}
+
 static int attn__wstep(void *ctx, float *logits, float *attn, const int32_t *ids, int64_t N, int64_t step) {
     attn__wstate *s = (attn__wstate *)ctx;
     (void)attn;
-    return attn__wforward(s, logits, ids, N, s->pos0 + step);
+    int rc = attn__wforward(s, logits, ids, N, s->pos0 + step);
+    /* with timestamps <|startoftranscript|> is the first decoding input: its logits give the
+     * no-speech probability (the first step has one row: the start row) */
+    if (rc == 0 && logits && step == 0 && s->pos0 == 0) s->no_speech = attn__wno_speech(s->m, logits);
+    return rc;
 }
 
 static int attn__wreorder(void *ctx, const int64_t *src, int64_t n_new, const int64_t *row_item) {
@@ -612,34 +634,101 @@ static int attn__wtimestamps(void *ctx, float *logits, int64_t n_rows, int64_t V
     return ATTN_OK;
 }
 
-int attn_whisper_generate(attn_whisper *m, int32_t **ids, int64_t *n, float *score, const float *mel, const attn_whisper_opts *o) {
-    if (!m || !ids || !n || !mel || !o) return attn_set_error(ATTN_E_INVALID, "whisper_generate: NULL argument");
-    *ids = NULL;
-    *n = 0;
+static int attn__wcheck_opts(const attn_whisper_opts *o) {
     if (o->beam_size < 1 || o->beam_size > 64) return attn_set_error(ATTN_E_INVALID, "the beam size must be between 1 and 64 (got %lld)", (long long)o->beam_size);
+    if (o->n_temperatures == 0) return ATTN_OK; /* the rules are off: the other fields are unused */
+    if (o->n_temperatures < 0 || o->n_temperatures > 32)
+        return attn_set_error(ATTN_E_INVALID, "whisper: n_temperatures must be between 0 and 32 (got %lld)", (long long)o->n_temperatures);
+    if (!o->temperatures) return attn_set_error(ATTN_E_INVALID, "whisper: NULL temperatures");
+    for (int64_t i = 0; i < o->n_temperatures; i++)
+        if (!(o->temperatures[i] >= 0.0f) || !isfinite(o->temperatures[i]))
+            return attn_set_error(ATTN_E_INVALID, "whisper: temperature %g must be finite and >= 0", (double)o->temperatures[i]);
+    if (o->best_of < 1 || o->best_of > 64) return attn_set_error(ATTN_E_INVALID, "whisper: best_of must be between 1 and 64 (got %lld)", (long long)o->best_of);
+    if (!(o->no_speech_threshold >= 0.0f && o->no_speech_threshold <= 1.0f))
+        return attn_set_error(ATTN_E_INVALID, "whisper: the no-speech threshold must be in [0, 1] (got %g)", (double)o->no_speech_threshold);
+    if (isnan(o->log_prob_threshold) || o->log_prob_threshold == INFINITY)
+        return attn_set_error(ATTN_E_INVALID, "whisper: the log-probability threshold must be a number or -inf (got %g)", (double)o->log_prob_threshold);
+    if (!(o->compression_ratio_threshold > 0.0f))
+        return attn_set_error(ATTN_E_INVALID, "whisper: the compression-ratio threshold must be > 0 (got %g)", (double)o->compression_ratio_threshold);
+    return ATTN_OK;
+}
+
+static const float attn__wtemperatures[6] = {0.0f, 0.2f, 0.4f, 0.6f, 0.8f, 1.0f};
+
+attn_whisper_opts attn_whisper_opts_default(void) {
+    attn_whisper_opts o;
+    memset(&o, 0, sizeof o);
+    o.beam_size = 5;
+    o.timestamps = 0;
+    o.temperatures = attn__wtemperatures;
+    o.n_temperatures = 6;
+    o.best_of = 5;
+    o.no_speech_threshold = 0.6f;
+    o.log_prob_threshold = -1.0f;
+    o.compression_ratio_threshold = 2.4f;
+    o.seed = 0;
+    return o;
+}
+
+/* encoder and cross-attention keys/values of one window, for decodings of up to cap rows */
+static int attn__wprepare(attn__wstate *s, attn_whisper *m, int64_t cap, const float *mel) {
     for (int64_t i = 0; i < (int64_t)ATTN_WHISPER_N_MELS * ATTN_WHISPER_FRAMES; i++)
-        if (!isfinite(mel[i])) return attn_set_error(ATTN_E_RANGE, "whisper: non-finite feature at index %lld", (long long)i);
+        if (!isfinite(mel[i])) {
+            memset(s, 0, sizeof *s);
+            return attn_set_error(ATTN_E_RANGE, "whisper: non-finite feature at index %lld", (long long)i);
+        }
     const int64_t E = m->cfg.d_model, A = m->cfg.n_audio_ctx;
-    attn__wstate s;
-    int rc = attn__wstate_init(&s, m, o->beam_size);
+    int rc = attn__wstate_init(s, m, cap);
     float *enc = (float *)malloc(sizeof(float) * (size_t)(A * E));
-    attn_decode_result res;
-    memset(&res, 0, sizeof res);
     if (rc == 0 && !enc) rc = attn_set_error(ATTN_E_NOMEM, "out of memory");
     if (rc == 0) rc = attn__wencode(m, enc, mel);
-    for (int64_t li = 0; rc == 0 && li < m->cfg.n_decoder_layers; li++) rc = attn__ct2_lin_apply(s.ckv[li], enc, A, &m->dec[li].kv_ca, NULL, ATTN_ACT_IDENTITY);
-    /* prompt: <|startoftranscript|> [<|notimestamps|>]; all but the last token prime the cache */
-    int32_t start = m->cfg.sot;
-    if (rc == 0 && !o->timestamps) {
-        rc = attn__wforward(&s, NULL, &m->cfg.sot, 1, 0);
-        start = m->cfg.no_timestamps;
-        s.pos0 = 1;
-    }
+    for (int64_t li = 0; rc == 0 && li < m->cfg.n_decoder_layers; li++) rc = attn__ct2_lin_apply(s->ckv[li], enc, A, &m->dec[li].kv_ca, NULL, ATTN_ACT_IDENTITY);
+    free(enc);
+    return rc;
+}
+
+/* the prompt: <|startoftranscript|> [<|notimestamps|>] for rows [0, N); all but its last token
+ * prime the cache (whose logits give the no-speech probability); returns the first decoding
+ * input in *start */
+static int attn__wprompt(attn__wstate *s, int64_t N, int timestamps, int32_t *start) {
+    attn_whisper *m = s->m;
+    s->pos0 = 0;
+    s->len = 0;
+    s->no_speech = 0.0f;
+    s->timestamps = timestamps;
+    *start = m->cfg.sot;
+    if (timestamps) return ATTN_OK;
+    const int64_t V = m->cfg.vocab_size;
+    float *logits = (float *)malloc(sizeof(float) * (size_t)(N * V));
+    int32_t *ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)N);
+    int rc = logits && ids ? ATTN_OK : attn_set_error(ATTN_E_NOMEM, "out of memory");
+    for (int64_t r = 0; rc == 0 && r < N; r++) ids[r] = m->cfg.sot;
+    if (rc == 0) rc = attn__wforward(s, logits, ids, N, 0);
+    if (rc == 0) s->no_speech = attn__wno_speech(m, logits);
+    free(logits);
+    free(ids);
+    *start = m->cfg.no_timestamps;
+    s->pos0 = 1;
+    return rc;
+}
+
+static int64_t attn__wmax_steps(const attn__wstate *s) {
+    const int64_t T = s->m->cfg.n_text_ctx;
+    return T / 2 < T - s->pos0 ? T / 2 : T - s->pos0;
+}
+
+/* beam search (greedy at beam 1) of CTranslate2's Whisper.generate */
+static int attn__wbeam(attn__wstate *s, int64_t beam, int timestamps, int32_t **ids, int64_t *n, float *score) {
+    attn_whisper *m = s->m;
+    int32_t start;
+    attn_decode_result res;
+    memset(&res, 0, sizeof res);
+    int rc = attn__wprompt(s, 1, timestamps, &start);
     if (rc == 0) {
         attn_decode_opts d = attn_decode_opts_default();
-        d.beam_size = o->beam_size;
+        d.beam_size = beam;
         d.n_best = 1;
-        d.max_length = m->cfg.n_text_ctx / 2 < m->cfg.n_text_ctx - s.pos0 ? m->cfg.n_text_ctx / 2 : m->cfg.n_text_ctx - s.pos0;
+        d.max_length = attn__wmax_steps(s);
         d.min_length = 0;
         d.end_ids = &m->cfg.eot;
         d.n_end = 1;
@@ -647,12 +736,12 @@ int attn_whisper_generate(attn_whisper *m, int32_t **ids, int64_t *n, float *sco
         d.n_suppress = m->n_suppress;
         d.suppress_begin = m->suppress_begin;
         d.n_suppress_begin = m->n_suppress_begin;
-        if (o->timestamps) {
-            s.timestamps = 1;
+        d.length_excludes_end = 1; /* CTranslate2's Whisper scores: sum / n_tokens */
+        if (timestamps) {
             d.hook = attn__wtimestamps;
-            d.hook_ctx = &s;
+            d.hook_ctx = s;
         }
-        attn_decoder_iface dec = {&s, m->cfg.vocab_size, 0, attn__wstep, attn__wreorder};
+        attn_decoder_iface dec = {s, m->cfg.vocab_size, 0, attn__wstep, attn__wreorder};
         rc = attn_decode(&res, &dec, &start, 1, &d);
     }
     if (rc == 0 && res.n > 0) {
@@ -662,7 +751,236 @@ int attn_whisper_generate(attn_whisper *m, int32_t **ids, int64_t *n, float *sco
         if (score) *score = res.hyps[0].score;
     }
     attn_decode_results_free(&res, 1);
-    free(enc);
+    return rc;
+}
+
+/* best_of sequences sampled at temperature t > 0, as CTranslate2's sampling (beam 1,
+ * num_hypotheses best_of, sampling_topk 0): the same suppression and timestamp rules, tokens
+ * drawn from softmax(logits / t), scored by their log-probability at temperature 1; the
+ * sequence with the best length-normalised score is kept */
+static int attn__wsample(attn__wstate *s, int64_t N, int timestamps, float t, uint64_t seed, int32_t **ids, int64_t *n, float *score) {
+    attn_whisper *m = s->m;
+    const int64_t V = m->cfg.vocab_size;
+    int32_t start;
+    int rc = attn__wprompt(s, N, timestamps, &start);
+    if (rc < 0) return rc;
+    const int64_t S = attn__wmax_steps(s);
+    float *logits = (float *)malloc(sizeof(float) * (size_t)(N * V));
+    float *lp = (float *)malloc(sizeof(float) * (size_t)V);
+    int32_t *seq = (int32_t *)calloc((size_t)(N * S), sizeof(int32_t));
+    const int32_t **seqp = (const int32_t **)malloc(sizeof(int32_t *) * (size_t)N);
+    int32_t *cur = (int32_t *)malloc(sizeof(int32_t) * (size_t)N);
+    int64_t *len = (int64_t *)calloc((size_t)N, sizeof(int64_t)), *item = (int64_t *)calloc((size_t)N, sizeof(int64_t));
+    int *ended = (int *)calloc((size_t)N, sizeof(int));
+    float *sum = (float *)calloc((size_t)N, sizeof(float));
+    attn_sampler *smp = NULL;
+    if (!logits || !lp || !seq || !seqp || !cur || !len || !item || !ended || !sum) rc = attn_set_error(ATTN_E_NOMEM, "out of memory");
+    if (rc == 0) {
+        attn_sampler_params sp = attn_sampler_params_default();
+        sp.temperature = t;
+        sp.top_k = 0;
+        sp.top_p = 1.0f;
+        sp.min_p = 0.0f;
+        sp.repetition_penalty = 1.0f;
+        sp.seed = seed;
+        rc = attn_sampler_create(&smp, &sp, V);
+    }
+    for (int64_t r = 0; rc == 0 && r < N; r++) {
+        cur[r] = start;
+        seqp[r] = seq + r * S;
+    }
+    for (int64_t step = 0; rc == 0 && step < S; step++) {
+        if ((rc = attn__wforward(s, logits, cur, N, s->pos0 + step)) < 0) break;
+        if (step == 0 && s->pos0 == 0) s->no_speech = attn__wno_speech(m, logits);
+        for (int64_t r = 0; r < N; r++) {
+            float *l = logits + r * V;
+            for (int64_t i = 0; i < m->n_suppress; i++) l[m->suppress[i]] = -INFINITY;
+            if (step == 0)
+                for (int64_t i = 0; i < m->n_suppress_begin; i++) l[m->suppress_begin[i]] = -INFINITY;
+        }
+        if (timestamps && (rc = attn__wtimestamps(s, logits, N, V, step, seqp, step, item)) < 0) break;
+        int live = 0;
+        for (int64_t r = 0; r < N && rc == 0; r++) {
+            int32_t tok = m->cfg.eot;
+            if (!ended[r]) {
+                memcpy(lp, logits + r * V, sizeof(float) * (size_t)V);
+                attn_log_softmax_rows(lp, 1, V);
+                if ((rc = attn_sampler_sample(smp, &tok, logits + r * V, NULL, 0)) < 0) break;
+                sum[r] += lp[tok];
+                if (tok == m->cfg.eot) ended[r] = 1;
+                else {
+                    len[r]++;
+                    live = 1;
+                }
+            }
+            seq[r * S + step] = tok; /* finished rows repeat the end token (never returned) */
+            cur[r] = tok;
+        }
+        if (!live) break;
+    }
+    if (rc == 0) {
+        int64_t best = -1;
+        float best_score = 0;
+        for (int64_t r = 0; r < N; r++) {
+            /* length-normalised as the beam search's (end token not counted) */
+            float sc = sum[r] / (float)(len[r] > 0 ? len[r] : 1);
+            if (best < 0 || sc > best_score) {
+                best = r;
+                best_score = sc;
+            }
+        }
+        *ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)(len[best] > 0 ? len[best] : 1));
+        if (!*ids) rc = attn_set_error(ATTN_E_NOMEM, "out of memory");
+        else {
+            if (len[best]) memcpy(*ids, seq + best * S, sizeof(int32_t) * (size_t)len[best]);
+            *n = len[best];
+            if (score) *score = best_score;
+        }
+    }
+    attn_sampler_free(smp);
+    free(logits);
+    free(lp);
+    free(seq);
+    free(seqp);
+    free(cur);
+    free(len);
+    free(item);
+    free(ended);
+    free(sum);
+    return rc;
+}
+
+int attn_whisper_generate(attn_whisper *m, int32_t **ids, int64_t *n, float *score, const float *mel, const attn_whisper_opts *o) {
+    if (!m || !ids || !n || !mel || !o) return attn_set_error(ATTN_E_INVALID, "whisper_generate: NULL argument");
+    *ids = NULL;
+    *n = 0;
+    if (o->beam_size < 1 || o->beam_size > 64) return attn_set_error(ATTN_E_INVALID, "the beam size must be between 1 and 64 (got %lld)", (long long)o->beam_size);
+    attn__wstate s;
+    int rc = attn__wprepare(&s, m, o->beam_size, mel);
+    if (rc == 0) rc = attn__wbeam(&s, o->beam_size, o->timestamps, ids, n, score);
+    attn__wstate_free(&s);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- transcription rules */
+
+/* faster-whisper's get_compression_ratio: UTF-8 bytes of the stripped text / bytes of
+ * zlib.compress(text) (level -1 = 6); 0 for an empty text. *ratio = -1 on a zlib failure. */
+static int attn__wcompression(float *ratio, const char *text) {
+    const char *a = text;
+    while (*a == ' ' || *a == '\t' || *a == '\n' || *a == '\r' || *a == '\v' || *a == '\f') a++;
+    size_t len = strlen(a);
+    while (len > 0 && (a[len - 1] == ' ' || a[len - 1] == '\t' || a[len - 1] == '\n' || a[len - 1] == '\r' || a[len - 1] == '\v' || a[len - 1] == '\f'))
+        len--;
+    uLongf cap = compressBound((uLong)len);
+    Bytef *buf = (Bytef *)malloc(cap ? cap : 1);
+    if (!buf) return attn_set_error(ATTN_E_NOMEM, "out of memory");
+    int z = compress2(buf, &cap, (const Bytef *)a, (uLong)len, Z_DEFAULT_COMPRESSION);
+    free(buf);
+    if (z != Z_OK) return attn_set_error(ATTN_E_NOMEM, "zlib compress2 failed (%d)", z);
+    *ratio = cap > 0 ? (float)((double)len / (double)cap) : 0.0f;
+    return ATTN_OK;
+}
+
+void attn_whisper_decoding_free(attn_whisper_decoding *d) {
+    if (!d) return;
+    free(d->ids);
+    memset(d, 0, sizeof *d);
+}
+
+/* one decoding at temperature t: ids, score and the statistics */
+static int attn__wtry(attn__wstate *s, attn_whisper_decoding *d, const attn_whisper_opts *o, float t, uint64_t seed) {
+    memset(d, 0, sizeof *d);
+    int rc = t > 0.0f ? attn__wsample(s, o->best_of, o->timestamps, t, seed, &d->ids, &d->n, &d->score)
+                      : attn__wbeam(s, o->beam_size, o->timestamps, &d->ids, &d->n, &d->score);
+    if (rc < 0) {
+        attn_whisper_decoding_free(d);
+        return rc;
+    }
+    d->temperature = t;
+    d->no_speech_prob = s->no_speech;
+    /* faster-whisper: cum_logprob = score * n ** length_penalty; avg = cum / (n + 1) */
+    d->avg_logprob = d->n > 0 ? (float)((double)d->score * (double)d->n / (double)(d->n + 1)) : 0.0f;
+    char *text = attn_whisper_text(s->m, d->ids, d->n);
+    if (!text) rc = attn_set_error(ATTN_E_NOMEM, "out of memory");
+    else rc = attn__wcompression(&d->compression_ratio, text);
+    free(text);
+    if (rc < 0) attn_whisper_decoding_free(d);
+    return rc;
+}
+
+int attn_whisper_decode(attn_whisper *m, attn_whisper_decoding *out, const float *mel, const attn_whisper_opts *o) {
+    if (!m || !out || !mel || !o) return attn_set_error(ATTN_E_INVALID, "whisper_decode: NULL argument");
+    memset(out, 0, sizeof *out);
+    ATTN_TRY(attn__wcheck_opts(o));
+    const int rules = o->n_temperatures > 0;
+    static const float zero = 0.0f;
+    const float *temps = rules ? o->temperatures : &zero;
+    const int64_t nt = rules ? o->n_temperatures : 1;
+    int64_t cap = o->beam_size;
+    for (int64_t i = 0; i < nt; i++)
+        if (temps[i] > 0.0f && o->best_of > cap) cap = o->best_of;
+    attn__wstate s;
+    int rc = attn__wprepare(&s, m, cap, mel);
+    /* below: the best (highest avg_logprob) decoding under the compression threshold so far;
+     * any: the best of all */
+    attn_whisper_decoding cur, below, any;
+    memset(&cur, 0, sizeof cur);
+    memset(&below, 0, sizeof below);
+    memset(&any, 0, sizeof any);
+    int have_below = 0, have_any = 0, done = 0;
+    float last_t = 0.0f;
+    for (int64_t i = 0; rc == 0 && i < nt && !done; i++) {
+        last_t = temps[i];
+        if ((rc = attn__wtry(&s, &cur, o, temps[i], o->seed + ((uint64_t)i << 32))) < 0) break;
+        if (!rules) {
+            done = 1;
+            break;
+        }
+        int fallback = 0, under_cr = 1;
+        if (cur.compression_ratio > o->compression_ratio_threshold) {
+            fallback = 1; /* too repetitive */
+            under_cr = 0;
+        }
+        if (cur.avg_logprob < o->log_prob_threshold) fallback = 1;
+        if (cur.no_speech_prob > o->no_speech_threshold && cur.avg_logprob < o->log_prob_threshold) fallback = 0; /* silence */
+        if (!fallback) {
+            done = 1;
+            break;
+        }
+        /* keep a copy of the candidates for the case where every temperature fails */
+        attn_whisper_decoding *keep[2] = {under_cr ? &below : NULL, &any};
+        int *have[2] = {&have_below, &have_any};
+        for (int k = 0; k < 2 && rc == 0; k++) {
+            if (!keep[k] || (*have[k] && !(cur.avg_logprob > keep[k]->avg_logprob))) continue;
+            attn_whisper_decoding c = cur;
+            c.ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)(cur.n > 0 ? cur.n : 1));
+            if (!c.ids) {
+                rc = attn_set_error(ATTN_E_NOMEM, "out of memory");
+                break;
+            }
+            if (cur.n) memcpy(c.ids, cur.ids, sizeof(int32_t) * (size_t)cur.n);
+            attn_whisper_decoding_free(keep[k]);
+            *keep[k] = c;
+            *have[k] = 1;
+        }
+        attn_whisper_decoding_free(&cur);
+    }
+    if (rc == 0) {
+        if (done) {
+            *out = cur;
+            memset(&cur, 0, sizeof cur);
+        } else {
+            attn_whisper_decoding *pick = have_below ? &below : &any;
+            *out = *pick;
+            memset(pick, 0, sizeof *pick);
+            out->temperature = last_t; /* faster-whisper reports the last temperature tried */
+        }
+        out->no_speech = rules && m->cfg.no_speech >= 0 && out->no_speech_prob > o->no_speech_threshold && !(out->avg_logprob > o->log_prob_threshold);
+    }
+    attn_whisper_decoding_free(&cur);
+    attn_whisper_decoding_free(&below);
+    attn_whisper_decoding_free(&any);
     attn__wstate_free(&s);
     return rc;
 }
@@ -678,8 +996,15 @@ void attn_whisper_result_free(attn_whisper_result *r) {
     memset(r, 0, sizeof *r);
 }
 
-static int attn__add_segment(attn_whisper_result *r, double t0, double t1, char *text) {
+/* a segment, unless its text is blank or it has no duration (faster-whisper drops those) */
+static int attn__add_segment(attn_whisper_result *r, double t0, double t1, char *text, const attn_whisper_decoding *d) {
     if (!text) return attn_set_error(ATTN_E_NOMEM, "out of memory");
+    const char *p = text;
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\v' || *p == '\f') p++;
+    if (!*p || t0 == t1) {
+        free(text);
+        return ATTN_OK;
+    }
     attn_whisper_segment *g = (attn_whisper_segment *)realloc(r->segments, sizeof *g * (size_t)(r->n_segments + 1));
     if (!g) {
         free(text);
@@ -689,6 +1014,10 @@ static int attn__add_segment(attn_whisper_result *r, double t0, double t1, char 
     g[r->n_segments].start = t0;
     g[r->n_segments].end = t1;
     g[r->n_segments].text = text;
+    g[r->n_segments].avg_logprob = d->avg_logprob;
+    g[r->n_segments].no_speech_prob = d->no_speech_prob;
+    g[r->n_segments].compression_ratio = d->compression_ratio;
+    g[r->n_segments].temperature = d->temperature;
     r->n_segments++;
     return ATTN_OK;
 }
@@ -697,6 +1026,7 @@ int attn_whisper_transcribe(attn_whisper *m, attn_whisper_result *out, const flo
     if (!m || !out || !o || (n > 0 && !samples)) return attn_set_error(ATTN_E_INVALID, "whisper_transcribe: NULL argument");
     memset(out, 0, sizeof *out);
     if (n <= 0) return attn_set_error(ATTN_E_INVALID, "the audio is empty (no samples)");
+    ATTN_TRY(attn__wcheck_opts(o));
     float *feat = NULL, *win = NULL;
     int64_t frames = 0;
     ATTN_TRY(attn_whisper_log_mel(&feat, &frames, samples, n));
@@ -704,17 +1034,24 @@ int attn_whisper_transcribe(attn_whisper *m, attn_whisper_result *out, const flo
     const double fsec = (double)ATTN_WHISPER_HOP / ATTN_WHISPER_RATE, dur = (double)n / ATTN_WHISPER_RATE;
     win = (float *)malloc(sizeof(float) * (size_t)(C * W));
     int rc = win ? ATTN_OK : attn_set_error(ATTN_E_NOMEM, "out of memory");
-    for (int64_t seek = 0; rc == 0 && seek < content; seek += W) {
+    attn_whisper_opts wo = *o;
+    for (int64_t seek = 0, w = 0; rc == 0 && seek < content; seek += W, w++) {
         int64_t len = content - seek < W ? content - seek : W;
         for (int64_t c = 0; c < C; c++)
             for (int64_t t = 0; t < W; t++) win[c * W + t] = t < len ? feat[c * frames + seek + t] : 0.0f;
-        int32_t *ids = NULL;
-        int64_t k = 0;
-        rc = attn_whisper_generate(m, &ids, &k, NULL, win, o);
+        attn_whisper_decoding d;
+        wo.seed = o->seed + (uint64_t)w;
+        rc = attn_whisper_decode(m, &d, win, &wo);
         if (rc < 0) break;
+        if (d.no_speech) { /* faster-whisper: "No speech threshold is met": skip the window */
+            attn_whisper_decoding_free(&d);
+            continue;
+        }
+        const int32_t *ids = d.ids;
+        const int64_t k = d.n;
         int32_t *all = (int32_t *)realloc(out->ids, sizeof(int32_t) * (size_t)(out->n_ids + k + 1));
         if (!all) {
-            free(ids);
+            attn_whisper_decoding_free(&d);
             rc = attn_set_error(ATTN_E_NOMEM, "out of memory");
             break;
         }
@@ -724,7 +1061,7 @@ int attn_whisper_transcribe(attn_whisper *m, attn_whisper_result *out, const flo
         double t0 = seek * fsec, tend = (seek + len) * fsec;
         if (tend > dur) tend = dur;
         if (!o->timestamps) {
-            rc = attn__add_segment(out, t0, tend, attn_whisper_text(m, ids, k));
+            rc = attn__add_segment(out, t0, tend, attn_whisper_text(m, ids, k), &d);
         } else {
             int64_t i = 0;
             while (rc == 0 && i < k) {
@@ -734,11 +1071,11 @@ int attn_whisper_transcribe(attn_whisper *m, attn_whisper_result *out, const flo
                 int64_t j = i;
                 while (j < k && ids[j] < m->cfg.timestamp_begin) j++;
                 double s1 = j < k ? t0 + (ids[j] - m->cfg.timestamp_begin) * 0.02 : tend;
-                if (j > i) rc = attn__add_segment(out, s0, s1, attn_whisper_text(m, ids + i, j - i));
+                if (j > i) rc = attn__add_segment(out, s0, s1, attn_whisper_text(m, ids + i, j - i), &d);
                 i = j < k ? j + 1 : j;
             }
         }
-        free(ids);
+        attn_whisper_decoding_free(&d);
     }
     if (rc == 0) {
         out->text = attn_whisper_text(m, out->ids, out->n_ids);

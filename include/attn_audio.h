@@ -38,7 +38,8 @@ int attn_audio_resample(float **out, int64_t *n_out, const float *in, int64_t n,
  * 80 Slaney-scale mel filters (librosa's mel_filters with norm="slaney"), log10(max(x, 1e-10)),
  * clamped to max - 8, then (x + 4) / 4.
  *   out: malloc'ed float32 [80, *n_frames] (row-major: mel bin, frame), *n_frames = (n + 160) / 160.
- * Computed in float64 from float32 input. Errors: ATTN_E_INVALID (NULL, n < 0, a NaN or infinite sample), ATTN_E_NOMEM. */
+ * Computed in float64 from float32 input. Errors: ATTN_E_INVALID (NULL, n < 0, a NaN or infinite sample),
+ * ATTN_E_RANGE (samples so large, ~1e19, that the float32 power spectrum overflows), ATTN_E_NOMEM. */
 int attn_whisper_log_mel(float **out, int64_t *n_frames, const float *samples, int64_t n);
 
 #ifdef __cplusplus

@@ -630,7 +630,7 @@ static void test_end_of_options(void) {
                     "models/whisper-tiny.en", "--no-speech-threshold", "1.5", "x.wav");
         EXPECT_FAIL(2, "--log-prob-threshold expects a number", "transcribe --log-prob-threshold abc", "transcribe", "--model",
                     "models/whisper-tiny.en", "--log-prob-threshold", "abc", "x.wav");
-        EXPECT_FAIL(2, "--compression-ratio-threshold must be between", "transcribe --compression-ratio-threshold 0", "transcribe",
+        EXPECT_FAIL(2, "--compression-ratio-threshold must be > 0", "transcribe --compression-ratio-threshold 0", "transcribe",
                     "--model", "models/whisper-tiny.en", "--compression-ratio-threshold", "0", "x.wav");
         EXPECT_FAIL(2, "--temperatures: expected comma-separated", "transcribe --temperatures 0,,1", "transcribe", "--model",
                     "models/whisper-tiny.en", "--temperatures", "0,,1", "x.wav");

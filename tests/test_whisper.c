@@ -47,11 +47,21 @@ static void test_mel(void) {
     float *mel = NULL;
     int64_t frames = 0;
     CHECK_ERR(attn_whisper_log_mel(&mel, &frames, NULL, 5), ATTN_E_INVALID);
+    /* samples so large that the float32 power spectrum overflows: an error, not the features of
+     * silence (inf - inf would reach log10(max(x, 1e-10)) as NaN and come out as 1e-10) */
+    float loud[4000];
+    for (int i = 0; i < 4000; i++) loud[i] = (i & 1 ? -1e19f : 1e19f) * (float)(1 + i % 7);
+    CHECK_ERR(attn_whisper_log_mel(&mel, &frames, loud, 4000), ATTN_E_RANGE);
+    CHECK(strstr(attn_last_error(), "too large") != NULL, "loud samples: %s", attn_last_error());
+    CHECK(mel == NULL && frames == 0, "loud samples: no output");
+    for (int i = 0; i < 4000; i++) loud[i] *= 1e-9f; /* 1e10: large but finite spectra */
+    CHECK_OK(attn_whisper_log_mel(&mel, &frames, loud, 4000));
+    free(mel);
 }
 
 /* tokens.txt line for (name, mode) */
-static int ref_tokens(const char *name, const char *mode, int32_t *ids, int64_t cap) {
-    FILE *f = fopen(attn_test_fixture("whisper/tokens.txt"), "r");
+static int ref_tokens_in(const char *file, const char *name, const char *mode, int32_t *ids, int64_t cap) {
+    FILE *f = fopen(attn_test_fixture(file), "r");
     if (!f) return -1;
     char line[8192];
     int n = -1;
@@ -70,6 +80,55 @@ static int ref_tokens(const char *name, const char *mode, int32_t *ids, int64_t 
     }
     fclose(f);
     return n;
+}
+
+static int ref_tokens(const char *name, const char *mode, int32_t *ids, int64_t cap) {
+    return ref_tokens_in("whisper/tokens.txt", name, mode, ids, cap);
+}
+
+/* OpenAI's timestamp rule that a timestamp after text must be later than the last one (only
+ * the timestamp closing a segment may equal the one opening it): on 10 s of low-level noise
+ * the model keeps proposing the last timestamp again; CTranslate2 4.8.5's ids
+ * (scripts/gen_whisper_ts_rule.py, which makes the same noise from the same generator) */
+static void test_timestamp_rule(attn_whisper *m) {
+    const int64_t n = 160000;
+    float *x = (float *)malloc(sizeof(float) * (size_t)n), *mel = NULL, *win = (float *)calloc(80 * 3000, sizeof(float));
+    uint64_t s = 88172645463325252ull;
+    for (int64_t i = 0; i < n; i++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        x[i] = (float)((int)((s >> 11) % 197) - 98) / 32768.0f;
+    }
+    int64_t T = 0;
+    CHECK_OK(attn_whisper_log_mel(&mel, &T, x, n));
+    if (mel) {
+        const int64_t used = T - 1 < 3000 ? T - 1 : 3000; /* the last frame dropped, as transcribe() */
+        for (int64_t c = 0; c < 80; c++) memcpy(win + c * 3000, mel + c * T, sizeof(float) * (size_t)used);
+        const char *modes[2] = {"greedy_ts", "beam5_ts"};
+#if defined(__SANITIZE_ADDRESS__)
+        const int n_modes = 1; /* a 30 s window costs seconds under the sanitizers */
+#else
+        const int n_modes = 2;
+#endif
+        for (int k = 0; k < n_modes; k++) {
+            attn_whisper_opts o = attn_whisper_opts_default();
+            o.beam_size = k == 0 ? 1 : 5;
+            o.timestamps = 1;
+            int32_t want[512], *got = NULL;
+            int nw = ref_tokens_in("whisper/noise_ts.txt", "noise", modes[k], want, 512);
+            int64_t ng = 0;
+            CHECK_OK(attn_whisper_generate(m, &got, &ng, NULL, win, &o));
+            int64_t first = 0;
+            while (first < ng && first < nw && got[first] == want[first]) first++;
+            CHECK(nw > 0 && ng == nw && first == ng, "noise %s: token ids identical to CTranslate2 (%lld vs %d tokens, first difference at %lld)",
+                  modes[k], (long long)ng, nw, (long long)first);
+            free(got);
+        }
+    }
+    free(mel);
+    free(win);
+    free(x);
 }
 
 static void test_tokens(attn_whisper *m) {
@@ -560,6 +619,7 @@ int main(void) {
                   c->vocab_size == 51864 && c->n_text_ctx == 448 && c->sot == 50257 && c->no_timestamps == 50362,
               "tiny.en config");
         test_tokens(m);
+        test_timestamp_rule(m);
         test_rules(m);
     }
     attn_whisper_free(m);

@@ -25,8 +25,10 @@ static void usage(FILE *f) {
             "temperature (best-of-5 sampling) while its text is too repetitive (zlib compression\n"
             "ratio > R) or too improbable (average log-probability < L); a window whose no-speech\n"
             "probability is > P and whose average log-probability is <= L has no speech and gives no\n"
-            "text. Silence therefore prints \"FILE: \" with an empty text (no line with --timestamps),\n"
-            "as faster-whisper gives no segment for it.\n"
+            "text. So a short silence (1 s) prints \"FILE: \" with an empty text (no line with\n"
+            "--timestamps), as faster-whisper gives no segment for it; a window the model finds more\n"
+            "probable (10 s of silence: \"you\", average log-probability -0.92) keeps its text, in\n"
+            "faster-whisper too.\n"
             "\n"
             "Options:\n"
             "  --model DIR     model directory (model.bin, vocabulary.txt, config.json)\n"
@@ -54,7 +56,10 @@ static int parse_threshold(const char *opt, const char *s, float none_value, flo
         return CLI_OK;
     }
     if (cli_parse_f32("transcribe", opt, s, out) != CLI_OK) return CLI_USAGE;
-    if (!(*out >= lo && *out <= hi)) return cli_usage_error("transcribe", "%s must be between %g and %g (got '%s')", opt, (double)lo, (double)hi, s);
+    if (!(*out >= lo && *out <= hi)) {
+        if (lo > 0 && lo < 1e-20f) return cli_usage_error("transcribe", "%s must be > 0 and at most %g (got '%s')", opt, (double)hi, s);
+        return cli_usage_error("transcribe", "%s must be between %g and %g (got '%s')", opt, (double)lo, (double)hi, s);
+    }
     return CLI_OK;
 }
 

@@ -40,10 +40,10 @@ static void usage(FILE *f) {
             "  --attention OUT         write the cross-attention (target x source) of the best hypothesis\n"
             "                          of the only input sentence as .npy (float32 [T, S]) or .png heatmap\n"
             "  --batch N               sentences per batch, longest first as CTranslate2 batches them (default 32)\n"
-            "Standard output is written once every sentence is translated: after an error\n"
-            "nothing is printed.\n"
             "  --threads N             worker threads (default: all cores)\n"
-            "  -h, --help              this help\n");
+            "  -h, --help              this help\n"
+            "Standard output is written once every sentence is translated: after an error\n"
+            "nothing is printed.\n");
 }
 
 /* tokens of s as target ids; unknown -> error unless unk_ok (then <unk>) */

@@ -9,7 +9,7 @@ from typing import Any, List, Tuple, Union
 
 import numpy as np
 
-from ._core import check_int, raise_for
+from ._core import check_float, check_int, raise_for
 from ._ffi import ffi, lib
 
 _libc = ffi.dlopen(None)  # free() for the buffers libattn malloc's
@@ -189,16 +189,20 @@ class Whisper:
         TypeError (samples not float32)."""
         samples = self.load_audio(audio, sample_rate)
         o = self._opts(beam_size, timestamps, "transcribe")
-        temps = [float(temperature)] if isinstance(temperature, (int, float)) else [float(t) for t in temperature]
+        if isinstance(temperature, (str, bytes)) or not isinstance(temperature, (int, float, np.integer, np.floating, list, tuple)):
+            raise TypeError(f"transcribe: temperature must be a number or a list / tuple of numbers, got {type(temperature).__name__}")
+        items = temperature if isinstance(temperature, (list, tuple)) else [temperature]
+        temps = [check_float(t, "temperature", "transcribe") for t in items]
         if not temps:
             raise ValueError("transcribe: temperature must hold at least one value")
         t_arr = ffi.new("float[]", temps)
         o.temperatures = t_arr
         o.n_temperatures = len(temps)
         o.best_of = check_int(best_of, "best_of", "transcribe", minimum=1)
-        o.no_speech_threshold = 1.0 if no_speech_threshold is None else float(no_speech_threshold)
-        o.log_prob_threshold = float("-inf") if log_prob_threshold is None else float(log_prob_threshold)
-        o.compression_ratio_threshold = float("inf") if compression_ratio_threshold is None else float(compression_ratio_threshold)
+        o.no_speech_threshold = 1.0 if no_speech_threshold is None else check_float(no_speech_threshold, "no_speech_threshold", "transcribe")
+        o.log_prob_threshold = float("-inf") if log_prob_threshold is None else check_float(log_prob_threshold, "log_prob_threshold", "transcribe")
+        o.compression_ratio_threshold = (float("inf") if compression_ratio_threshold is None else
+                                         check_float(compression_ratio_threshold, "compression_ratio_threshold", "transcribe"))
         o.seed = check_int(seed, "seed", "transcribe", minimum=0)
         res = ffi.new("attn_whisper_result *")
         with self._lock:

@@ -94,6 +94,16 @@ def test_silence(model):
         model.transcribe(x, no_speech_threshold=1.5)
     with pytest.raises(ValueError):
         model.transcribe(x, temperature=[])
+    # strings and bools are not numbers ("12" must not become (1.0, 2.0))
+    for bad in ("12", "1", True, b"1"):
+        with pytest.raises(TypeError):
+            model.transcribe(x, temperature=bad)
+    with pytest.raises(TypeError):
+        model.transcribe(x, temperature=[0.0, "0.2"])
+    with pytest.raises(TypeError):
+        model.transcribe(x, no_speech_threshold="0.5")
+    with pytest.raises(ValueError):
+        model.transcribe(x, log_prob_threshold=float("nan"))
 
 
 @pytestmark_model

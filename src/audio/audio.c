@@ -160,6 +160,15 @@ int attn_whisper_log_mel(float **out, int64_t *n_frames, const float *samples, i
             float re = fout[b][0], im = fout[b][1];
             float a = sqrtf(re * re + im * im); /* complex64 magnitude, squared in float32 */
             mag[b] = (double)(a * a);
+            if (!isfinite(mag[b])) { /* it would pass log10(max(x, 1e-10)) as silence */
+                float big = 0.0f;
+                for (int64_t i = 0; i < n; i++) big = fabsf(samples[i]) > big ? fabsf(samples[i]) : big;
+                rc = attn_set_error(ATTN_E_RANGE,
+                                    "the power spectrum of frame %lld overflows float32: the samples are too large (largest |x| %g; "
+                                    "audio is expected within [-1, 1])",
+                                    (long long)t, (double)big);
+                goto done;
+            }
         }
         for (int m = 0; m < NM; m++) {
             double s = 0;

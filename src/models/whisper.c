@@ -600,9 +600,13 @@ static int attn__wtimestamps(void *ctx, float *logits, int64_t n_rows, int64_t V
             } else {
                 check = 1;
             }
+            /* timestamps never decrease; after text they must move on (the last one + 1);
+             * only the timestamp closing a segment may repeat the one opening it (OpenAI
+             * Whisper's ApplyTimestampRules, as CTranslate2 4.8.5 applies it) */
             for (int64_t t = step - 1; t >= 0; t--)
                 if (seqs[r][t] >= tb) {
-                    for (int32_t i = tb; i < seqs[r][t]; i++) l[i] = -INFINITY;
+                    const int32_t lim = last >= tb ? seqs[r][t] : seqs[r][t] + 1;
+                    for (int32_t i = tb; i < lim && i <= te; i++) l[i] = -INFINITY;
                     break;
                 }
         }

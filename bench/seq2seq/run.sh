@@ -9,7 +9,7 @@ cd "$(dirname "$0")/../.."
 PY=${PYTHON:-/work/venv/bin/python}
 make -s -j2 lib
 cc -O2 -std=c11 -D_GNU_SOURCE -fopenmp -Iinclude bench/seq2seq/bench_seq2seq.c build/libattn.a \
-   $(pkg-config --libs libcjson libutf8proc libpng freetype2 sndfile samplerate fftw3f libpcre2-8) -lopenblas -lm -fopenmp -lpthread \
+   $(pkg-config --libs libcjson libutf8proc libpng freetype2 sndfile samplerate fftw3f libpcre2-8 zlib) -lopenblas -lm -fopenmp -lpthread \
    -o build/bench_seq2seq
 W=build/bench_words.txt
 for i in 1 2 3 4; do cat tests/fixtures/aren/words.txt; done > $W

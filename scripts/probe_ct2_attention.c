@@ -35,6 +35,33 @@ static float rnd(void) {
     return (float)((double)(rs >> 11) / 9007199254740992.0 * 4.0 - 2.0);
 }
 
+static gbs_t gb;
+static softmax_t sm;
+
+/* one item, one head (head_dim D): random q [M, D], k and v [N, D] with Lk valid keys; the
+ * context through CTranslate2's GEMM + softmax + GEMM and through attn__ct2_mha_exact; returns
+ * the number of context values that are not bit-identical */
+static long compare(long M, long N, long Lk, long D, float scale) {
+    float *q = malloc(sizeof(float) * (size_t)((M + 2 * N) * D)), *k = q + M * D, *v = k + N * D;
+    float *s = malloc(sizeof(float) * (size_t)(2 * M * N)), *p = s + M * N, *ctx = malloc(sizeof(float) * (size_t)(2 * M * D));
+    float *mine = ctx + M * D, *scratch = malloc(sizeof(float) * (size_t)N);
+    int32_t *lens = malloc(sizeof(int32_t) * (size_t)M);
+    for (long i = 0; i < (M + 2 * N) * D; i++) q[i] = rnd();
+    gb(false, true, M, N, D, scale, q, D, M * D, k, D, N * D, 0.0f, s, N, M * N, 1);
+    for (long i = 0; i < M; i++) lens[i] = (int32_t)Lk;
+    sm(s, lens, p, M, N, false);
+    gb(false, false, M, D, N, 1.0f, p, N, M * N, v, D, N * D, 0.0f, ctx, D, M * D, 1);
+    attn__ct2_mha_exact(mine, D, NULL, q, D, k, v, D, 1, D, M, Lk, M, N, 0, scale, scratch);
+    long bad = 0;
+    for (long i = 0; i < M * D; i++) bad += memcmp(&mine[i], &ctx[i], sizeof(float)) != 0;
+    free(q);
+    free(s);
+    free(ctx);
+    free(scratch);
+    free(lens);
+    return bad;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s libctranslate2.so\n", argv[0]);
@@ -45,8 +72,8 @@ int main(int argc, char **argv) {
         printf("%s\n", dlerror());
         return 1;
     }
-    gbs_t gb = (gbs_t)dlsym(h, "_ZN11ctranslate210primitivesILNS_6DeviceE0EE18gemm_batch_stridedIffEEvbblllfPKT_llS6_llfPT0_lll");
-    softmax_t sm = (softmax_t)dlsym(h, "_ZN11ctranslate23cpu7softmaxILNS0_6CpuIsaE2EEEvPKfPKiPfllb");
+    gb = (gbs_t)dlsym(h, "_ZN11ctranslate210primitivesILNS_6DeviceE0EE18gemm_batch_stridedIffEEvbblllfPKT_llS6_llfPT0_lll");
+    sm = (softmax_t)dlsym(h, "_ZN11ctranslate23cpu7softmaxILNS0_6CpuIsaE2EEEvPKfPKiPfllb");
     if (!gb || !sm) {
         printf("symbols not found\n");
         return 1;
@@ -56,19 +83,10 @@ int main(int argc, char **argv) {
     long bad_shapes = 0, bad_elems = 0, shapes = 0;
     for (long M = 1; M <= 24; M++)
         for (long N = 1; N <= 24; N++) {
-            float q[24 * 4], k[24 * 4], v[24 * 4], s[24 * 24], p[24 * 24], ctx[24 * 4], mine[24 * 4], scratch[64];
-            int32_t lens[24];
             long bad = 0;
             for (int rep = 0; rep < 8; rep++) {
                 const long Lk = rep == 0 ? N : 1 + (long)((rnd() + 2.0f) / 4.0f * (float)N) % N; /* valid keys */
-                for (long i = 0; i < M * D; i++) q[i] = rnd();
-                for (long i = 0; i < N * D; i++) k[i] = rnd(), v[i] = rnd();
-                gb(false, true, M, N, D, scale, q, D, M * D, k, D, N * D, 0.0f, s, N, M * N, 1);
-                for (long i = 0; i < M; i++) lens[i] = (int32_t)Lk;
-                sm(s, lens, p, M, N, false);
-                gb(false, false, M, D, N, 1.0f, p, N, M * N, v, D, N * D, 0.0f, ctx, D, M * D, 1);
-                attn__ct2_mha_exact(mine, D, NULL, q, D, k, v, D, 1, D, M, Lk, M, N, 0, scale, scratch);
-                for (long i = 0; i < M * D; i++) bad += memcmp(&mine[i], &ctx[i], sizeof(float)) != 0;
+                bad += compare(M, N, Lk, D, scale);
             }
             shapes++;
             bad_elems += bad;
@@ -82,29 +100,12 @@ int main(int argc, char **argv) {
     /* the encoder's self-attention of one source of L tokens: M = N = L */
     long bad_l = 0;
     for (long L = 25; L <= 144; L++) {
-        float *q = malloc(sizeof(float) * L * D * 3), *k = q + L * D, *v = k + L * D;
-        float *s = malloc(sizeof(float) * L * L * 2), *p = s + L * L, *ctx = malloc(sizeof(float) * L * D * 2), *mine = ctx + L * D;
-        float *scratch = malloc(sizeof(float) * L);
-        int32_t *lens = malloc(sizeof(int32_t) * L);
         long bad = 0;
-        for (int rep = 0; rep < 3; rep++) {
-            for (long i = 0; i < 3 * L * D; i++) q[i] = rnd();
-            gb(false, true, L, L, D, scale, q, D, L * D, k, D, L * D, 0.0f, s, L, L * L, 1);
-            for (long i = 0; i < L; i++) lens[i] = (int32_t)L;
-            sm(s, lens, p, L, L, false);
-            gb(false, false, L, D, L, 1.0f, p, L, L * L, v, D, L * D, 0.0f, ctx, D, L * D, 1);
-            attn__ct2_mha_exact(mine, D, NULL, q, D, k, v, D, 1, D, L, L, L, L, 0, scale, scratch);
-            for (long i = 0; i < L * D; i++) bad += memcmp(&mine[i], &ctx[i], sizeof(float)) != 0;
-        }
+        for (int rep = 0; rep < 3; rep++) bad += compare(L, L, L, D, scale);
         if (bad) {
             bad_l++;
             printf("L=%ld: %ld context values differ\n", L, bad);
         }
-        free(q);
-        free(s);
-        free(ctx);
-        free(scratch);
-        free(lens);
     }
     printf("encoder self-attention, L = 25..144: %ld of 120 lengths differ\n", bad_l);
     bad_shapes += bad_l;

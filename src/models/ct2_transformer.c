@@ -540,36 +540,29 @@ static int attn__tstep(void *ctx, float *logits, float *attn_out, const int32_t 
         if (pre) attn__ct2_ln_apply(h, x, N, &l->ln_ca, 1e-5f);
         ATTN_TRY(attn__ct2_lin_apply(qkv, pre ? h : x, N, &l->q_ca, scr, ATTN_ACT_IDENTITY));
         int last = li == m->cfg.n_decoder_layers - 1 && attn_out;
-        if (m->cfg.int8) {
-            /* CTranslate2 multiplies the queries of an item's beams together with its keys
-             * (scores [beams, Ls] per head), so the beam count is the GEMM's row count */
-            for (int64_t r0 = 0; r0 < N;) {
-                const int64_t b = st->row_item[r0], n = st->src_len[b];
-                int64_t r1 = r0;
-                while (r1 < N && st->row_item[r1] == b) r1++;
-                const float *kv = st->cross_kv[li] + b * Ls * 2 * E;
-                attn__ct2_mha_exact(att + r0 * E, E, last ? st->w_last : NULL, qkv + r0 * E, E, kv, kv + E, 2 * E, H, D, r1 - r0, n, r1 - r0,
-                                    Ls, 0, m->query_scale, scr);
-                if (last) /* head 0 of the last layer ([H, rows, n]), zeros past the source length */
-                    for (int64_t i = 0; i < r1 - r0; i++) {
-                        float *dst = attn_out + (r0 + i) * Ls;
-                        memcpy(dst, st->w_last + i * n, sizeof(float) * (size_t)n);
-                        memset(dst + n, 0, sizeof(float) * (size_t)(Ls - n));
-                    }
-                r0 = r1;
-            }
-        }
-        for (int64_t r0 = 0; r0 < N && !m->cfg.int8;) {
-            int64_t b = st->row_item[r0], r1 = r0;
+        for (int64_t r0 = 0; r0 < N;) {
+            const int64_t b = st->row_item[r0], sl = st->src_len[b];
+            int64_t r1 = r0;
             while (r1 < N && st->row_item[r1] == b) r1++;
             const float *kv = st->cross_kv[li] + b * Ls * 2 * E;
-            int64_t n = r1 - r0;
-            ATTN_TRY(attn__sdpa(att + r0 * E, E, last ? st->w_last : NULL, qkv + r0 * E, n * E, D, E, kv, kv + E, Ls * 2 * E, D, 2 * E,
-                                1, n, Ls, H, D, &st->src_len[b]));
-            if (last) /* head 0 of the last layer: w_last [1, H, n, Ls] */
+            const int64_t n = r1 - r0;
+            if (m->cfg.int8) {
+                /* CTranslate2 multiplies the queries of an item's beams together with its keys
+                 * (scores [beams, Ls] per head), so the beam count is the GEMM's row count;
+                 * weights w_last [H, n, sl] */
+                attn__ct2_mha_exact(att + r0 * E, E, last ? st->w_last : NULL, qkv + r0 * E, E, kv, kv + E, 2 * E, H, D, n, sl, n, Ls, 0,
+                                    m->query_scale, scr);
+            } else {
+                /* weights w_last [1, H, n, Ls], zeros past the source length */
+                ATTN_TRY(attn__sdpa(att + r0 * E, E, last ? st->w_last : NULL, qkv + r0 * E, n * E, D, E, kv, kv + E, Ls * 2 * E, D, 2 * E, 1,
+                                    n, Ls, H, D, &st->src_len[b]));
+            }
+            if (last) /* head 0 of the last layer, zeros past the source length */
                 for (int64_t i = 0; i < n; i++) {
                     float *dst = attn_out + (r0 + i) * Ls;
-                    memcpy(dst, st->w_last + i * Ls, sizeof(float) * (size_t)Ls);
+                    const int64_t w = m->cfg.int8 ? sl : Ls;
+                    memcpy(dst, st->w_last + i * w, sizeof(float) * (size_t)w);
+                    memset(dst + w, 0, sizeof(float) * (size_t)(Ls - w));
                 }
             r0 = r1;
         }
@@ -698,6 +691,9 @@ void attn_translations_free(attn_translation *t, int64_t n) {
     }
 }
 
+/* the ASCII whitespace that separates tokens */
+static int attn__is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
 /* split on ASCII whitespace into new strings */
 static int attn__split(char ***out, int64_t *n, const char *s) {
     *out = NULL;
@@ -705,10 +701,10 @@ static int attn__split(char ***out, int64_t *n, const char *s) {
     int64_t cap = 0;
     const char *p = s;
     while (*p) {
-        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\v' || *p == '\f') p++;
+        while (attn__is_ws(*p)) p++;
         if (!*p) break;
         const char *q = p;
-        while (*q && !(*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r' || *q == '\v' || *q == '\f')) q++;
+        while (*q && !attn__is_ws(*q)) q++;
         if (*n == cap) {
             cap = cap ? 2 * cap : 16;
             char **t = (char **)realloc(*out, sizeof(char *) * (size_t)cap);
@@ -859,10 +855,10 @@ fail:
 static int64_t attn__count_tokens(const char *s) {
     int64_t n = 0;
     for (const char *p = s; *p;) {
-        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\v' || *p == '\f') p++;
+        while (attn__is_ws(*p)) p++;
         if (!*p) break;
         n++;
-        while (*p && !(*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\v' || *p == '\f')) p++;
+        while (*p && !attn__is_ws(*p)) p++;
     }
     return n;
 }

@@ -15,6 +15,7 @@
 
 #include "attn_attention.h"
 #include "attn_ops.h"
+#include "attn_weight.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -168,6 +169,140 @@ void attn_decoder_state_reset(attn_decoder_state *s);
 int attn_decoder_layer(attn_tensor *out, const attn_tensor *x, const attn_tensor *enc, const int64_t *enc_lengths,
                        const attn_layer_config *cfg, const attn_mha_config *cross_cfg, const attn_decoder_weights *w,
                        attn_decoder_state *state, attn_arena *arena);
+
+/* ================================================================ the layer floor of the models
+ *
+ * Every model family (BERT, ViT, Llama, the CTranslate2 Transformer, Whisper) runs its layers on
+ * the two functions below, on row-major activations [rows, E] float32 updated in place, with
+ * weights as attn_weight handles (any storage type: float32, GGML blocks, CTranslate2 int8) and
+ * one KV cache type for every decoder. A model file holds only its hyper-parameters, weights
+ * and wiring (docs/architecture.md). */
+
+typedef enum {
+    ATTN_NORM_LAYER = 0,     /* LayerNorm (Ba et al. 2016), attn_layernorm's arithmetic */
+    ATTN_NORM_RMS = 1,       /* RMSNorm (Zhang & Sennrich 2019; Llama): sum of squares in float64 */
+    ATTN_NORM_LAYER_CT2 = 2  /* LayerNorm rounded as CTranslate2's CPU kernel (int8 models) */
+} attn_norm_type;
+
+/* a norm's parameters: g [E]; b [E] or NULL (no shift; RMSNorm has none) */
+typedef struct {
+    const float *g, *b;
+} attn_norm_weights;
+
+typedef struct {
+    int64_t d_model;      /* E */
+    int64_t n_heads;      /* H */
+    int64_t n_kv_heads;   /* Hkv (0 -> H); H % Hkv == 0 (grouped-query attention) */
+    int64_t head_dim;     /* D (0 -> E / H) */
+    int64_t d_ff;         /* F: FFN hidden width */
+    int64_t d_cross;      /* width of the cross-attention source (encoder output); 0: none */
+    int norm_first;       /* 1: pre-norm (GPT-2, Llama, Whisper); 0: post-norm (Vaswani, BERT) */
+    attn_norm_type norm;
+    float eps;            /* norm epsilon */
+    attn_activation act;  /* FFN activation */
+    int gated;            /* 1: FFN = down(act(gate·x) * (up·x)) (SwiGLU, Shazeer 2020); 0: down(act(up·x)) */
+    const double *rope_inv_freq; /* NULL: no rotary embedding (absolute positions are added by
+                                  * the model); else [rope_dim / 2] frequencies: pair i of a query /
+                                  * key head at position p turns by p · inv_freq[i] (Su et al. 2021) */
+    int64_t rope_dim;     /* rotated channels per head (0 -> D) */
+    attn_rope_layout rope_layout; /* pairs (2i, 2i+1) (GGUF / llama2.c) or (i, i + R/2) (NeoX) */
+    int ct2_attention;    /* 1: attention with CTranslate2's CPU arithmetic (int8 models) */
+    float query_scale;    /* the CTranslate2 path's softmax scale (0 -> 1 / sqrt(D)); SDPA takes p's */
+    int n_threads;        /* projections and attention; <= 0: attn_get_num_threads(). An attention
+                           * step under ~2e6 multiply-adds runs on one thread */
+} attn_block_config;
+
+typedef struct {
+    attn_norm_weights norm1, norm2, norm3; /* around self-attention, cross-attention, FFN */
+    attn_weight qkv;     /* fused [(H + 2·Hkv)·D, E] (CTranslate2), or absent and then: */
+    attn_weight q, k, v; /* [H·D, E], [Hkv·D, E], [Hkv·D, E] */
+    attn_weight o;       /* [E, H·D] */
+    attn_weight cross_q, cross_kv, cross_o; /* [H·D, E], fused keys/values [2·Hkv·D, E_cross], [E, H·D] */
+    attn_weight ff_up, ff_gate, ff_down;    /* [F, E], [F, E] (gated only), [E, F] */
+} attn_block_weights;
+
+/* attn_block_check: validate a config against weights (every shape, GQA divisibility, norm
+ * parameters present). Errors: ATTN_E_INVALID, ATTN_E_SHAPE. */
+int attn_block_check(const attn_block_config *c, const attn_block_weights *w);
+
+/* attn_encoder_block: one encoder layer on x [B·L, E] float32 (B sequences of L positions),
+ * in place: post-norm x = N1(x + SelfAttn(x)); x = N3(x + FFN(x)), pre-norm
+ * x = x + SelfAttn(N1(x)); x = x + FFN(N3(x)). Attention is not causal unless p says so; p
+ * (NULL: defaults) gives key_lengths [B] (padding), masks, window; p->n_threads <= 0 follows
+ * c->n_threads. attn_weights: NULL or [B, H, L, L] softmax weights. With c->ct2_attention the
+ * attention of item b is CTranslate2's over its key_lengths[b] positions and padded query rows
+ * give zeros before the output projection (as CTranslate2). Temporaries come from arena.
+ * Matches torch.nn.TransformerEncoderLayer / HF BertLayer / ViTLayer / CTranslate2's
+ * TransformerEncoderLayer / Whisper's encoder block by configuration.
+ * Errors: those of attn_block_check, attn_sdpa and attn_weight_matmul; ATTN_E_NOMEM. */
+int attn_encoder_block(float *x, float *attn_weights, const attn_block_config *c, const attn_block_weights *w, int64_t B,
+                       int64_t L, const attn_sdpa_params *p, attn_arena *arena);
+
+/* ---------------------------------------------------------------- the KV cache of every decoder */
+
+/* An attn_kv holds keys and values of n_layers layers for n_slots independent sequences
+ * (beams, or the requests of a server batch), each up to max_len positions of kv_dim = Hkv·D
+ * floats (heads side by side): k(layer, slot) is [max_len, kv_dim] float32, filled 0 .. len(slot)-1. */
+typedef struct attn_kv attn_kv;
+
+/* attn_kv_create: an empty cache (2 · n_layers · n_slots · max_len · kv_dim floats).
+ * Errors: ATTN_E_INVALID (sizes <= 0), ATTN_E_NOMEM. */
+int attn_kv_create(attn_kv **out, int64_t n_layers, int64_t n_slots, int64_t max_len, int64_t kv_dim);
+/* attn_kv_free: release (NULL-safe). */
+void attn_kv_free(attn_kv *c);
+/* attn_kv_n_slots / attn_kv_max_len: the geometry; attn_kv_len: positions held by a slot
+ * (0 for a slot out of range). */
+int64_t attn_kv_n_slots(const attn_kv *c);
+int64_t attn_kv_max_len(const attn_kv *c);
+int64_t attn_kv_len(const attn_kv *c, int64_t slot);
+/* attn_kv_keys / attn_kv_values: [max_len, kv_dim] of (layer, slot); NULL when out of range. */
+float *attn_kv_keys(const attn_kv *c, int64_t layer, int64_t slot);
+float *attn_kv_values(const attn_kv *c, int64_t layer, int64_t slot);
+/* attn_kv_clear: every slot empty (len 0), memory kept. NULL-safe. */
+void attn_kv_clear(attn_kv *c);
+/* attn_kv_set_len: crop / rewind a slot to len (0 <= len <= its current length); the
+ * positions after it are forgotten. Errors: ATTN_E_INVALID. */
+int attn_kv_set_len(attn_kv *c, int64_t slot, int64_t len);
+/* attn_kv_advance: the rows written by attn_decoder_block at the end of each of n slots become
+ * part of them: len(slot[i]) += count[i] (slot NULL: slots 0..n-1; count NULL: 1 each).
+ * Errors: ATTN_E_INVALID, ATTN_E_RANGE (past max_len). */
+int attn_kv_advance(attn_kv *c, const int64_t *slot, const int64_t *count, int64_t n);
+/* attn_kv_reorder: beam search's reorder: new slot i (i < n) takes old slot src[i]'s positions
+ * (src may repeat or drop slots; every layer; lengths follow). Identity orders cost nothing.
+ * Errors: ATTN_E_INVALID (src out of range, n > n_slots), ATTN_E_NOMEM. */
+int attn_kv_reorder(attn_kv *c, const int64_t *src, int64_t n);
+
+/* The rows of one decoder step: row r holds the next position of sequence slot[r] (rows of the
+ * same slot are consecutive and take consecutive positions: a prompt chunk), and attends,
+ * causally, over that slot's cached positions and itself. */
+typedef struct {
+    int64_t n_rows;            /* N */
+    const int64_t *slot;       /* [N] cache slot of each row; NULL: row r -> slot r */
+    /* cross-attention (c->d_cross > 0): keys and values projected once per source */
+    const float *cross_kv;     /* [n_items, cross_len, 2·Hkv·D] (keys then values per position) */
+    int64_t cross_len;         /* Ls: positions per item (padded) */
+    const int64_t *cross_lengths; /* [n_items] valid positions, or NULL (all cross_len) */
+    const int64_t *row_item;   /* [N] item of each row (rows of an item consecutive); NULL: all item 0 */
+    float *cross_weights;      /* NULL or [N, H, cross_len]: the cross-attention softmax weights,
+                                * zeros past an item's length */
+} attn_decoder_rows;
+
+/* attn_decoder_block: one decoder layer (index `layer` of the cache) on x [N, E] in place:
+ * causal self-attention over the KV cache (this step's keys and values are written at each
+ * slot's next positions; attn_kv_advance commits them after the last layer), then, when
+ * c->d_cross > 0, cross-attention over rows->cross_kv, then the FFN; pre- or post-norm.
+ * RoPE (c->rope_inv_freq) turns queries and keys by their positions in their slots.
+ * Feeding a sequence one position at a time gives the full pass's result to float rounding.
+ * Matches Llama's decoder layer (RMSNorm, SwiGLU, RoPE, GQA), torch.nn.TransformerDecoderLayer,
+ * CTranslate2's TransformerDecoderLayer and Whisper's decoder block by configuration.
+ * Errors: those of attn_block_check / attn_sdpa / attn_weight_matmul; ATTN_E_RANGE (a slot
+ * full); ATTN_E_UNSUPPORTED (CTranslate2 arithmetic with several positions of one slot). */
+int attn_decoder_block(float *x, const attn_block_config *c, const attn_block_weights *w, int64_t layer, attn_kv *cache,
+                       const attn_decoder_rows *rows, attn_arena *arena);
+
+/* attn_cross_kv: project a source's keys and values once: out [M, 2·Hkv·D] = [enc·Wkᵀ | enc·Wvᵀ]
+ * for enc [M, E_cross] (M = items · cross_len), with w->cross_kv. Errors: as attn_weight_matmul. */
+int attn_cross_kv(float *out, const float *enc, int64_t M, const attn_block_config *c, const attn_block_weights *w);
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,7 @@
 #include "attn_translate.h"
 #include "attn_tokenizer.h"
 #include "attn_attention.h"
+#include "attn_layers.h"
 #include "core/internal.h"
 #include "models/ct2_layers.h"
 
@@ -11,15 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    attn__ct2_ln ln_sa, ln_ff;
-    attn__ct2_lin qkv, out, ff1, ff2;
-} attn__enc_layer;
-
-typedef struct {
-    attn__ct2_ln ln_sa, ln_ca, ln_ff;
-    attn__ct2_lin qkv, out_sa, q_ca, kv_ca, out_ca, ff1, ff2;
-} attn__dec_layer;
 
 typedef struct {
     char **tok;     /* id -> token */
@@ -34,8 +26,8 @@ struct attn_translator {
     int64_t src_pos_n, tgt_pos_n;
     float emb_scale;
     float query_scale; /* 1 / sqrt(head_dim) in float, as CTranslate2 computes it */
-    attn__enc_layer *enc;
-    attn__dec_layer *dec;
+    attn__ct2_layer *enc, *dec;
+    attn_block_config enc_cfg, dec_cfg;
     attn__ct2_ln enc_ln, dec_ln; /* final norms (pre-norm) */
     attn__ct2_lin proj;
     attn__vocab sv, tv;
@@ -138,45 +130,6 @@ static int32_t attn__vocab_id(const attn__vocab *v, const char *tok) {
 
 /* ---------------------------------------------------------------- loading */
 
-/* sin / cos rounded as CTranslate2's CPU kernels compute them (a Cephes-style single-precision
- * approximation: argument reduction by pi/4 in three parts, degree-2 polynomials in z = x^2,
- * multiply-adds fused) so that position encodings, which int8 models re-quantise, carry the
- * same float bits. Constants: Cephes sinf / cosf. Accurate to ~1 ulp for |x| < 8192. */
-static float attn__ct2_sincos(float x, int want_cos) {
-    const float four_over_pi = 1.27323954473516f, dp1 = -0.78515625f, dp2 = -2.4187564849853515625e-4f,
-                dp3 = -3.77489497744594108e-8f;
-    const float c0 = 2.443315711809948e-5f, c1 = -1.388731625493765e-3f, c2 = 4.166664568298827e-2f;
-    const float s0 = -1.9515295891e-4f, s1 = 8.3321608736e-3f, s2 = -1.6666654611e-1f;
-    float ax = fabsf(x);
-    int32_t j = ((int32_t)(ax * four_over_pi) + 1) & ~1;
-    float y = (float)j;
-    int negate;
-    int use_cos_poly;
-    if (want_cos) {
-        j -= 2;
-        negate = (~j & 4) != 0;
-        use_cos_poly = (j & 2) != 0;
-    } else {
-        negate = ((j & 4) != 0) != (x < 0);
-        use_cos_poly = (j & 2) != 0;
-    }
-    float r = fmaf(y, dp1, ax);
-    r = fmaf(y, dp2, r);
-    r = fmaf(y, dp3, r);
-    float z = r * r;
-    float half_z = z * 0.5f;
-    float pc = fmaf(z, c0, c1);
-    pc = fmaf(pc, z, c2);
-    pc = z * pc;
-    pc = fmaf(pc, z, -half_z) + 1.0f;
-    float ps = fmaf(z, s0, s1);
-    ps = fmaf(z, ps, s2);
-    ps = z * ps;
-    ps = fmaf(r, ps, r);
-    float v = use_cos_poly ? pc : ps;
-    return negate ? -v : v;
-}
-
 static int attn__pe_table(attn_translator *m, int64_t n) {
     const int64_t E = m->cfg.d_model, half = E / 2;
     float *pe = (float *)malloc(sizeof(float) * (size_t)(n * E));
@@ -202,29 +155,9 @@ void attn_translator_free(attn_translator *m) {
     free(m->src_pos);
     free(m->tgt_pos);
     if (m->enc)
-        for (int64_t i = 0; i < m->cfg.n_encoder_layers; i++) {
-            attn__enc_layer *l = &m->enc[i];
-            attn__ct2_ln_free(&l->ln_sa);
-            attn__ct2_ln_free(&l->ln_ff);
-            attn__ct2_lin_free(&l->qkv);
-            attn__ct2_lin_free(&l->out);
-            attn__ct2_lin_free(&l->ff1);
-            attn__ct2_lin_free(&l->ff2);
-        }
+        for (int64_t i = 0; i < m->cfg.n_encoder_layers; i++) attn__ct2_layer_free(&m->enc[i]);
     if (m->dec)
-        for (int64_t i = 0; i < m->cfg.n_decoder_layers; i++) {
-            attn__dec_layer *l = &m->dec[i];
-            attn__ct2_ln_free(&l->ln_sa);
-            attn__ct2_ln_free(&l->ln_ca);
-            attn__ct2_ln_free(&l->ln_ff);
-            attn__ct2_lin_free(&l->qkv);
-            attn__ct2_lin_free(&l->out_sa);
-            attn__ct2_lin_free(&l->q_ca);
-            attn__ct2_lin_free(&l->kv_ca);
-            attn__ct2_lin_free(&l->out_ca);
-            attn__ct2_lin_free(&l->ff1);
-            attn__ct2_lin_free(&l->ff2);
-        }
+        for (int64_t i = 0; i < m->cfg.n_decoder_layers; i++) attn__ct2_layer_free(&m->dec[i]);
     free(m->enc);
     free(m->dec);
     attn__ct2_ln_free(&m->enc_ln);
@@ -301,37 +234,14 @@ static int attn__load_body(attn_translator *m, const attn_ct2_file *f) {
     } else {
         ATTN_TRY(attn__pe_table(m, 512));
     }
-    m->enc = (attn__enc_layer *)calloc((size_t)c->n_encoder_layers, sizeof *m->enc);
-    m->dec = (attn__dec_layer *)calloc((size_t)c->n_decoder_layers, sizeof *m->dec);
+    m->enc = (attn__ct2_layer *)calloc((size_t)c->n_encoder_layers, sizeof *m->enc);
+    m->dec = (attn__ct2_layer *)calloc((size_t)c->n_decoder_layers, sizeof *m->dec);
     if (!m->enc || !m->dec) return attn_set_error(ATTN_E_NOMEM, "out of memory");
-    char s[192];
     const int64_t F = c->d_ff;
-    for (int64_t i = 0; i < c->n_encoder_layers; i++) {
-        attn__enc_layer *l = &m->enc[i];
-#define P(fmt) (snprintf(s, sizeof s, "encoder/layer_%lld/" fmt, (long long)i), s)
-        ATTN_TRY(attn__ct2_ln_load(&l->ln_sa, f, P("self_attention/layer_norm"), E));
-        ATTN_TRY(attn__ct2_lin_load(&l->qkv, f, P("self_attention/linear_0"), 3 * E, E, 0));
-        ATTN_TRY(attn__ct2_lin_load(&l->out, f, P("self_attention/linear_1"), E, E, 0));
-        ATTN_TRY(attn__ct2_ln_load(&l->ln_ff, f, P("ffn/layer_norm"), E));
-        ATTN_TRY(attn__ct2_lin_load(&l->ff1, f, P("ffn/linear_0"), F, E, 0));
-        ATTN_TRY(attn__ct2_lin_load(&l->ff2, f, P("ffn/linear_1"), E, F, 0));
-#undef P
-    }
-    for (int64_t i = 0; i < c->n_decoder_layers; i++) {
-        attn__dec_layer *l = &m->dec[i];
-#define P(fmt) (snprintf(s, sizeof s, "decoder/layer_%lld/" fmt, (long long)i), s)
-        ATTN_TRY(attn__ct2_ln_load(&l->ln_sa, f, P("self_attention/layer_norm"), E));
-        ATTN_TRY(attn__ct2_lin_load(&l->qkv, f, P("self_attention/linear_0"), 3 * E, E, 0));
-        ATTN_TRY(attn__ct2_lin_load(&l->out_sa, f, P("self_attention/linear_1"), E, E, 0));
-        ATTN_TRY(attn__ct2_ln_load(&l->ln_ca, f, P("attention/layer_norm"), E));
-        ATTN_TRY(attn__ct2_lin_load(&l->q_ca, f, P("attention/linear_0"), E, E, 0));
-        ATTN_TRY(attn__ct2_lin_load(&l->kv_ca, f, P("attention/linear_1"), 2 * E, E, 0));
-        ATTN_TRY(attn__ct2_lin_load(&l->out_ca, f, P("attention/linear_2"), E, E, 0));
-        ATTN_TRY(attn__ct2_ln_load(&l->ln_ff, f, P("ffn/layer_norm"), E));
-        ATTN_TRY(attn__ct2_lin_load(&l->ff1, f, P("ffn/linear_0"), F, E, 0));
-        ATTN_TRY(attn__ct2_lin_load(&l->ff2, f, P("ffn/linear_1"), E, F, 0));
-#undef P
-    }
+    for (int64_t i = 0; i < c->n_encoder_layers; i++) ATTN_TRY(attn__ct2_layer_load(&m->enc[i], f, "encoder", i, E, F, 0));
+    for (int64_t i = 0; i < c->n_decoder_layers; i++) ATTN_TRY(attn__ct2_layer_load(&m->dec[i], f, "decoder", i, E, F, 1));
+    m->enc_cfg = attn__ct2_block_config(E, c->n_heads, F, c->pre_norm, c->act, 0, c->int8, m->query_scale);
+    m->dec_cfg = attn__ct2_block_config(E, c->n_heads, F, c->pre_norm, c->act, 1, c->int8, m->query_scale);
     if (c->pre_norm) {
         ATTN_TRY(attn__ct2_ln_load(&m->enc_ln, f, "encoder/layer_norm", E));
         ATTN_TRY(attn__ct2_ln_load(&m->dec_ln, f, "decoder/layer_norm", E));
@@ -390,17 +300,10 @@ const char *attn_translator_target_token(const attn_translator *m, int32_t id) {
 
 /* ---------------------------------------------------------------- forward */
 
-/* Decoding state for one batch. Self-attention caches are [rows, H, T, D] per layer. */
+/* Decoding state for one batch: the shared CTranslate2 decoder state (cache slot per row). */
 typedef struct {
     attn_translator *m;
-    int64_t B, Ls, T;       /* items, padded source length, max target positions */
-    int64_t *src_len;       /* [B] */
-    float **cross_kv;       /* per layer [B, Ls, 2E] */
-    float **k, **v, **k2, **v2; /* per layer caches and reorder buffers */
-    int64_t rows, cap_rows, len; /* live rows, capacity, cached positions */
-    int64_t *row_item;
-    float *x, *h, *qkv, *att, *ff, *scratch, *w_last; /* work buffers */
-    int want_attn;
+    attn__ct2_dec d;
 } attn__tstate;
 
 static int attn__positions(attn_translator *m, float *x, int64_t pos, int enc) {
@@ -417,262 +320,52 @@ static int attn__positions(attn_translator *m, float *x, int64_t pos, int enc) {
     return ATTN_OK;
 }
 
-/* residual add y += a */
-static void attn__addv(float *y, const float *a, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] += a[i];
-}
-
-/* Multi-head attention through attn_sdpa on strided views: q [B, H, Lq, D] with strides
- * (qb, qh, qr, 1); k and v [B, H, Lk, D] with strides (kb, kh, kr, 1); out rows of stride os
- * (heads side by side, [B, Lq, H*D]); w NULL or [B, H, Lq, Lk] contiguous. */
-static int attn__sdpa(float *out, int64_t os, float *w, const float *q, int64_t qb, int64_t qh, int64_t qr, const float *k,
-                      const float *v, int64_t kb, int64_t kh, int64_t kr, int64_t B, int64_t Lq, int64_t Lk, int64_t H, int64_t D,
-                      const int64_t *key_len) {
-    attn_tensor tq = {(void *)q, ATTN_F32, 4, {B, H, Lq, D}, {qb, qh, qr, 1}};
-    attn_tensor tk = {(void *)k, ATTN_F32, 4, {B, H, Lk, D}, {kb, kh, kr, 1}};
-    attn_tensor tv = {(void *)v, ATTN_F32, 4, {B, H, Lk, D}, {kb, kh, kr, 1}};
-    attn_tensor to = {out, ATTN_F32, 4, {B, H, Lq, D}, {Lq * os, D, os, 1}};
-    attn_tensor tw = {w, ATTN_F32, 4, {B, H, Lq, Lk}, {H * Lq * Lk, Lq * Lk, Lk, 1}};
-    attn_sdpa_params p = attn_sdpa_params_default();
-    p.key_lengths = key_len;
-    p.n_threads = 1;
-    return attn_sdpa(&to, w ? &tw : NULL, &tq, &tk, &tv, &p);
-}
-
+/* source embeddings + positions -> encoder layers -> final norm -> cross keys / values */
 static int attn__encode(attn__tstate *st, const int32_t *ids /* [B, Ls] */) {
     attn_translator *m = st->m;
-    const int64_t E = m->cfg.d_model, H = m->cfg.n_heads, D = E / H, B = st->B, Ls = st->Ls, M = B * Ls;
-    const int64_t F = m->cfg.d_ff;
+    const int64_t E = m->cfg.d_model, B = st->d.B, Ls = st->d.Ls, M = B * Ls;
     float *x = (float *)malloc(sizeof(float) * (size_t)(M * E));
-    float *h = (float *)malloc(sizeof(float) * (size_t)(M * E));
-    float *qkv = (float *)malloc(sizeof(float) * (size_t)(M * 3 * E));
-    float *att = (float *)malloc(sizeof(float) * (size_t)(M * E));
-    float *ff = (float *)malloc(sizeof(float) * (size_t)(M * (F > 3 * E ? F : 3 * E)));
-    float *scr = (float *)malloc(sizeof(float) * (size_t)(M * (F > E ? F : E) + M));
+    if (!x) return attn_set_error(ATTN_E_NOMEM, "out of memory");
     int rc = ATTN_OK;
-    if (!x || !h || !qkv || !att || !ff || !scr) {
-        rc = attn_set_error(ATTN_E_NOMEM, "out of memory");
-        goto done;
-    }
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t t = 0; t < Ls; t++) {
+    for (int64_t b = 0; b < B && rc == 0; b++)
+        for (int64_t t = 0; t < Ls && rc == 0; t++) {
             float *r = x + (b * Ls + t) * E;
             const float *e = m->src_emb + (int64_t)ids[b * Ls + t] * E;
             for (int64_t i = 0; i < E; i++) r[i] = e[i] * m->emb_scale;
-            if ((rc = attn__positions(m, r, t, 1)) < 0) goto done;
+            rc = attn__positions(m, r, t, 1);
         }
-    for (int64_t li = 0; li < m->cfg.n_encoder_layers; li++) {
-        attn__enc_layer *l = &m->enc[li];
-        const int pre = m->cfg.pre_norm;
-        /* self-attention */
-        if (pre) attn__ct2_ln_apply(h, x, M, &l->ln_sa, 1e-5f);
-        if ((rc = attn__ct2_lin_apply(qkv, pre ? h : x, M, &l->qkv, scr, ATTN_ACT_IDENTITY)) < 0) goto done;
-        if (m->cfg.int8) {
-            /* CTranslate2's arithmetic: its score GEMM is [Ls, Ls] per item and head */
-            for (int64_t b = 0; b < B; b++) {
-                const float *qb = qkv + b * Ls * 3 * E;
-                const int64_t n = st->src_len[b];
-                attn__ct2_mha_exact(att + b * Ls * E, E, NULL, qb, 3 * E, qb + E, qb + 2 * E, 3 * E, H, D, n, n, Ls, Ls, 0,
-                                    m->query_scale, scr);
-                memset(att + (b * Ls + n) * E, 0, sizeof(float) * (size_t)((Ls - n) * E));
-            }
-        } else if ((rc = attn__sdpa(att, E, NULL, qkv, Ls * 3 * E, D, 3 * E, qkv + E, qkv + 2 * E, Ls * 3 * E, D, 3 * E, B, Ls, Ls, H, D,
-                                    st->src_len)) < 0)
-            goto done;
-        if ((rc = attn__ct2_lin_apply(ff, att, M, &l->out, scr, ATTN_ACT_IDENTITY)) < 0) goto done;
-        attn__addv(x, ff, M * E);
-        if (!pre) attn__ct2_ln_apply(x, x, M, &l->ln_sa, 1e-5f);
-        /* FFN */
-        if (pre) attn__ct2_ln_apply(h, x, M, &l->ln_ff, 1e-5f);
-        if ((rc = attn__ct2_lin_apply(ff, pre ? h : x, M, &l->ff1, scr, m->cfg.act)) < 0) goto done;
-        if ((rc = attn__ct2_lin_apply(att, ff, M, &l->ff2, scr, ATTN_ACT_IDENTITY)) < 0) goto done;
-        attn__addv(x, att, M * E);
-        if (!pre) attn__ct2_ln_apply(x, x, M, &l->ln_ff, 1e-5f);
-    }
-    if (m->cfg.pre_norm) attn__ct2_ln_apply(x, x, M, &m->enc_ln, 1e-5f);
-    /* cross-attention keys and values, once per source */
-    for (int64_t li = 0; li < m->cfg.n_decoder_layers; li++)
-        if ((rc = attn__ct2_lin_apply(st->cross_kv[li], x, M, &m->dec[li].kv_ca, scr, ATTN_ACT_IDENTITY)) < 0) goto done;
-done:
+    if (rc == 0) rc = attn__ct2_encode(x, m->enc, m->cfg.n_encoder_layers, &m->enc_cfg, B, Ls, st->d.src_len, &st->d.arena);
+    if (rc == 0 && m->cfg.pre_norm) attn__ct2_ln_apply(x, x, M, &m->enc_ln, 1e-5f);
+    if (rc == 0) rc = attn__ct2_dec_cross(&st->d, x);
     free(x);
-    free(h);
-    free(qkv);
-    free(att);
-    free(ff);
-    free(scr);
     return rc;
 }
 
 static int attn__tstep(void *ctx, float *logits, float *attn_out, const int32_t *ids, int64_t N, int64_t step) {
     attn__tstate *st = (attn__tstate *)ctx;
     attn_translator *m = st->m;
-    const int64_t E = m->cfg.d_model, H = m->cfg.n_heads, D = E / H, T = st->T, Ls = st->Ls;
-    const int pre = m->cfg.pre_norm;
-    if (step >= T) return attn_set_error(ATTN_E_RANGE, "decoder step %lld beyond the cache (%lld)", (long long)step, (long long)T);
-    float *x = st->x, *h = st->h, *qkv = st->qkv, *att = st->att, *ff = st->ff, *scr = st->scratch;
+    const int64_t E = m->cfg.d_model;
+    if (N > st->d.cap_rows) return attn_set_error(ATTN_E_RANGE, "decoder: %lld rows exceed the capacity", (long long)N);
     for (int64_t r = 0; r < N; r++) {
-        float *xr = x + r * E;
+        float *xr = st->d.x + r * E;
         const float *e = m->tgt_emb + (int64_t)ids[r] * E;
         for (int64_t i = 0; i < E; i++) xr[i] = e[i] * m->emb_scale;
         ATTN_TRY(attn__positions(m, xr, step, 0));
     }
-    for (int64_t li = 0; li < m->cfg.n_decoder_layers; li++) {
-        attn__dec_layer *l = &m->dec[li];
-        /* causal self-attention with the KV cache */
-        if (pre) attn__ct2_ln_apply(h, x, N, &l->ln_sa, 1e-5f);
-        ATTN_TRY(attn__ct2_lin_apply(qkv, pre ? h : x, N, &l->qkv, scr, ATTN_ACT_IDENTITY));
-        float *kc = st->k[li], *vc = st->v[li];
-        /* caches are [rows, T, E] (heads side by side): one copy per row */
-        for (int64_t r = 0; r < N; r++) {
-            memcpy(kc + (r * T + step) * E, qkv + r * 3 * E + E, sizeof(float) * (size_t)E);
-            memcpy(vc + (r * T + step) * E, qkv + r * 3 * E + 2 * E, sizeof(float) * (size_t)E);
-        }
-        if (m->cfg.int8)
-            for (int64_t r = 0; r < N; r++)
-                attn__ct2_mha_exact(att + r * E, E, NULL, qkv + r * 3 * E, 3 * E, kc + r * T * E, vc + r * T * E, E, H, D, 1, step + 1, 1,
-                                    step + 1, 0, m->query_scale, scr);
-        else
-            ATTN_TRY(attn__sdpa(att, E, NULL, qkv, 3 * E, D, 3 * E, kc, vc, T * E, D, E, N, 1, step + 1, H, D, NULL));
-        ATTN_TRY(attn__ct2_lin_apply(ff, att, N, &l->out_sa, scr, ATTN_ACT_IDENTITY));
-        attn__addv(x, ff, N * E);
-        if (!pre) attn__ct2_ln_apply(x, x, N, &l->ln_sa, 1e-5f);
-        /* cross-attention: rows of one source item attend together over its keys */
-        if (pre) attn__ct2_ln_apply(h, x, N, &l->ln_ca, 1e-5f);
-        ATTN_TRY(attn__ct2_lin_apply(qkv, pre ? h : x, N, &l->q_ca, scr, ATTN_ACT_IDENTITY));
-        int last = li == m->cfg.n_decoder_layers - 1 && attn_out;
-        for (int64_t r0 = 0; r0 < N;) {
-            const int64_t b = st->row_item[r0], sl = st->src_len[b];
-            int64_t r1 = r0;
-            while (r1 < N && st->row_item[r1] == b) r1++;
-            const float *kv = st->cross_kv[li] + b * Ls * 2 * E;
-            const int64_t n = r1 - r0;
-            if (m->cfg.int8) {
-                /* CTranslate2 multiplies the queries of an item's beams together with its keys
-                 * (scores [beams, Ls] per head), so the beam count is the GEMM's row count;
-                 * weights w_last [H, n, sl] */
-                attn__ct2_mha_exact(att + r0 * E, E, last ? st->w_last : NULL, qkv + r0 * E, E, kv, kv + E, 2 * E, H, D, n, sl, n, Ls, 0,
-                                    m->query_scale, scr);
-            } else {
-                /* weights w_last [1, H, n, Ls], zeros past the source length */
-                ATTN_TRY(attn__sdpa(att + r0 * E, E, last ? st->w_last : NULL, qkv + r0 * E, n * E, D, E, kv, kv + E, Ls * 2 * E, D, 2 * E, 1,
-                                    n, Ls, H, D, &st->src_len[b]));
-            }
-            if (last) /* head 0 of the last layer, zeros past the source length */
-                for (int64_t i = 0; i < n; i++) {
-                    float *dst = attn_out + (r0 + i) * Ls;
-                    const int64_t w = m->cfg.int8 ? sl : Ls;
-                    memcpy(dst, st->w_last + i * w, sizeof(float) * (size_t)w);
-                    memset(dst + w, 0, sizeof(float) * (size_t)(Ls - w));
-                }
-            r0 = r1;
-        }
-        ATTN_TRY(attn__ct2_lin_apply(ff, att, N, &l->out_ca, scr, ATTN_ACT_IDENTITY));
-        attn__addv(x, ff, N * E);
-        if (!pre) attn__ct2_ln_apply(x, x, N, &l->ln_ca, 1e-5f);
-        /* FFN */
-        if (pre) attn__ct2_ln_apply(h, x, N, &l->ln_ff, 1e-5f);
-        ATTN_TRY(attn__ct2_lin_apply(ff, pre ? h : x, N, &l->ff1, scr, m->cfg.act));
-        ATTN_TRY(attn__ct2_lin_apply(att, ff, N, &l->ff2, scr, ATTN_ACT_IDENTITY));
-        attn__addv(x, att, N * E);
-        if (!pre) attn__ct2_ln_apply(x, x, N, &l->ln_ff, 1e-5f);
-    }
-    if (pre) attn__ct2_ln_apply(x, x, N, &m->dec_ln, 1e-5f);
-    ATTN_TRY(attn__ct2_lin_apply(logits, x, N, &m->proj, scr, ATTN_ACT_IDENTITY));
-    st->rows = N;
-    st->len = step + 1;
-    return ATTN_OK;
+    return attn__ct2_dec_step(&st->d, logits, attn_out, N);
 }
 
 static int attn__treorder(void *ctx, const int64_t *src, int64_t n_new, const int64_t *row_item) {
-    attn__tstate *st = (attn__tstate *)ctx;
-    attn_translator *m = st->m;
-    const int64_t E = m->cfg.d_model, T = st->T;
-    if (n_new > st->cap_rows) return attn_set_error(ATTN_E_RANGE, "reorder: %lld rows exceed the capacity", (long long)n_new);
-    int identity = 1;
-    for (int64_t i = 0; i < n_new && identity; i++) identity = src[i] == i;
-    if (!identity) {
-        const size_t chunk = sizeof(float) * (size_t)(st->len * E);
-        for (int64_t li = 0; li < m->cfg.n_decoder_layers; li++) {
-            for (int64_t i = 0; i < n_new; i++) {
-                memcpy(st->k2[li] + i * T * E, st->k[li] + src[i] * T * E, chunk);
-                memcpy(st->v2[li] + i * T * E, st->v[li] + src[i] * T * E, chunk);
-            }
-            float *t = st->k[li];
-            st->k[li] = st->k2[li];
-            st->k2[li] = t;
-            t = st->v[li];
-            st->v[li] = st->v2[li];
-            st->v2[li] = t;
-        }
-    }
-    memcpy(st->row_item, row_item, sizeof(int64_t) * (size_t)n_new);
-    st->rows = n_new;
-    return ATTN_OK;
+    return attn__ct2_dec_reorder(&((attn__tstate *)ctx)->d, src, n_new, row_item);
 }
 
-static void attn__tstate_free(attn__tstate *st) {
-    int64_t L = st->m ? st->m->cfg.n_decoder_layers : 0;
-    for (int64_t i = 0; i < L; i++) {
-        if (st->cross_kv) free(st->cross_kv[i]);
-        if (st->k) free(st->k[i]);
-        if (st->v) free(st->v[i]);
-        if (st->k2) free(st->k2[i]);
-        if (st->v2) free(st->v2[i]);
-    }
-    free(st->cross_kv);
-    free(st->k);
-    free(st->v);
-    free(st->k2);
-    free(st->v2);
-    free(st->src_len);
-    free(st->row_item);
-    free(st->x);
-    free(st->h);
-    free(st->qkv);
-    free(st->att);
-    free(st->ff);
-    free(st->scratch);
-    free(st->w_last);
-}
+static void attn__tstate_free(attn__tstate *st) { attn__ct2_dec_free(&st->d); }
 
 static int attn__tstate_init(attn__tstate *st, attn_translator *m, int64_t B, int64_t Ls, int64_t T, int64_t cap_rows) {
     memset(st, 0, sizeof *st);
     st->m = m;
-    st->B = B;
-    st->Ls = Ls;
-    st->T = T;
-    st->cap_rows = cap_rows;
-    const int64_t E = m->cfg.d_model, F = m->cfg.d_ff, L = m->cfg.n_decoder_layers, H = m->cfg.n_heads;
-    const int64_t V = m->cfg.target_vocab;
-    double cache = (double)cap_rows * (double)T * (double)E;
-    if (cache * 4.0 * 4.0 * (double)L > 8e9) return attn_set_error(ATTN_E_NOMEM, "decoding state too large (%lld rows x %lld steps)", (long long)cap_rows, (long long)T);
-    st->cross_kv = (float **)calloc((size_t)L, sizeof(float *));
-    st->k = (float **)calloc((size_t)L, sizeof(float *));
-    st->v = (float **)calloc((size_t)L, sizeof(float *));
-    st->k2 = (float **)calloc((size_t)L, sizeof(float *));
-    st->v2 = (float **)calloc((size_t)L, sizeof(float *));
-    st->src_len = (int64_t *)calloc((size_t)B, sizeof(int64_t));
-    st->row_item = (int64_t *)calloc((size_t)cap_rows, sizeof(int64_t));
-    if (!st->cross_kv || !st->k || !st->v || !st->k2 || !st->v2 || !st->src_len || !st->row_item) return attn_set_error(ATTN_E_NOMEM, "out of memory");
-    for (int64_t i = 0; i < L; i++) {
-        st->cross_kv[i] = (float *)malloc(sizeof(float) * (size_t)(B * Ls * 2 * E));
-        st->k[i] = (float *)malloc(sizeof(float) * (size_t)(cap_rows * T * E));
-        st->v[i] = (float *)malloc(sizeof(float) * (size_t)(cap_rows * T * E));
-        st->k2[i] = (float *)malloc(sizeof(float) * (size_t)(cap_rows * T * E));
-        st->v2[i] = (float *)malloc(sizeof(float) * (size_t)(cap_rows * T * E));
-        if (!st->cross_kv[i] || !st->k[i] || !st->v[i] || !st->k2[i] || !st->v2[i]) return attn_set_error(ATTN_E_NOMEM, "out of memory");
-    }
-    int64_t wide = F > 3 * E ? F : 3 * E;
-    if (V > wide) wide = V;
-    st->x = (float *)malloc(sizeof(float) * (size_t)(cap_rows * E));
-    st->h = (float *)malloc(sizeof(float) * (size_t)(cap_rows * E));
-    st->qkv = (float *)malloc(sizeof(float) * (size_t)(cap_rows * 3 * E));
-    st->att = (float *)malloc(sizeof(float) * (size_t)(cap_rows * wide));
-    st->ff = (float *)malloc(sizeof(float) * (size_t)(cap_rows * wide));
-    st->scratch = (float *)malloc(sizeof(float) * (size_t)(cap_rows * (F > E ? F : E) + cap_rows + T + Ls + 2 * E)); /* + one score row and two sums per head dimension */
-    st->w_last = (float *)malloc(sizeof(float) * (size_t)(H * cap_rows * Ls + 1));
-    if (!st->x || !st->h || !st->qkv || !st->att || !st->ff || !st->scratch || !st->w_last) return attn_set_error(ATTN_E_NOMEM, "out of memory");
-    return ATTN_OK;
+    return attn__ct2_dec_init(&st->d, m->dec, m->cfg.n_decoder_layers, &m->dec_cfg, m->cfg.pre_norm ? &m->dec_ln : NULL, &m->proj, B, Ls, T,
+                              cap_rows, 1);
 }
 
 /* ---------------------------------------------------------------- translate */
@@ -767,17 +460,16 @@ static int attn__translate_batch(attn_translator *m, attn_translation *out, cons
         }
         int64_t T = o.max_length + (o.prefix ? o.prefix_len : 0);
         if ((rc = attn__tstate_init(&st, m, B, Ls, T, B * o.beam_size)) < 0) goto fail;
-        st.want_attn = want_attn;
         for (int64_t i = 0, b = 0; i < n; i++) {
             if (out[i].src_len == 0) continue;
             map[b] = i;
-            st.src_len[b] = out[i].src_len;
+            st.d.src_len[b] = out[i].src_len;
             for (int64_t t = 0; t < out[i].src_len; t++) {
                 int32_t id = attn__vocab_id(&m->sv, out[i].src_tokens[t]);
                 ids[b * Ls + t] = id >= 0 ? id : m->unk;
             }
             start[b] = m->bos;
-            st.row_item[b] = b;
+            st.d.row_item[b] = b;
             b++;
         }
         if ((rc = attn__encode(&st, ids)) < 0) goto fail;
@@ -863,109 +555,6 @@ static int64_t attn__count_tokens(const char *s) {
     return n;
 }
 
-/* CTranslate2's batch order: its rebatching sorts the source indices with
- * std::sort(longer first). That sort (GCC's libstdc++, which builds CTranslate2's Linux wheels)
- * is an introsort and is not stable: sources of equal length come out in the order it leaves
- * them, and which batch a source lands in decides its padding, which the int8 model's attention
- * arithmetic depends on. The same algorithm, on the same comparisons, gives the same order:
- * quicksort with the median of (second, middle, last) moved to the front as pivot and an
- * unguarded partition, while a range holds more than 16 elements and the depth allows
- * (2 floor(log2 n)), heapsort when it does not, then an insertion sort (unguarded past the
- * first 16). ATTN__LONGER(a, b): source a has more tokens than b. */
-#define ATTN__LONGER(a, b) (len[a] > len[b])
-static void attn__swap_idx(int64_t *a, int64_t *b) {
-    int64_t t = *a;
-    *a = *b;
-    *b = t;
-}
-static void attn__heap_adjust(int64_t *f, int64_t hole, int64_t n, int64_t value, const int64_t *len) {
-    const int64_t top = hole;
-    int64_t child = hole;
-    while (child < (n - 1) / 2) {
-        child = 2 * (child + 1);
-        if (ATTN__LONGER(f[child], f[child - 1])) child--;
-        f[hole] = f[child];
-        hole = child;
-    }
-    if ((n & 1) == 0 && child == (n - 2) / 2) {
-        child = 2 * (child + 1);
-        f[hole] = f[child - 1];
-        hole = child - 1;
-    }
-    int64_t parent = (hole - 1) / 2;
-    while (hole > top && ATTN__LONGER(f[parent], value)) {
-        f[hole] = f[parent];
-        hole = parent;
-        parent = (hole - 1) / 2;
-    }
-    f[hole] = value;
-}
-static void attn__heapsort_idx(int64_t *f, int64_t n, const int64_t *len) {
-    if (n < 2) return;
-    for (int64_t parent = (n - 2) / 2;; parent--) {
-        attn__heap_adjust(f, parent, n, f[parent], len);
-        if (parent == 0) break;
-    }
-    for (int64_t last = n - 1; last > 0; last--) {
-        int64_t value = f[last];
-        f[last] = f[0];
-        attn__heap_adjust(f, 0, last, value, len);
-    }
-}
-static void attn__introsort_loop(int64_t *first, int64_t *last, int64_t depth, const int64_t *len) {
-    while (last - first > 16) {
-        if (depth == 0) {
-            attn__heapsort_idx(first, last - first, len);
-            return;
-        }
-        depth--;
-        int64_t *a = first + 1, *b = first + (last - first) / 2, *c = last - 1;
-        if (ATTN__LONGER(*a, *b)) {
-            if (ATTN__LONGER(*b, *c)) attn__swap_idx(first, b);
-            else if (ATTN__LONGER(*a, *c)) attn__swap_idx(first, c);
-            else attn__swap_idx(first, a);
-        } else if (ATTN__LONGER(*a, *c)) attn__swap_idx(first, a);
-        else if (ATTN__LONGER(*b, *c)) attn__swap_idx(first, c);
-        else attn__swap_idx(first, b);
-        int64_t *lo = first + 1, *hi = last;
-        for (;;) {
-            while (ATTN__LONGER(*lo, *first)) lo++;
-            hi--;
-            while (ATTN__LONGER(*first, *hi)) hi--;
-            if (!(lo < hi)) break;
-            attn__swap_idx(lo, hi);
-            lo++;
-        }
-        attn__introsort_loop(lo, last, depth, len);
-        last = lo;
-    }
-}
-static void attn__linear_insert(int64_t *p, const int64_t *len) {
-    int64_t v = *p;
-    while (ATTN__LONGER(v, p[-1])) {
-        *p = p[-1];
-        p--;
-    }
-    *p = v;
-}
-static void attn__ct2_batch_order(int64_t *idx, int64_t n, const int64_t *len) {
-    for (int64_t i = 0; i < n; i++) idx[i] = i;
-    if (n < 2) return;
-    int64_t lg = 0;
-    while ((n >> (lg + 1)) > 0) lg++;
-    attn__introsort_loop(idx, idx + n, 2 * lg, len);
-    const int64_t head = n > 16 ? 16 : n;
-    for (int64_t i = 1; i < head; i++) {
-        if (ATTN__LONGER(idx[i], idx[0])) {
-            int64_t v = idx[i];
-            memmove(idx + 1, idx, sizeof(int64_t) * (size_t)i);
-            idx[0] = v;
-        } else
-            attn__linear_insert(idx + i, len);
-    }
-    for (int64_t i = head; i < n; i++) attn__linear_insert(idx + i, len);
-}
-#undef ATTN__LONGER
 
 int attn_translate(attn_translator *m, attn_translation *out, const char *const *sources, int64_t n, const attn_decode_opts *o,
                    int replace_unknowns) {

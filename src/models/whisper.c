@@ -16,20 +16,17 @@
 #include <string.h>
 #include <zlib.h>
 
-typedef struct {
-    attn__ct2_ln ln_sa, ln_ca, ln_ff;
-    attn__ct2_lin qkv, out_sa, q_ca, kv_ca, out_ca, ff1, ff2;
-} attn__wlayer;
 
 struct attn_whisper {
     attn_whisper_config cfg;
     attn__ct2_lin conv1, conv2; /* as linear layers over im2col rows: [E, 80*3], [E, E*3] */
     float *enc_pos;             /* [1500, E] */
-    attn__wlayer *enc, *dec;
+    attn__ct2_layer *enc, *dec;
+    attn_block_config enc_cfg, dec_cfg;
     attn__ct2_ln enc_ln, dec_ln;
     float *emb;                 /* [V, E] */
     float *dec_pos;             /* [448, E] */
-    attn__ct2_lin proj;         /* tied to emb (proj_tied: proj.w is emb) */
+    attn__ct2_lin proj;         /* tied to emb (proj_tied: proj.w views emb) */
     int proj_tied;
     char **vocab; /* vocabulary.txt lines while loading (freed once tok is built) */
     int64_t n_vocab;
@@ -45,27 +42,12 @@ void attn_whisper_free(attn_whisper *m) {
     attn__ct2_lin_free(&m->conv1);
     attn__ct2_lin_free(&m->conv2);
     free(m->enc_pos);
-    for (int side = 0; side < 2; side++) {
-        attn__wlayer *L = side ? m->dec : m->enc;
-        int64_t n = side ? m->cfg.n_decoder_layers : m->cfg.n_encoder_layers;
-        if (!L) continue;
-        for (int64_t i = 0; i < n; i++) {
-            attn__ct2_ln_free(&L[i].ln_sa);
-            attn__ct2_ln_free(&L[i].ln_ca);
-            attn__ct2_ln_free(&L[i].ln_ff);
-            attn__ct2_lin_free(&L[i].qkv);
-            attn__ct2_lin_free(&L[i].out_sa);
-            attn__ct2_lin_free(&L[i].q_ca);
-            attn__ct2_lin_free(&L[i].kv_ca);
-            attn__ct2_lin_free(&L[i].out_ca);
-            attn__ct2_lin_free(&L[i].ff1);
-            attn__ct2_lin_free(&L[i].ff2);
-        }
-        free(L);
-    }
+    for (int64_t i = 0; m->enc && i < m->cfg.n_encoder_layers; i++) attn__ct2_layer_free(&m->enc[i]);
+    for (int64_t i = 0; m->dec && i < m->cfg.n_decoder_layers; i++) attn__ct2_layer_free(&m->dec[i]);
+    free(m->enc);
+    free(m->dec);
     attn__ct2_ln_free(&m->enc_ln);
     attn__ct2_ln_free(&m->dec_ln);
-    if (m->proj_tied) m->proj.w = NULL;
     attn__ct2_lin_free(&m->proj);
     free(m->emb);
     free(m->dec_pos);
@@ -113,12 +95,15 @@ static int attn__wbody(attn_whisper *m, const attn_ct2_file *f) {
     {
         float *w = NULL;
         int64_t d1[3] = {E, ATTN_WHISPER_N_MELS, 3}, d2[3] = {E, E, 3}, db[1] = {E};
+        float *b = NULL;
         ATTN_TRY(attn__ct2_read(&w, f, "encoder/conv1/weight", 3, d1));
-        m->conv1 = (attn__ct2_lin){E, ATTN_WHISPER_N_MELS * 3, w, NULL, NULL, NULL, NULL, 0};
-        ATTN_TRY(attn__ct2_read(&m->conv1.b, f, "encoder/conv1/bias", 1, db));
+        attn__ct2_lin_own(&m->conv1, w, NULL, E, ATTN_WHISPER_N_MELS * 3);
+        ATTN_TRY(attn__ct2_read(&b, f, "encoder/conv1/bias", 1, db));
+        attn__ct2_lin_own(&m->conv1, w, b, E, ATTN_WHISPER_N_MELS * 3);
         ATTN_TRY(attn__ct2_read(&w, f, "encoder/conv2/weight", 3, d2));
-        m->conv2 = (attn__ct2_lin){E, E * 3, w, NULL, NULL, NULL, NULL, 0};
-        ATTN_TRY(attn__ct2_read(&m->conv2.b, f, "encoder/conv2/bias", 1, db));
+        attn__ct2_lin_own(&m->conv2, w, NULL, E, E * 3);
+        ATTN_TRY(attn__ct2_read(&b, f, "encoder/conv2/bias", 1, db));
+        attn__ct2_lin_own(&m->conv2, w, b, E, E * 3);
     }
     const attn_ct2_var *ep = attn_ct2_find(f, "encoder/position_encodings/encodings");
     if (!ep || ep->rank != 2 || ep->shape[1] != E) return attn_set_error(ATTN_E_FORMAT, "model.bin: encoder positions must be [n_audio_ctx, E]");
@@ -136,37 +121,21 @@ static int attn__wbody(attn_whisper *m, const attn_ct2_file *f) {
     const attn_ct2_var *pw = attn_ct2_find(f, "decoder/projection/weight");
     if (pw && pw == attn_ct2_find(f, "decoder/embeddings/weight") && pw->dtype != ATTN_CT2_I8 && pw->dtype != ATTN_CT2_I16 &&
         !attn_ct2_find(f, "decoder/projection/bias")) {
-        m->proj = (attn__ct2_lin){c->vocab_size, E, m->emb, NULL, NULL, NULL, NULL, 0};
+        memset(&m->proj, 0, sizeof m->proj);
+        m->proj.w = (attn_weight){ATTN_QT_F32, c->vocab_size, E, m->emb, NULL, NULL, NULL, ATTN_WKERNEL_CT2};
         m->proj_tied = 1;
     } else {
         ATTN_TRY(attn__ct2_lin_load(&m->proj, f, "decoder/projection", c->vocab_size, E, 0));
     }
-    m->enc = (attn__wlayer *)calloc((size_t)c->n_encoder_layers, sizeof *m->enc);
-    m->dec = (attn__wlayer *)calloc((size_t)c->n_decoder_layers, sizeof *m->dec);
+    m->enc = (attn__ct2_layer *)calloc((size_t)c->n_encoder_layers, sizeof *m->enc);
+    m->dec = (attn__ct2_layer *)calloc((size_t)c->n_decoder_layers, sizeof *m->dec);
     if (!m->enc || !m->dec) return attn_set_error(ATTN_E_NOMEM, "out of memory");
-    char s[160];
     const int64_t F = c->d_ff;
-    for (int side = 0; side < 2; side++) {
-        const char *nm = side ? "decoder" : "encoder";
-        int64_t n = side ? c->n_decoder_layers : c->n_encoder_layers;
-        for (int64_t i = 0; i < n; i++) {
-            attn__wlayer *l = side ? &m->dec[i] : &m->enc[i];
-#define P(fmt) (snprintf(s, sizeof s, "%s/layer_%lld/" fmt, nm, (long long)i), s)
-            ATTN_TRY(attn__ct2_ln_load(&l->ln_sa, f, P("self_attention/layer_norm"), E));
-            ATTN_TRY(attn__ct2_lin_load(&l->qkv, f, P("self_attention/linear_0"), 3 * E, E, 0));
-            ATTN_TRY(attn__ct2_lin_load(&l->out_sa, f, P("self_attention/linear_1"), E, E, 0));
-            ATTN_TRY(attn__ct2_ln_load(&l->ln_ff, f, P("ffn/layer_norm"), E));
-            ATTN_TRY(attn__ct2_lin_load(&l->ff1, f, P("ffn/linear_0"), F, E, 0));
-            ATTN_TRY(attn__ct2_lin_load(&l->ff2, f, P("ffn/linear_1"), E, F, 0));
-            if (side) {
-                ATTN_TRY(attn__ct2_ln_load(&l->ln_ca, f, P("attention/layer_norm"), E));
-                ATTN_TRY(attn__ct2_lin_load(&l->q_ca, f, P("attention/linear_0"), E, E, 0));
-                ATTN_TRY(attn__ct2_lin_load(&l->kv_ca, f, P("attention/linear_1"), 2 * E, E, 0));
-                ATTN_TRY(attn__ct2_lin_load(&l->out_ca, f, P("attention/linear_2"), E, E, 0));
-            }
-#undef P
-        }
-    }
+    for (int64_t i = 0; i < c->n_encoder_layers; i++) ATTN_TRY(attn__ct2_layer_load(&m->enc[i], f, "encoder", i, E, F, 0));
+    for (int64_t i = 0; i < c->n_decoder_layers; i++) ATTN_TRY(attn__ct2_layer_load(&m->dec[i], f, "decoder", i, E, F, 1));
+    /* pre-norm, GELU; float attention through attn's SDPA */
+    m->enc_cfg = attn__ct2_block_config(E, c->n_heads, F, 1, ATTN_ACT_GELU, 0, 0, 0.0f);
+    m->dec_cfg = attn__ct2_block_config(E, c->n_heads, F, 1, ATTN_ACT_GELU, 1, 0, 0.0f);
     ATTN_TRY(attn__ct2_ln_load(&m->enc_ln, f, "encoder/layer_norm", E));
     ATTN_TRY(attn__ct2_ln_load(&m->dec_ln, f, "decoder/layer_norm", E));
     return ATTN_OK;
@@ -363,29 +332,15 @@ char *attn_whisper_text(const attn_whisper *m, const int32_t *ids, int64_t n) {
 
 /* ---------------------------------------------------------------- forward */
 
-static int attn__mha(float *out, int64_t os, const float *q, int64_t qb, int64_t qh, int64_t qr, const float *k, const float *v,
-                     int64_t kb, int64_t kh, int64_t kr, int64_t B, int64_t Lq, int64_t Lk, int64_t H, int64_t D, int n_threads) {
-    attn_tensor tq = {(void *)q, ATTN_F32, 4, {B, H, Lq, D}, {qb, qh, qr, 1}};
-    attn_tensor tk = {(void *)k, ATTN_F32, 4, {B, H, Lk, D}, {kb, kh, kr, 1}};
-    attn_tensor tv = {(void *)v, ATTN_F32, 4, {B, H, Lk, D}, {kb, kh, kr, 1}};
-    attn_tensor to = {out, ATTN_F32, 4, {B, H, Lq, D}, {Lq * os, D, os, 1}};
-    attn_sdpa_params p = attn_sdpa_params_default();
-    p.n_threads = n_threads;
-    return attn_sdpa(&to, NULL, &tq, &tk, &tv, &p);
-}
-
-/* Encoder: mel [80, 3000] -> enc [1500, E]. */
-static int attn__wencode(attn_whisper *m, float *enc, const float *mel) {
-    const int64_t E = m->cfg.d_model, H = m->cfg.n_heads, D = E / H, T = ATTN_WHISPER_FRAMES, L = m->cfg.n_audio_ctx, F = m->cfg.d_ff;
+/* Encoder: mel [80, 3000] -> enc [1500, E]: two convolutions (as linear layers over im2col
+ * rows) with GELU, positions, the layer floor's encoder layers, the final LayerNorm. */
+static int attn__wencode(attn_whisper *m, float *enc, const float *mel, attn_arena *arena) {
+    const int64_t E = m->cfg.d_model, T = ATTN_WHISPER_FRAMES, L = m->cfg.n_audio_ctx;
     const int64_t C = ATTN_WHISPER_N_MELS;
-    int64_t wide = F > 3 * E ? F : 3 * E;
     float *col = (float *)malloc(sizeof(float) * (size_t)(T * (E * 3 > C * 3 ? E * 3 : C * 3)));
     float *x1 = (float *)malloc(sizeof(float) * (size_t)(T * E));
-    float *h = (float *)malloc(sizeof(float) * (size_t)(L * E));
-    float *a = (float *)malloc(sizeof(float) * (size_t)(L * E));
-    float *w = (float *)malloc(sizeof(float) * (size_t)(L * wide));
     int rc = ATTN_OK;
-    if (!col || !x1 || !h || !a || !w) {
+    if (!col || !x1) {
         rc = attn_set_error(ATTN_E_NOMEM, "out of memory");
         goto done;
     }
@@ -395,133 +350,44 @@ static int attn__wencode(attn_whisper *m, float *enc, const float *mel) {
                 int64_t s = t + k - 1;
                 col[t * C * 3 + c * 3 + k] = s >= 0 && s < T ? mel[c * T + s] : 0.0f;
             }
-    if ((rc = attn__ct2_lin_apply(x1, col, T, &m->conv1, NULL, ATTN_ACT_GELU)) < 0) goto done;
+    if ((rc = attn__ct2_lin_apply(x1, col, T, &m->conv1, ATTN_ACT_GELU)) < 0) goto done;
     for (int64_t t = 0; t < L; t++)
         for (int64_t c = 0; c < E; c++)
             for (int k = 0; k < 3; k++) {
                 int64_t s = 2 * t + k - 1;
                 col[t * E * 3 + c * 3 + k] = s >= 0 && s < T ? x1[s * E + c] : 0.0f;
             }
-    if ((rc = attn__ct2_lin_apply(enc, col, L, &m->conv2, NULL, ATTN_ACT_GELU)) < 0) goto done;
+    if ((rc = attn__ct2_lin_apply(enc, col, L, &m->conv2, ATTN_ACT_GELU)) < 0) goto done;
     for (int64_t i = 0; i < L * E; i++) enc[i] += m->enc_pos[i];
-    for (int64_t li = 0; li < m->cfg.n_encoder_layers; li++) {
-        attn__wlayer *l = &m->enc[li];
-        attn__ct2_ln_apply(h, enc, L, &l->ln_sa, 1e-5f);
-        if ((rc = attn__ct2_lin_apply(w, h, L, &l->qkv, NULL, ATTN_ACT_IDENTITY)) < 0) goto done;
-        if ((rc = attn__mha(a, E, w, L * 3 * E, D, 3 * E, w + E, w + 2 * E, L * 3 * E, D, 3 * E, 1, L, L, H, D, 0)) < 0) goto done;
-        if ((rc = attn__ct2_lin_apply(h, a, L, &l->out_sa, NULL, ATTN_ACT_IDENTITY)) < 0) goto done;
-        for (int64_t i = 0; i < L * E; i++) enc[i] += h[i];
-        attn__ct2_ln_apply(h, enc, L, &l->ln_ff, 1e-5f);
-        if ((rc = attn__ct2_lin_apply(w, h, L, &l->ff1, NULL, ATTN_ACT_GELU)) < 0) goto done;
-        if ((rc = attn__ct2_lin_apply(a, w, L, &l->ff2, NULL, ATTN_ACT_IDENTITY)) < 0) goto done;
-        for (int64_t i = 0; i < L * E; i++) enc[i] += a[i];
-    }
+    if ((rc = attn__ct2_encode(enc, m->enc, m->cfg.n_encoder_layers, &m->enc_cfg, 1, L, NULL, arena)) < 0) goto done;
     attn__ct2_ln_apply(enc, enc, L, &m->enc_ln, 1e-5f);
 done:
     free(col);
     free(x1);
-    free(h);
-    free(a);
-    free(w);
     return rc;
 }
 
+/* decoding state: the shared CTranslate2 decoder state (one cache slot per row) */
 typedef struct {
     attn_whisper *m;
-    int64_t T, cap, pos0; /* cache positions, row capacity, position of decode step 0 */
-    float **k, **v, **k2, **v2, **ckv; /* per layer: self caches [rows, H, T, D]; cross K/V [1500, 2E] */
-    float *x, *h, *q, *a, *f;
-    int64_t len;
+    attn__ct2_dec d;
+    int64_t pos0; /* position of decode step 0 */
     int timestamps;
     float no_speech; /* probability of the no-speech token after <|startoftranscript|> */
 } attn__wstate;
 
-static void attn__wstate_free(attn__wstate *s) {
-    int64_t L = s->m ? s->m->cfg.n_decoder_layers : 0;
-    for (int64_t i = 0; i < L; i++) {
-        if (s->k) free(s->k[i]);
-        if (s->v) free(s->v[i]);
-        if (s->k2) free(s->k2[i]);
-        if (s->v2) free(s->v2[i]);
-        if (s->ckv) free(s->ckv[i]);
-    }
-    free(s->k);
-    free(s->v);
-    free(s->k2);
-    free(s->v2);
-    free(s->ckv);
-    free(s->x);
-    free(s->h);
-    free(s->q);
-    free(s->a);
-    free(s->f);
-}
-
-static int attn__wstate_init(attn__wstate *s, attn_whisper *m, int64_t cap) {
-    memset(s, 0, sizeof *s);
-    s->m = m;
-    s->cap = cap;
-    s->T = m->cfg.n_text_ctx;
-    const int64_t E = m->cfg.d_model, L = m->cfg.n_decoder_layers, F = m->cfg.d_ff, V = m->cfg.vocab_size, A = m->cfg.n_audio_ctx;
-    s->k = (float **)calloc((size_t)L, sizeof(float *));
-    s->v = (float **)calloc((size_t)L, sizeof(float *));
-    s->k2 = (float **)calloc((size_t)L, sizeof(float *));
-    s->v2 = (float **)calloc((size_t)L, sizeof(float *));
-    s->ckv = (float **)calloc((size_t)L, sizeof(float *));
-    if (!s->k || !s->v || !s->k2 || !s->v2 || !s->ckv) return attn_set_error(ATTN_E_NOMEM, "out of memory");
-    for (int64_t i = 0; i < L; i++) {
-        s->k[i] = (float *)malloc(sizeof(float) * (size_t)(cap * s->T * E));
-        s->v[i] = (float *)malloc(sizeof(float) * (size_t)(cap * s->T * E));
-        s->k2[i] = (float *)malloc(sizeof(float) * (size_t)(cap * s->T * E));
-        s->v2[i] = (float *)malloc(sizeof(float) * (size_t)(cap * s->T * E));
-        s->ckv[i] = (float *)malloc(sizeof(float) * (size_t)(A * 2 * E));
-        if (!s->k[i] || !s->v[i] || !s->k2[i] || !s->v2[i] || !s->ckv[i]) return attn_set_error(ATTN_E_NOMEM, "out of memory");
-    }
-    int64_t wide = F > 3 * E ? F : 3 * E;
-    s->x = (float *)malloc(sizeof(float) * (size_t)(cap * E));
-    s->h = (float *)malloc(sizeof(float) * (size_t)(cap * E));
-    s->q = (float *)malloc(sizeof(float) * (size_t)(cap * 3 * E));
-    s->a = (float *)malloc(sizeof(float) * (size_t)(cap * E));
-    s->f = (float *)malloc(sizeof(float) * (size_t)(cap * (wide > V ? wide : V)));
-    if (!s->x || !s->h || !s->q || !s->a || !s->f) return attn_set_error(ATTN_E_NOMEM, "out of memory");
-    return ATTN_OK;
-}
+static void attn__wstate_free(attn__wstate *s) { attn__ct2_dec_free(&s->d); }
 
 /* one decoder position for N rows at absolute position pos; logits NULL skips the projection */
 static int attn__wforward(attn__wstate *s, float *logits, const int32_t *ids, int64_t N, int64_t pos) {
     attn_whisper *m = s->m;
-    const int64_t E = m->cfg.d_model, H = m->cfg.n_heads, D = E / H, T = s->T, A = m->cfg.n_audio_ctx;
+    const int64_t E = m->cfg.d_model, T = m->cfg.n_text_ctx;
     if (pos >= T) return attn_set_error(ATTN_E_RANGE, "whisper: position %lld beyond the %lld text positions", (long long)pos, (long long)T);
-    float *x = s->x, *h = s->h, *q = s->q, *a = s->a, *f = s->f;
+    if (N > s->d.cap_rows) return attn_set_error(ATTN_E_RANGE, "whisper: %lld rows exceed the capacity", (long long)N);
+    float *x = s->d.x;
     for (int64_t r = 0; r < N; r++)
         for (int64_t e = 0; e < E; e++) x[r * E + e] = m->emb[(int64_t)ids[r] * E + e] + m->dec_pos[pos * E + e];
-    for (int64_t li = 0; li < m->cfg.n_decoder_layers; li++) {
-        attn__wlayer *l = &m->dec[li];
-        attn__ct2_ln_apply(h, x, N, &l->ln_sa, 1e-5f);
-        ATTN_TRY(attn__ct2_lin_apply(q, h, N, &l->qkv, NULL, ATTN_ACT_IDENTITY));
-        /* caches are [rows, T, E] (heads side by side): one copy per row */
-        for (int64_t r = 0; r < N; r++) {
-            memcpy(s->k[li] + (r * T + pos) * E, q + r * 3 * E + E, sizeof(float) * (size_t)E);
-            memcpy(s->v[li] + (r * T + pos) * E, q + r * 3 * E + 2 * E, sizeof(float) * (size_t)E);
-        }
-        ATTN_TRY(attn__mha(a, E, q, 3 * E, D, 3 * E, s->k[li], s->v[li], T * E, D, E, N, 1, pos + 1, H, D, 1));
-        ATTN_TRY(attn__ct2_lin_apply(h, a, N, &l->out_sa, NULL, ATTN_ACT_IDENTITY));
-        for (int64_t i = 0; i < N * E; i++) x[i] += h[i];
-        attn__ct2_ln_apply(h, x, N, &l->ln_ca, 1e-5f);
-        ATTN_TRY(attn__ct2_lin_apply(q, h, N, &l->q_ca, NULL, ATTN_ACT_IDENTITY));
-        /* every row attends over the same audio: one call with the rows as queries */
-        ATTN_TRY(attn__mha(a, E, q, N * E, D, E, s->ckv[li], s->ckv[li] + E, A * 2 * E, D, 2 * E, 1, N, A, H, D, 0));
-        ATTN_TRY(attn__ct2_lin_apply(h, a, N, &l->out_ca, NULL, ATTN_ACT_IDENTITY));
-        for (int64_t i = 0; i < N * E; i++) x[i] += h[i];
-        attn__ct2_ln_apply(h, x, N, &l->ln_ff, 1e-5f);
-        ATTN_TRY(attn__ct2_lin_apply(f, h, N, &l->ff1, NULL, ATTN_ACT_GELU));
-        ATTN_TRY(attn__ct2_lin_apply(a, f, N, &l->ff2, NULL, ATTN_ACT_IDENTITY));
-        for (int64_t i = 0; i < N * E; i++) x[i] += a[i];
-    }
-    s->len = pos + 1;
-    if (!logits) return ATTN_OK;
-    attn__ct2_ln_apply(x, x, N, &m->dec_ln, 1e-5f);
-    return attn__ct2_lin_apply(logits, x, N, &m->proj, NULL, ATTN_ACT_IDENTITY);
+    return attn__ct2_dec_step(&s->d, logits, NULL, N);
 }
 
 /* no-speech probability: softmax of the raw logits [V] (before any suppression) at the
@@ -548,27 +414,8 @@ static int attn__wstep(void *ctx, float *logits, float *attn, const int32_t *ids
 }
 
 static int attn__wreorder(void *ctx, const int64_t *src, int64_t n_new, const int64_t *row_item) {
-    attn__wstate *s = (attn__wstate *)ctx;
-    (void)row_item;
-    const int64_t E = s->m->cfg.d_model, T = s->T;
-    if (n_new > s->cap) return attn_set_error(ATTN_E_RANGE, "whisper: %lld rows exceed the capacity", (long long)n_new);
-    int identity = 1;
-    for (int64_t i = 0; i < n_new && identity; i++) identity = src[i] == i;
-    if (identity) return ATTN_OK;
-    const size_t chunk = sizeof(float) * (size_t)(s->len * E);
-    for (int64_t li = 0; li < s->m->cfg.n_decoder_layers; li++) {
-        for (int64_t i = 0; i < n_new; i++) {
-            memcpy(s->k2[li] + i * T * E, s->k[li] + src[i] * T * E, chunk);
-            memcpy(s->v2[li] + i * T * E, s->v[li] + src[i] * T * E, chunk);
-        }
-        float *t = s->k[li];
-        s->k[li] = s->k2[li];
-        s->k2[li] = t;
-        t = s->v[li];
-        s->v[li] = s->v2[li];
-        s->v2[li] = t;
-    }
-    return ATTN_OK;
+    (void)row_item; /* one audio window: every row attends over item 0 */
+    return attn__ct2_dec_reorder(&((attn__wstate *)ctx)->d, src, n_new, NULL);
 }
 
 /* OpenAI's timestamp rules as CTranslate2 applies them (ApplyTimestampRules), after the other
@@ -682,11 +529,13 @@ static int attn__wprepare(attn__wstate *s, attn_whisper *m, int64_t cap, const f
             return attn_set_error(ATTN_E_RANGE, "whisper: non-finite feature at index %lld", (long long)i);
         }
     const int64_t E = m->cfg.d_model, A = m->cfg.n_audio_ctx;
-    int rc = attn__wstate_init(s, m, cap);
+    memset(s, 0, sizeof *s);
+    s->m = m;
+    int rc = attn__ct2_dec_init(&s->d, m->dec, m->cfg.n_decoder_layers, &m->dec_cfg, &m->dec_ln, &m->proj, 1, A, m->cfg.n_text_ctx, cap, 0);
     float *enc = (float *)malloc(sizeof(float) * (size_t)(A * E));
     if (rc == 0 && !enc) rc = attn_set_error(ATTN_E_NOMEM, "out of memory");
-    if (rc == 0) rc = attn__wencode(m, enc, mel);
-    for (int64_t li = 0; rc == 0 && li < m->cfg.n_decoder_layers; li++) rc = attn__ct2_lin_apply(s->ckv[li], enc, A, &m->dec[li].kv_ca, NULL, ATTN_ACT_IDENTITY);
+    if (rc == 0) rc = attn__wencode(m, enc, mel, &s->d.arena);
+    if (rc == 0) rc = attn__ct2_dec_cross(&s->d, enc);
     free(enc);
     return rc;
 }
@@ -697,7 +546,7 @@ static int attn__wprepare(attn__wstate *s, attn_whisper *m, int64_t cap, const f
 static int attn__wprompt(attn__wstate *s, int64_t N, int timestamps, int32_t *start) {
     attn_whisper *m = s->m;
     s->pos0 = 0;
-    s->len = 0;
+    attn_kv_clear(s->d.kv);
     s->no_speech = 0.0f;
     s->timestamps = timestamps;
     *start = m->cfg.sot;

@@ -1,0 +1,402 @@
+/* The encoder and decoder layers every model family runs on (see attn_layers.h). */
+#include "attn_layers.h"
+#include "core/internal.h"
+#include "ct2compat/ct2compat.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- geometry and checks */
+
+typedef struct {
+    int64_t E, H, Hkv, D, F, qd, kvd; /* qd = H·D, kvd = Hkv·D */
+} attn__geo;
+
+static attn__geo attn__geometry(const attn_block_config *c) {
+    attn__geo g;
+    g.E = c->d_model;
+    g.H = c->n_heads;
+    g.Hkv = c->n_kv_heads > 0 ? c->n_kv_heads : c->n_heads;
+    g.D = c->head_dim > 0 ? c->head_dim : (c->n_heads > 0 ? c->d_model / c->n_heads : 0);
+    g.F = c->d_ff;
+    g.qd = g.H * g.D;
+    g.kvd = g.Hkv * g.D;
+    return g;
+}
+
+static int attn__check_w(const attn_weight *w, int64_t rows, int64_t cols, const char *name, int required) {
+    if (!w->data) return required ? attn_set_error(ATTN_E_INVALID, "layer: weight %s is missing", name) : ATTN_OK;
+    if (w->rows != rows || w->cols != cols)
+        return attn_set_error(ATTN_E_SHAPE, "layer: %s must be [%lld, %lld], got [%lld, %lld]", name, (long long)rows, (long long)cols,
+                              (long long)w->rows, (long long)w->cols);
+    return ATTN_OK;
+}
+
+int attn_block_check(const attn_block_config *c, const attn_block_weights *w) {
+    if (!c || !w) return attn_set_error(ATTN_E_INVALID, "layer: config and weights must not be NULL");
+    const attn__geo g = attn__geometry(c);
+    if (g.E <= 0 || g.H <= 0 || g.Hkv <= 0 || g.D <= 0 || g.F <= 0)
+        return attn_set_error(ATTN_E_INVALID, "layer: d_model (%lld), n_heads (%lld), n_kv_heads (%lld), head_dim (%lld), d_ff (%lld) must be > 0",
+                              (long long)g.E, (long long)g.H, (long long)g.Hkv, (long long)g.D, (long long)g.F);
+    if (g.H % g.Hkv != 0)
+        return attn_set_error(ATTN_E_SHAPE, "layer: n_heads (%lld) is not a multiple of n_kv_heads (%lld)", (long long)g.H, (long long)g.Hkv);
+    if (c->norm < ATTN_NORM_LAYER || c->norm > ATTN_NORM_LAYER_CT2) return attn_set_error(ATTN_E_INVALID, "layer: unknown norm %d", (int)c->norm);
+    if (!(c->eps > 0) || !isfinite(c->eps)) return attn_set_error(ATTN_E_INVALID, "layer: norm epsilon must be > 0");
+    if (c->rope_inv_freq) {
+        const int64_t R = c->rope_dim > 0 ? c->rope_dim : g.D;
+        if (R > g.D || (R & 1)) return attn_set_error(ATTN_E_INVALID, "layer: rope_dim %lld must be even and <= head_dim %lld", (long long)R, (long long)g.D);
+    }
+    if (w->qkv.data) {
+        ATTN_TRY(attn__check_w(&w->qkv, g.qd + 2 * g.kvd, g.E, "qkv", 1));
+    } else {
+        ATTN_TRY(attn__check_w(&w->q, g.qd, g.E, "q", 1));
+        ATTN_TRY(attn__check_w(&w->k, g.kvd, g.E, "k", 1));
+        ATTN_TRY(attn__check_w(&w->v, g.kvd, g.E, "v", 1));
+    }
+    ATTN_TRY(attn__check_w(&w->o, g.E, g.qd, "o", 1));
+    if (c->d_cross > 0) {
+        ATTN_TRY(attn__check_w(&w->cross_q, g.qd, g.E, "cross_q", 1));
+        ATTN_TRY(attn__check_w(&w->cross_kv, 2 * g.kvd, c->d_cross, "cross_kv", 1));
+        ATTN_TRY(attn__check_w(&w->cross_o, g.E, g.qd, "cross_o", 1));
+        if (!w->norm2.g) return attn_set_error(ATTN_E_INVALID, "layer: the cross-attention norm is missing");
+    }
+    ATTN_TRY(attn__check_w(&w->ff_up, g.F, g.E, "ff_up", 1));
+    ATTN_TRY(attn__check_w(&w->ff_gate, g.F, g.E, "ff_gate", c->gated));
+    ATTN_TRY(attn__check_w(&w->ff_down, g.E, g.F, "ff_down", 1));
+    if (!w->norm1.g || !w->norm3.g) return attn_set_error(ATTN_E_INVALID, "layer: norm weights are missing");
+    return ATTN_OK;
+}
+
+/* ---------------------------------------------------------------- pieces */
+
+/* y[M, E] = norm(x) (y may alias x) */
+static int attn__norm(float *y, const float *x, int64_t M, const attn_block_config *c, const attn_norm_weights *nw) {
+    const int64_t E = c->d_model;
+    if (c->norm == ATTN_NORM_LAYER_CT2) {
+        attn__ct2_layernorm(y, x, M, nw->g, nw->b, E, c->eps);
+        return ATTN_OK;
+    }
+    if (c->norm == ATTN_NORM_RMS) {
+        for (int64_t t = 0; t < M; t++) {
+            const float *xr = x + t * E;
+            float *o = y + t * E;
+            double ss = 0;
+            for (int64_t i = 0; i < E; i++) ss += (double)xr[i] * xr[i];
+            const float r = (float)(1.0 / sqrt(ss / (double)E + (double)c->eps));
+            for (int64_t i = 0; i < E; i++) o[i] = nw->g[i] * (xr[i] * r);
+        }
+        return ATTN_OK;
+    }
+    attn_tensor ty = attn_tensor_f32_2d(y, M, E), tx = attn_tensor_f32_2d((float *)x, M, E);
+    attn_tensor tg = attn_tensor_f32_1d((float *)nw->g, E), tb = attn_tensor_f32_1d((float *)nw->b, E);
+    return attn_layernorm(&ty, &tx, nw->g ? &tg : NULL, nw->b ? &tb : NULL, c->eps);
+}
+
+static void attn__add(float *y, const float *a, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] += a[i];
+}
+
+/* rotate n rows (row stride rs) of nh heads at positions pos[r] */
+static void attn__rope(float *x, int64_t n, int64_t rs, int64_t nh, const attn_block_config *c, int64_t D, const int64_t *pos) {
+    const int64_t R = c->rope_dim > 0 ? c->rope_dim : D, half = R / 2;
+    for (int64_t t = 0; t < n; t++) {
+        const double p = (double)pos[t];
+        for (int64_t i = 0; i < half; i++) {
+            const double a = p * c->rope_inv_freq[i];
+            const float cs = (float)cos(a), sn = (float)sin(a);
+            const int64_t i0 = c->rope_layout == ATTN_ROPE_HALF ? i : 2 * i, i1 = c->rope_layout == ATTN_ROPE_HALF ? i + half : 2 * i + 1;
+            for (int64_t h = 0; h < nh; h++) {
+                float *q = x + t * rs + h * D;
+                const float x0 = q[i0], x1 = q[i1];
+                q[i0] = x0 * cs - x1 * sn;
+                q[i1] = x0 * sn + x1 * cs;
+            }
+        }
+    }
+}
+
+/* threads for an attention step: one under ~2e6 multiply-adds (a decode step), where a fork and
+ * a barrier cost more than the work */
+static int attn__attn_threads(const attn_block_config *c, int64_t rows, int64_t Lk, int64_t qd) {
+    const int nt = c->n_threads > 0 ? c->n_threads : attn_get_num_threads();
+    return (double)rows * (double)Lk * (double)qd < 2e6 ? 1 : nt;
+}
+
+/* out rows [B·Lq, H·D] (stride os) = SDPA of q [B, H, Lq, D] (row stride qr, item stride qb)
+ * over k / v [B, Hkv, Lk, D] (row stride kr, item stride kb) */
+static int attn__sdpa_rows(float *out, int64_t os, float *w, const float *q, int64_t qb, int64_t qr, const float *k, const float *v,
+                           int64_t kb, int64_t kr, int64_t B, int64_t Lq, int64_t Lk, const attn__geo *g, attn_sdpa_params p) {
+    attn_tensor tq = {(void *)q, ATTN_F32, 4, {B, g->H, Lq, g->D}, {qb, g->D, qr, 1}};
+    attn_tensor tk = {(void *)k, ATTN_F32, 4, {B, g->Hkv, Lk, g->D}, {kb, g->D, kr, 1}};
+    attn_tensor tv = {(void *)v, ATTN_F32, 4, {B, g->Hkv, Lk, g->D}, {kb, g->D, kr, 1}};
+    attn_tensor to = {out, ATTN_F32, 4, {B, g->H, Lq, g->D}, {Lq * os, g->D, os, 1}};
+    attn_tensor tw = {w, ATTN_F32, 4, {B, g->H, Lq, Lk}, {g->H * Lq * Lk, Lq * Lk, Lk, 1}};
+    return attn_sdpa(&to, w ? &tw : NULL, &tq, &tk, &tv, &p);
+}
+
+static float attn__scale(const attn_block_config *c, const attn__geo *g) {
+    return c->query_scale > 0 ? c->query_scale : (float)(1.0 / sqrt((double)g->D));
+}
+
+/* x += o(att), then the post-norm */
+static int attn__close_sublayer(float *x, const float *att, float *tmp, int64_t M, const attn_weight *o, const attn_block_config *c,
+                                const attn_norm_weights *nw) {
+    ATTN_TRY(attn_weight_matmul(tmp, att, M, o, ATTN_ACT_IDENTITY, c->n_threads));
+    attn__add(x, tmp, M * c->d_model);
+    return c->norm_first ? ATTN_OK : attn__norm(x, x, M, c, nw);
+}
+
+/* the FFN sub-layer on x [M, E] in place; h, t: [M, E]; f1, f2: [M, F] */
+static int attn__ffn(float *x, float *h, float *t, float *f1, float *f2, int64_t M, const attn_block_config *c, const attn_block_weights *w) {
+    const int64_t F = c->d_ff;
+    const float *in = x;
+    if (c->norm_first) {
+        ATTN_TRY(attn__norm(h, x, M, c, &w->norm3));
+        in = h;
+    }
+    if (c->gated) {
+        float *const outs[2] = {f1, f2};
+        const attn_weight *ws[2] = {&w->ff_gate, &w->ff_up};
+        ATTN_TRY(attn_weight_matmul_n(outs, in, ws, 2, M, c->n_threads));
+        if (c->act == ATTN_ACT_SILU) {
+            for (int64_t i = 0; i < M * F; i++) {
+                const float a = f1[i];
+                f1[i] = a / (1.0f + expf(-a)) * f2[i];
+            }
+        } else {
+            attn_tensor tg = attn_tensor_f32_2d(f1, M, F);
+            ATTN_TRY(attn_activate(&tg, &tg, c->act));
+            for (int64_t i = 0; i < M * F; i++) f1[i] *= f2[i];
+        }
+    } else {
+        ATTN_TRY(attn_weight_matmul(f1, in, M, &w->ff_up, c->act, c->n_threads));
+    }
+    ATTN_TRY(attn_weight_matmul(t, f1, M, &w->ff_down, ATTN_ACT_IDENTITY, c->n_threads));
+    attn__add(x, t, M * c->d_model);
+    return c->norm_first ? ATTN_OK : attn__norm(x, x, M, c, &w->norm3);
+}
+
+/* queries, keys and values of M rows: fused (one product, views with row stride rs) or three
+ * products into q / k / v of their own widths */
+typedef struct {
+    float *q, *k, *v;
+    int64_t qr, kr; /* row strides of q and of k / v */
+} attn__qkv;
+
+static int attn__project_qkv(attn__qkv *out, float *buf, const float *in, int64_t M, const attn_block_config *c, const attn_block_weights *w,
+                             const attn__geo *g) {
+    if (w->qkv.data) {
+        const int64_t rs = g->qd + 2 * g->kvd;
+        ATTN_TRY(attn_weight_matmul(buf, in, M, &w->qkv, ATTN_ACT_IDENTITY, c->n_threads));
+        *out = (attn__qkv){buf, buf + g->qd, buf + g->qd + g->kvd, rs, rs};
+        return ATTN_OK;
+    }
+    float *q = buf, *k = buf + M * g->qd, *v = k + M * g->kvd;
+    float *const outs[3] = {q, k, v};
+    const attn_weight *ws[3] = {&w->q, &w->k, &w->v};
+    ATTN_TRY(attn_weight_matmul_n(outs, in, ws, 3, M, c->n_threads));
+    *out = (attn__qkv){q, k, v, g->qd, g->kvd};
+    return ATTN_OK;
+}
+
+/* ---------------------------------------------------------------- encoder */
+
+int attn_encoder_block(float *x, float *attn_weights, const attn_block_config *c, const attn_block_weights *w, int64_t B, int64_t L,
+                       const attn_sdpa_params *p, attn_arena *arena) {
+    if (!x || !arena) return attn_set_error(ATTN_E_INVALID, "encoder layer: x and arena are required");
+    if (B < 0 || L < 0) return attn_set_error(ATTN_E_INVALID, "encoder layer: negative size");
+    ATTN_TRY(attn_block_check(c, w));
+    const attn__geo g = attn__geometry(c);
+    const int64_t M = B * L, E = g.E, wide = g.F > g.qd + 2 * g.kvd ? g.F : g.qd + 2 * g.kvd;
+    if (M == 0) return ATTN_OK;
+    attn_sdpa_params sp = p ? *p : attn_sdpa_params_default();
+    if (sp.n_threads <= 0) sp.n_threads = attn__attn_threads(c, M, L, g.qd);
+    attn_arena_mark mk = attn_arena_get_mark(arena);
+    float *h = attn_arena_alloc_f32_uninit(arena, (size_t)(M * E));
+    float *t = attn_arena_alloc_f32_uninit(arena, (size_t)(M * E));
+    float *att = attn_arena_alloc_f32_uninit(arena, (size_t)(M * g.qd));
+    float *f1 = attn_arena_alloc_f32_uninit(arena, (size_t)(M * wide));
+    float *f2 = c->gated ? attn_arena_alloc_f32_uninit(arena, (size_t)(M * g.F)) : f1;
+    float *scr = c->ct2_attention ? attn_arena_alloc_f32_uninit(arena, (size_t)(L + 1)) : f1;
+    int rc = (!h || !t || !att || !f1 || !f2 || !scr) ? attn_set_error(ATTN_E_NOMEM, "encoder layer: out of memory") : ATTN_OK;
+    /* self-attention */
+    const float *in = x;
+    if (rc == 0 && c->norm_first) {
+        rc = attn__norm(h, x, M, c, &w->norm1);
+        in = h;
+    }
+    attn__qkv qkv;
+    if (rc == 0) rc = attn__project_qkv(&qkv, f1, in, M, c, w, &g);
+    if (rc == 0 && c->ct2_attention) {
+        /* CTranslate2's score GEMM is [L, L] per item and head; padded query rows give zeros */
+        for (int64_t b = 0; b < B; b++) {
+            const int64_t n = sp.key_lengths ? sp.key_lengths[b] : L;
+            attn__ct2_mha_exact(att + b * L * g.qd, g.qd, NULL, qkv.q + b * L * qkv.qr, qkv.qr, qkv.k + b * L * qkv.kr, qkv.v + b * L * qkv.kr,
+                                qkv.kr, g.H, g.D, n, n, L, L, 0, attn__scale(c, &g), scr);
+            memset(att + (b * L + n) * g.qd, 0, sizeof(float) * (size_t)((L - n) * g.qd));
+        }
+    } else if (rc == 0) {
+        rc = attn__sdpa_rows(att, g.qd, attn_weights, qkv.q, L * qkv.qr, qkv.qr, qkv.k, qkv.v, L * qkv.kr, qkv.kr, B, L, L, &g, sp);
+    }
+    if (rc == 0) rc = attn__close_sublayer(x, att, t, M, &w->o, c, &w->norm1);
+    if (rc == 0) rc = attn__ffn(x, h, t, f1, f2, M, c, w);
+    attn_arena_release(arena, mk);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- decoder */
+
+int attn_cross_kv(float *out, const float *enc, int64_t M, const attn_block_config *c, const attn_block_weights *w) {
+    if (!c || !w) return attn_set_error(ATTN_E_INVALID, "cross_kv: NULL argument");
+    return attn_weight_matmul(out, enc, M, &w->cross_kv, ATTN_ACT_IDENTITY, c->n_threads);
+}
+
+static int64_t attn__slot(const attn_decoder_rows *r, int64_t i) { return r->slot ? r->slot[i] : i; }
+static int64_t attn__item(const attn_decoder_rows *r, int64_t i) { return r->row_item ? r->row_item[i] : 0; }
+
+/* causal self-attention of the step's rows over their slots; att [N, H·D] */
+static int attn__self_attention(float *att, const attn__qkv *qkv, const int64_t *pos, const attn_block_config *c, const attn__geo *g,
+                                int64_t layer, attn_kv *cache, const attn_decoder_rows *r, float *scr) {
+    const int64_t N = r->n_rows, T = attn_kv_max_len(cache), kvd = g->kvd;
+    /* rows that are each the next position of slots 0..N-1, all of one length: one batched call */
+    int uniform = 1;
+    for (int64_t i = 0; i < N && uniform; i++) uniform = attn__slot(r, i) == i && pos[i] == pos[0];
+    if (uniform && !c->ct2_attention) {
+        attn_sdpa_params p = attn_sdpa_params_default();
+        p.is_causal = 1;
+        p.n_threads = attn__attn_threads(c, N, pos[0] + 1, g->qd);
+        const float *k0 = attn_kv_keys(cache, layer, 0), *v0 = attn_kv_values(cache, layer, 0);
+        return attn__sdpa_rows(att, g->qd, NULL, qkv->q, qkv->qr, qkv->qr, k0, v0, T * kvd, kvd, N, 1, pos[0] + 1, g, p);
+    }
+    for (int64_t r0 = 0; r0 < N;) {
+        const int64_t s = attn__slot(r, r0);
+        int64_t r1 = r0 + 1;
+        while (r1 < N && attn__slot(r, r1) == s) r1++;
+        const int64_t n = r1 - r0, Lk = pos[r1 - 1] + 1;
+        const float *kc = attn_kv_keys(cache, layer, s), *vc = attn_kv_values(cache, layer, s);
+        if (c->ct2_attention) {
+            if (n != 1)
+                return attn_set_error(ATTN_E_UNSUPPORTED, "decoder layer: CTranslate2's arithmetic decodes one position per sequence per step");
+            attn__ct2_mha_exact(att + r0 * g->qd, g->qd, NULL, qkv->q + r0 * qkv->qr, qkv->qr, kc, vc, kvd, g->H, g->D, 1, Lk, 1, Lk, 0,
+                                attn__scale(c, g), scr);
+        } else {
+            attn_sdpa_params p = attn_sdpa_params_default();
+            p.is_causal = 1;
+            p.n_threads = attn__attn_threads(c, n, Lk, g->qd);
+            ATTN_TRY(attn__sdpa_rows(att + r0 * g->qd, g->qd, NULL, qkv->q + r0 * qkv->qr, n * qkv->qr, qkv->qr, kc, vc, T * kvd, kvd, 1, n, Lk,
+                                     g, p));
+        }
+        r0 = r1;
+    }
+    return ATTN_OK;
+}
+
+/* cross-attention of the rows over their items' keys / values; att [N, H·D]; wbuf: H·N·Ls floats */
+static int attn__cross_attention(float *att, const float *q, const attn_block_config *c, const attn__geo *g, const attn_decoder_rows *r,
+                                 float *wbuf, float *scr) {
+    const int64_t N = r->n_rows, Ls = r->cross_len, kvd = g->kvd, H = g->H;
+    for (int64_t r0 = 0; r0 < N;) {
+        const int64_t b = attn__item(r, r0);
+        int64_t r1 = r0 + 1;
+        while (r1 < N && attn__item(r, r1) == b) r1++;
+        const int64_t n = r1 - r0, sl = r->cross_lengths ? r->cross_lengths[b] : Ls;
+        const float *kv = r->cross_kv + b * Ls * 2 * kvd;
+        float *w = r->cross_weights ? wbuf : NULL;
+        int64_t ww = Ls; /* width of a row of w */
+        if (c->ct2_attention) {
+            /* CTranslate2 multiplies the queries of an item's beams together with its keys (scores
+             * [beams, Ls] per head), so the beam count is the GEMM's row count; w [H, n, sl] */
+            attn__ct2_mha_exact(att + r0 * g->qd, g->qd, w, q + r0 * g->qd, g->qd, kv, kv + kvd, 2 * kvd, H, g->D, n, sl, n, Ls, 0,
+                                attn__scale(c, g), scr);
+            ww = sl;
+        } else {
+            attn_sdpa_params p = attn_sdpa_params_default();
+            p.key_lengths = r->cross_lengths ? &r->cross_lengths[b] : NULL;
+            p.n_threads = attn__attn_threads(c, n, Ls, g->qd);
+            ATTN_TRY(attn__sdpa_rows(att + r0 * g->qd, g->qd, w, q + r0 * g->qd, n * g->qd, g->qd, kv, kv + kvd, Ls * 2 * kvd, 2 * kvd, 1, n, Ls,
+                                     g, p));
+        }
+        if (w) /* [H, n, ww] -> rows r0.. of [N, H, Ls], zeros past the length */
+            for (int64_t i = 0; i < n; i++)
+                for (int64_t h = 0; h < H; h++) {
+                    float *dst = r->cross_weights + ((r0 + i) * H + h) * Ls;
+                    memcpy(dst, w + (h * n + i) * ww, sizeof(float) * (size_t)ww);
+                    memset(dst + ww, 0, sizeof(float) * (size_t)(Ls - ww));
+                }
+        r0 = r1;
+    }
+    return ATTN_OK;
+}
+
+static int attn__check_rows(const attn_block_config *c, const attn_kv *cache, const attn_decoder_rows *r, int64_t layer, int64_t *pos) {
+    const int64_t N = r->n_rows;
+    for (int64_t i = 0; i < N; i++) {
+        const int64_t s = attn__slot(r, i);
+        if (s < 0 || s >= attn_kv_n_slots(cache))
+            return attn_set_error(ATTN_E_INVALID, "decoder layer: row %lld names slot %lld of %lld", (long long)i, (long long)s,
+                                  (long long)attn_kv_n_slots(cache));
+        pos[i] = (i > 0 && attn__slot(r, i - 1) == s) ? pos[i - 1] + 1 : attn_kv_len(cache, s);
+        if (pos[i] >= attn_kv_max_len(cache))
+            return attn_set_error(ATTN_E_RANGE, "decoder layer: slot %lld is full (%lld positions)", (long long)s, (long long)attn_kv_max_len(cache));
+    }
+    if (!attn_kv_keys(cache, layer, 0)) return attn_set_error(ATTN_E_INVALID, "decoder layer: the cache has no layer %lld", (long long)layer);
+    if (c->d_cross > 0 && (!r->cross_kv || r->cross_len <= 0))
+        return attn_set_error(ATTN_E_INVALID, "decoder layer: cross-attention keys and values are missing");
+    return ATTN_OK;
+}
+
+int attn_decoder_block(float *x, const attn_block_config *c, const attn_block_weights *w, int64_t layer, attn_kv *cache,
+                       const attn_decoder_rows *r, attn_arena *arena) {
+    if (!x || !cache || !r || !arena) return attn_set_error(ATTN_E_INVALID, "decoder layer: x, cache, rows and arena are required");
+    ATTN_TRY(attn_block_check(c, w));
+    const attn__geo g = attn__geometry(c);
+    const int64_t N = r->n_rows, E = g.E, T = attn_kv_max_len(cache);
+    if (N <= 0) return N == 0 ? ATTN_OK : attn_set_error(ATTN_E_INVALID, "decoder layer: negative row count");
+    if (g.kvd * T * attn_kv_n_slots(cache) <= 0) return attn_set_error(ATTN_E_INVALID, "decoder layer: empty cache");
+    const int64_t wide = g.F > g.qd + 2 * g.kvd ? g.F : g.qd + 2 * g.kvd, Ls = c->d_cross > 0 ? r->cross_len : 0;
+    attn_arena_mark mk = attn_arena_get_mark(arena);
+    int64_t *pos = (int64_t *)attn_arena_alloc(arena, sizeof(int64_t) * (size_t)N);
+    float *h = attn_arena_alloc_f32_uninit(arena, (size_t)(N * E));
+    float *t = attn_arena_alloc_f32_uninit(arena, (size_t)(N * E));
+    float *att = attn_arena_alloc_f32_uninit(arena, (size_t)(N * g.qd));
+    float *f1 = attn_arena_alloc_f32_uninit(arena, (size_t)(N * wide));
+    float *f2 = c->gated ? attn_arena_alloc_f32_uninit(arena, (size_t)(N * g.F)) : f1;
+    float *scr = attn_arena_alloc_f32_uninit(arena, (size_t)(T + Ls + 1));
+    float *wbuf = r->cross_weights ? attn_arena_alloc_f32_uninit(arena, (size_t)(g.H * N * (Ls > 0 ? Ls : 1))) : NULL;
+    int rc = (!pos || !h || !t || !att || !f1 || !f2 || !scr || (r->cross_weights && !wbuf))
+                 ? attn_set_error(ATTN_E_NOMEM, "decoder layer: out of memory")
+                 : attn__check_rows(c, cache, r, layer, pos);
+    /* causal self-attention over the cache */
+    const float *in = x;
+    if (rc == 0 && c->norm_first) {
+        rc = attn__norm(h, x, N, c, &w->norm1);
+        in = h;
+    }
+    attn__qkv qkv;
+    if (rc == 0) rc = attn__project_qkv(&qkv, f1, in, N, c, w, &g);
+    if (rc == 0 && c->rope_inv_freq) {
+        attn__rope(qkv.q, N, qkv.qr, g.H, c, g.D, pos);
+        attn__rope(qkv.k, N, qkv.kr, g.Hkv, c, g.D, pos);
+    }
+    for (int64_t i = 0; rc == 0 && i < N; i++) {
+        const int64_t s = attn__slot(r, i);
+        memcpy(attn_kv_keys(cache, layer, s) + pos[i] * g.kvd, qkv.k + i * qkv.kr, sizeof(float) * (size_t)g.kvd);
+        memcpy(attn_kv_values(cache, layer, s) + pos[i] * g.kvd, qkv.v + i * qkv.kr, sizeof(float) * (size_t)g.kvd);
+    }
+    if (rc == 0) rc = attn__self_attention(att, &qkv, pos, c, &g, layer, cache, r, scr);
+    if (rc == 0) rc = attn__close_sublayer(x, att, t, N, &w->o, c, &w->norm1);
+    /* cross-attention */
+    if (rc == 0 && c->d_cross > 0) {
+        in = x;
+        if (c->norm_first) {
+            rc = attn__norm(h, x, N, c, &w->norm2);
+            in = h;
+        }
+        if (rc == 0) rc = attn_weight_matmul(f1, in, N, &w->cross_q, ATTN_ACT_IDENTITY, c->n_threads);
+        if (rc == 0) rc = attn__cross_attention(att, f1, c, &g, r, wbuf, scr);
+        if (rc == 0) rc = attn__close_sublayer(x, att, t, N, &w->cross_o, c, &w->norm2);
+    }
+    if (rc == 0) rc = attn__ffn(x, h, t, f1, f2, N, c, w);
+    attn_arena_release(arena, mk);
+    return rc;
+}

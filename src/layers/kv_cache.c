@@ -1,0 +1,131 @@
+/* The KV cache of every decoder: layers x slots x positions (see attn_layers.h). */
+#include "attn_layers.h"
+#include "core/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct attn_kv {
+    int64_t n_layers, n_slots, max_len, kv_dim;
+    float *k, *v;        /* [n_layers][n_slots][max_len][kv_dim] */
+    float *k2, *v2;      /* spare buffers for reorder (allocated on the first one) */
+    int64_t *len, *len2; /* [n_slots] */
+};
+
+static size_t attn__kv_slot_floats(const attn_kv *c) { return (size_t)c->max_len * (size_t)c->kv_dim; }
+
+int attn_kv_create(attn_kv **out, int64_t n_layers, int64_t n_slots, int64_t max_len, int64_t kv_dim) {
+    if (!out) return attn_set_error(ATTN_E_INVALID, "kv cache: out is NULL");
+    *out = NULL;
+    if (n_layers <= 0 || n_slots <= 0 || max_len <= 0 || kv_dim <= 0)
+        return attn_set_error(ATTN_E_INVALID, "kv cache: sizes must be > 0 (layers %lld, slots %lld, max_len %lld, kv_dim %lld)",
+                              (long long)n_layers, (long long)n_slots, (long long)max_len, (long long)kv_dim);
+    double n = (double)n_layers * (double)n_slots * (double)max_len * (double)kv_dim;
+    if (n > (double)((size_t)1 << 38))
+        return attn_set_error(ATTN_E_NOMEM, "kv cache: %.0f floats (%lld layers x %lld slots x %lld positions x %lld) is too large", n,
+                              (long long)n_layers, (long long)n_slots, (long long)max_len, (long long)kv_dim);
+    attn_kv *c = (attn_kv *)calloc(1, sizeof *c);
+    if (!c) return attn_set_error(ATTN_E_NOMEM, "kv cache: out of memory");
+    c->n_layers = n_layers;
+    c->n_slots = n_slots;
+    c->max_len = max_len;
+    c->kv_dim = kv_dim;
+    c->k = (float *)calloc((size_t)n, sizeof(float));
+    c->v = (float *)calloc((size_t)n, sizeof(float));
+    c->len = (int64_t *)calloc((size_t)n_slots, sizeof(int64_t));
+    c->len2 = (int64_t *)calloc((size_t)n_slots, sizeof(int64_t));
+    if (!c->k || !c->v || !c->len || !c->len2) {
+        attn_kv_free(c);
+        return attn_set_error(ATTN_E_NOMEM, "kv cache: out of memory for %lld positions x %lld slots x %lld layers", (long long)max_len,
+                              (long long)n_slots, (long long)n_layers);
+    }
+    *out = c;
+    return ATTN_OK;
+}
+
+void attn_kv_free(attn_kv *c) {
+    if (!c) return;
+    free(c->k);
+    free(c->v);
+    free(c->k2);
+    free(c->v2);
+    free(c->len);
+    free(c->len2);
+    free(c);
+}
+
+int64_t attn_kv_n_slots(const attn_kv *c) { return c ? c->n_slots : 0; }
+int64_t attn_kv_max_len(const attn_kv *c) { return c ? c->max_len : 0; }
+int64_t attn_kv_len(const attn_kv *c, int64_t slot) { return c && slot >= 0 && slot < c->n_slots ? c->len[slot] : 0; }
+
+static float *attn__kv_at(const attn_kv *c, float *base, int64_t layer, int64_t slot) {
+    if (!c || layer < 0 || layer >= c->n_layers || slot < 0 || slot >= c->n_slots) return NULL;
+    return base + ((size_t)layer * (size_t)c->n_slots + (size_t)slot) * attn__kv_slot_floats(c);
+}
+float *attn_kv_keys(const attn_kv *c, int64_t layer, int64_t slot) { return c ? attn__kv_at(c, c->k, layer, slot) : NULL; }
+float *attn_kv_values(const attn_kv *c, int64_t layer, int64_t slot) { return c ? attn__kv_at(c, c->v, layer, slot) : NULL; }
+
+void attn_kv_clear(attn_kv *c) {
+    if (c) memset(c->len, 0, sizeof(int64_t) * (size_t)c->n_slots);
+}
+
+int attn_kv_set_len(attn_kv *c, int64_t slot, int64_t len) {
+    if (!c || slot < 0 || slot >= c->n_slots) return attn_set_error(ATTN_E_INVALID, "kv cache: no slot %lld", (long long)slot);
+    if (len < 0 || len > c->len[slot])
+        return attn_set_error(ATTN_E_INVALID, "kv cache: cannot set slot %lld to %lld positions (it holds %lld)", (long long)slot,
+                              (long long)len, (long long)c->len[slot]);
+    c->len[slot] = len;
+    return ATTN_OK;
+}
+
+int attn_kv_advance(attn_kv *c, const int64_t *slot, const int64_t *count, int64_t n) {
+    if (!c || n < 0 || (!slot && n > c->n_slots)) return attn_set_error(ATTN_E_INVALID, "kv cache: bad advance");
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t s = slot ? slot[i] : i, k = count ? count[i] : 1;
+        if (s < 0 || s >= c->n_slots || k < 0) return attn_set_error(ATTN_E_INVALID, "kv cache: bad slot %lld or count", (long long)s);
+        if (c->len[s] + k > c->max_len)
+            return attn_set_error(ATTN_E_RANGE, "kv cache: slot %lld holds %lld of %lld positions; %lld more do not fit", (long long)s,
+                                  (long long)c->len[s], (long long)c->max_len, (long long)k);
+    }
+    for (int64_t i = 0; i < n; i++) c->len[slot ? slot[i] : i] += count ? count[i] : 1;
+    return ATTN_OK;
+}
+
+int attn_kv_reorder(attn_kv *c, const int64_t *src, int64_t n) {
+    if (!c || (!src && n > 0) || n < 0 || n > c->n_slots) return attn_set_error(ATTN_E_INVALID, "kv cache: bad reorder of %lld slots", (long long)n);
+    int identity = 1;
+    for (int64_t i = 0; i < n; i++) {
+        if (src[i] < 0 || src[i] >= c->n_slots) return attn_set_error(ATTN_E_INVALID, "kv cache: reorder source %lld out of range", (long long)src[i]);
+        identity = identity && src[i] == i;
+    }
+    if (identity) return ATTN_OK;
+    const size_t total = (size_t)c->n_layers * (size_t)c->n_slots * attn__kv_slot_floats(c);
+    if (!c->k2) {
+        c->k2 = (float *)malloc(sizeof(float) * total);
+        c->v2 = (float *)malloc(sizeof(float) * total);
+        if (!c->k2 || !c->v2) {
+            free(c->k2);
+            free(c->v2);
+            c->k2 = c->v2 = NULL;
+            return attn_set_error(ATTN_E_NOMEM, "kv cache: out of memory for a reorder");
+        }
+    }
+    for (int64_t l = 0; l < c->n_layers; l++)
+        for (int64_t i = 0; i < n; i++) {
+            const size_t bytes = sizeof(float) * (size_t)(c->len[src[i]] * c->kv_dim);
+            memcpy(attn__kv_at(c, c->k2, l, i), attn__kv_at(c, c->k, l, src[i]), bytes);
+            memcpy(attn__kv_at(c, c->v2, l, i), attn__kv_at(c, c->v, l, src[i]), bytes);
+        }
+    for (int64_t i = 0; i < n; i++) c->len2[i] = c->len[src[i]];
+    for (int64_t i = n; i < c->n_slots; i++) c->len2[i] = 0;
+    float *t = c->k;
+    c->k = c->k2;
+    c->k2 = t;
+    t = c->v;
+    c->v = c->v2;
+    c->v2 = t;
+    int64_t *tl = c->len;
+    c->len = c->len2;
+    c->len2 = tl;
+    return ATTN_OK;
+}

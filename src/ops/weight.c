@@ -1,0 +1,102 @@
+/* A weight matrix of any storage type behind one handle (see include/attn_weight.h). */
+#include "attn_weight.h"
+#include "core/internal.h"
+#include "ct2compat/ct2compat.h"
+
+#include <string.h>
+
+attn_weight attn_weight_f32(const float *w, const float *bias, int64_t rows, int64_t cols) {
+    attn_weight r;
+    memset(&r, 0, sizeof r);
+    r.type = ATTN_QT_F32;
+    r.rows = rows;
+    r.cols = cols;
+    r.data = w;
+    r.bias = bias;
+    r.kernel = ATTN_WKERNEL_AUTO;
+    return r;
+}
+
+attn_weight attn_weight_from_qmatrix(const attn_qmatrix *q, const float *bias, attn_wkernel kernel) {
+    attn_weight r;
+    memset(&r, 0, sizeof r);
+    if (!q) return r;
+    r.type = q->type;
+    r.rows = q->rows;
+    r.cols = q->cols;
+    r.data = q->data;
+    r.bias = bias;
+    r.kernel = kernel;
+    return r;
+}
+
+int attn_weight_present(const attn_weight *w) { return w && w->data ? 1 : 0; }
+
+/* the block kernels (attn_qmatmul) serve every GGML type, and F32 unless the kernel is AUTO */
+static int attn__uses_blocks(const attn_weight *w) {
+    return w->kernel == ATTN_WKERNEL_BLOCKS || (w->kernel == ATTN_WKERNEL_AUTO && w->type != ATTN_QT_F32);
+}
+
+static int attn__check(const float *y, const float *x, int64_t M, const attn_weight *w) {
+    if (!w || !y || (!x && M > 0)) return attn_set_error(ATTN_E_INVALID, "weight matmul: NULL argument");
+    if (!w->data) return attn_set_error(ATTN_E_INVALID, "weight matmul: the weight holds no matrix");
+    if (M < 0 || w->rows < 0 || w->cols < 0) return attn_set_error(ATTN_E_INVALID, "weight matmul: negative size");
+    if (w->kernel == ATTN_WKERNEL_CT2) {
+        if (w->type != ATTN_QT_F32 && w->type != ATTN_QT_I8)
+            return attn_set_error(ATTN_E_INVALID, "weight matmul: the CTranslate2 kernel takes float32 or int8 weights, not %s",
+                                  attn_qtype_name(w->type));
+    } else if (w->type == ATTN_QT_I8 || w->kernel < ATTN_WKERNEL_AUTO || w->kernel > ATTN_WKERNEL_CT2) {
+        return attn_set_error(ATTN_E_INVALID, "weight matmul: int8 + scale weights need the CTranslate2 kernel");
+    }
+    return ATTN_OK;
+}
+
+static void attn__add_bias(float *y, int64_t M, const attn_weight *w) {
+    if (!w->bias) return;
+    const int64_t N = w->rows;
+    for (int64_t m = 0; m < M; m++) {
+        float *r = y + m * N;
+        for (int64_t n = 0; n < N; n++) r[n] += w->bias[n];
+    }
+}
+
+static int attn__activate_rows(float *y, int64_t M, int64_t N, attn_activation act) {
+    if (act == ATTN_ACT_IDENTITY || M * N == 0) return ATTN_OK;
+    attn_tensor t = attn_tensor_f32_2d(y, M, N);
+    return attn_activate(&t, &t, act);
+}
+
+int attn_weight_matmul(float *y, const float *x, int64_t M, const attn_weight *w, attn_activation act, int n_threads) {
+    ATTN_TRY(attn__check(y, x, M, w));
+    if (w->kernel == ATTN_WKERNEL_CT2) return attn__ct2_gemm(y, x, M, w, act);
+    if (attn__uses_blocks(w)) {
+        attn_qmatrix q = {w->type, w->data, w->rows, w->cols};
+        ATTN_TRY(attn_qmatmul(y, x, &q, M, n_threads));
+        attn__add_bias(y, M, w);
+        return attn__activate_rows(y, M, w->rows, act);
+    }
+    /* float32, AUTO: attn_linear (OpenBLAS, split across attn's threads) */
+    attn_tensor tx = attn_tensor_f32_2d((float *)x, M, w->cols), tw = attn_tensor_f32_2d((float *)w->data, w->rows, w->cols);
+    attn_tensor ty = attn_tensor_f32_2d(y, M, w->rows), tb = attn_tensor_f32_1d((float *)w->bias, w->rows);
+    ATTN_TRY(attn_linear(&ty, &tx, &tw, w->bias ? &tb : NULL));
+    return attn__activate_rows(y, M, w->rows, act);
+}
+
+int attn_weight_matmul_n(float *const *y, const float *x, const attn_weight *const *w, int count, int64_t M, int n_threads) {
+    if (!y || !w || count < 1 || count > 8) return attn_set_error(ATTN_E_INVALID, "weight matmul_n: need 1..8 weights");
+    int blocks = 1;
+    for (int i = 0; i < count; i++) {
+        ATTN_TRY(attn__check(y[i], x, M, w[i]));
+        if (w[i]->cols != w[0]->cols) return attn_set_error(ATTN_E_INVALID, "weight matmul_n: weights differ in columns");
+        blocks = blocks && attn__uses_blocks(w[i]);
+    }
+    if (!blocks) {
+        for (int i = 0; i < count; i++) ATTN_TRY(attn_weight_matmul(y[i], x, M, w[i], ATTN_ACT_IDENTITY, n_threads));
+        return ATTN_OK;
+    }
+    attn_qmatrix q[8];
+    for (int i = 0; i < count; i++) q[i] = (attn_qmatrix){w[i]->type, w[i]->data, w[i]->rows, w[i]->cols};
+    ATTN_TRY(attn_qmatmul_n(y, x, q, count, M, n_threads));
+    for (int i = 0; i < count; i++) attn__add_bias(y[i], M, w[i]);
+    return ATTN_OK;
+}

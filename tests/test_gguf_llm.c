@@ -536,7 +536,7 @@ static int parse_floats(const char *s, double *v, int cap) {
  * tokens are compared with llama.cpp's; where they part, llama.cpp's own top-2 margin at that step
  * must be below twice the per-logit bound (if each logit is within E of the other's, only a pair
  * closer than 2E can swap). */
-#define LLAMACPP_LOGIT_TOL 1.0
+#define LLAMACPP_LOGIT_TOL 1.5
 static void test_llamacpp_greedy(void) {
     FILE *f = fopen(attn_test_fixture("llama/smollm2_llamacpp.tsv"), "r");
     if (access(SMOL, R_OK) != 0 || !f) {
@@ -608,8 +608,10 @@ static void test_llamacpp_greedy(void) {
      * KV cache. Each such difference can flip an 8-bit activation by one step, which moves a logit
      * by up to the activation-quantization error; attn vs the unquantized float64 pass shows that
      * error is at most 1.56 (test_smollm2). Measured here, attn vs llama.cpp: max 0.79-0.81 over
-     * 238-240 agreeing steps (llama-cpp-python 0.3.36, AVX2; attn's kernel summation order). Stated bound per logit: 1.0; a top-2 pair can
-     * then swap only where llama.cpp's margin is below 2.0 (measured at the parting steps: <= 0.27). */
+     * 238-240 agreeing steps (llama-cpp-python 0.3.36, AVX2; attn's kernel summation order), and 1.227 on a Zen 4 machine,
+     * whose AVX-512 SDPA kernel sums in another order (the same test with ATTN_SIMD=avx2 there: 0.789): one ulp more or
+     * less in an attention output flips some 8-bit activation. Stated bound per logit: 1.5 (below the 1.56 float64 error
+     * above); a top-2 pair can then swap only where llama.cpp's margin is below 3.0 (measured at the parting steps: <= 0.27). */
     CHECK(prompts >= 10 && same_ids == prompts, "prompt ids identical to llama.cpp's on %d/%d prompts", same_ids, prompts);
     CHECK(worst <= LLAMACPP_LOGIT_TOL, "attn's logits of llama.cpp's top-2 tokens within %.2f of llama.cpp's over %d agreeing steps (worst %.3f)",
           LLAMACPP_LOGIT_TOL, steps, worst);

@@ -225,6 +225,10 @@ typedef struct {
  * parameters present). Errors: ATTN_E_INVALID, ATTN_E_SHAPE. */
 int attn_block_check(const attn_block_config *c, const attn_block_weights *w);
 
+/* attn_block_norm: y[M, E] = the config's norm of x [M, E] (y may alias x) with parameters nw
+ * (a final norm after the last layer, e.g.). Errors: those of attn_layernorm. */
+int attn_block_norm(float *y, const float *x, int64_t M, const attn_block_config *c, const attn_norm_weights *nw);
+
 /* attn_encoder_block: one encoder layer on x [B·L, E] float32 (B sequences of L positions),
  * in place: post-norm x = N1(x + SelfAttn(x)); x = N3(x + FFN(x)), pre-norm
  * x = x + SelfAttn(N1(x)); x = x + FFN(N3(x)). Attention is not causal unless p says so; p

@@ -69,8 +69,7 @@ int attn_block_check(const attn_block_config *c, const attn_block_weights *w) {
 
 /* ---------------------------------------------------------------- pieces */
 
-/* y[M, E] = norm(x) (y may alias x) */
-static int attn__norm(float *y, const float *x, int64_t M, const attn_block_config *c, const attn_norm_weights *nw) {
+int attn_block_norm(float *y, const float *x, int64_t M, const attn_block_config *c, const attn_norm_weights *nw) {
     const int64_t E = c->d_model;
     if (c->norm == ATTN_NORM_LAYER_CT2) {
         attn__ct2_layernorm(y, x, M, nw->g, nw->b, E, c->eps);
@@ -143,7 +142,7 @@ static int attn__close_sublayer(float *x, const float *att, float *tmp, int64_t 
                                 const attn_norm_weights *nw) {
     ATTN_TRY(attn_weight_matmul(tmp, att, M, o, ATTN_ACT_IDENTITY, c->n_threads));
     attn__add(x, tmp, M * c->d_model);
-    return c->norm_first ? ATTN_OK : attn__norm(x, x, M, c, nw);
+    return c->norm_first ? ATTN_OK : attn_block_norm(x, x, M, c, nw);
 }
 
 /* the FFN sub-layer on x [M, E] in place; h, t: [M, E]; f1, f2: [M, F] */
@@ -151,7 +150,7 @@ static int attn__ffn(float *x, float *h, float *t, float *f1, float *f2, int64_t
     const int64_t F = c->d_ff;
     const float *in = x;
     if (c->norm_first) {
-        ATTN_TRY(attn__norm(h, x, M, c, &w->norm3));
+        ATTN_TRY(attn_block_norm(h, x, M, c, &w->norm3));
         in = h;
     }
     if (c->gated) {
@@ -173,7 +172,7 @@ static int attn__ffn(float *x, float *h, float *t, float *f1, float *f2, int64_t
     }
     ATTN_TRY(attn_weight_matmul(t, f1, M, &w->ff_down, ATTN_ACT_IDENTITY, c->n_threads));
     attn__add(x, t, M * c->d_model);
-    return c->norm_first ? ATTN_OK : attn__norm(x, x, M, c, &w->norm3);
+    return c->norm_first ? ATTN_OK : attn_block_norm(x, x, M, c, &w->norm3);
 }
 
 /* queries, keys and values of M rows: fused (one product, views with row stride rs) or three
@@ -222,7 +221,7 @@ int attn_encoder_block(float *x, float *attn_weights, const attn_block_config *c
     /* self-attention */
     const float *in = x;
     if (rc == 0 && c->norm_first) {
-        rc = attn__norm(h, x, M, c, &w->norm1);
+        rc = attn_block_norm(h, x, M, c, &w->norm1);
         in = h;
     }
     attn__qkv qkv;
@@ -369,7 +368,7 @@ int attn_decoder_block(float *x, const attn_block_config *c, const attn_block_we
     /* causal self-attention over the cache */
     const float *in = x;
     if (rc == 0 && c->norm_first) {
-        rc = attn__norm(h, x, N, c, &w->norm1);
+        rc = attn_block_norm(h, x, N, c, &w->norm1);
         in = h;
     }
     attn__qkv qkv;
@@ -389,7 +388,7 @@ int attn_decoder_block(float *x, const attn_block_config *c, const attn_block_we
     if (rc == 0 && c->d_cross > 0) {
         in = x;
         if (c->norm_first) {
-            rc = attn__norm(h, x, N, c, &w->norm2);
+            rc = attn_block_norm(h, x, N, c, &w->norm2);
             in = h;
         }
         if (rc == 0) rc = attn_weight_matmul(f1, in, N, &w->cross_q, ATTN_ACT_IDENTITY, c->n_threads);

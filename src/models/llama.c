@@ -3,6 +3,7 @@
 #include "attn_llama.h"
 #include "attn_attention.h"
 #include "attn_gguf.h"
+#include "attn_layers.h"
 #include "attn_quant.h"
 #include "core/internal.h"
 
@@ -35,16 +36,15 @@ struct attn_llama {
     attn_bpe *tok;
     char *chat_template;
     char weight_type[16];
-    float *rope_inv; /* [head_dim / 2] theta^(-2i/D) in float64 precision, stored as double below */
-    double *inv_freq;
+    double *inv_freq; /* [head_dim / 2] theta^(-2i/D) in float64 */
 };
 
 struct attn_llama_state {
     const attn_llama *m;
     int64_t max_len, len;
-    float *k, *v; /* [n_layers][n_kv_heads][max_len][head_dim] */
-    /* activations for one chunk */
-    float *x, *h, *q, *kk, *vv, *att, *g, *u, *logit_rows;
+    attn_kv *kv;      /* one slot of max_len positions per layer */
+    attn_arena arena; /* the layers' temporaries */
+    float *x, *h;     /* activations of one chunk [LLAMA_CHUNK, dim] */
 };
 
 const attn_llama_config *attn_llama_get_config(const attn_llama *m) { return m ? &m->cfg : NULL; }
@@ -405,20 +405,12 @@ int attn_llama_state_create(attn_llama_state **out, const attn_llama *m, int64_t
     if (!s) return attn_set_error(ATTN_E_NOMEM, "llama: out of memory");
     s->m = m;
     s->max_len = max_len;
-    size_t kv = (size_t)c->n_layers * (size_t)c->n_kv_heads * (size_t)max_len * (size_t)c->head_dim;
-    const size_t T = LLAMA_CHUNK, D = (size_t)c->dim, F = (size_t)c->hidden_dim, qd = (size_t)(c->n_heads * c->head_dim),
-                 kvd = (size_t)(c->n_kv_heads * c->head_dim);
-    s->k = (float *)calloc(kv, sizeof(float));
-    s->v = (float *)calloc(kv, sizeof(float));
+    const size_t T = LLAMA_CHUNK, D = (size_t)c->dim;
+    int rc = attn_kv_create(&s->kv, c->n_layers, 1, max_len, c->n_kv_heads * c->head_dim);
+    if (rc == 0) rc = attn_arena_init(&s->arena, 0);
     s->x = (float *)malloc(sizeof(float) * T * D);
-    s->h = (float *)malloc(sizeof(float) * T * (D > qd ? D : qd));
-    s->q = (float *)malloc(sizeof(float) * T * qd);
-    s->kk = (float *)malloc(sizeof(float) * T * kvd);
-    s->vv = (float *)malloc(sizeof(float) * T * kvd);
-    s->att = (float *)malloc(sizeof(float) * T * qd);
-    s->g = (float *)malloc(sizeof(float) * T * F);
-    s->u = (float *)malloc(sizeof(float) * T * F);
-    if (!s->k || !s->v || !s->x || !s->h || !s->q || !s->kk || !s->vv || !s->att || !s->g || !s->u) {
+    s->h = (float *)malloc(sizeof(float) * T * D);
+    if (rc < 0 || !s->x || !s->h) {
         attn_llama_state_free(s);
         return attn_set_error(ATTN_E_NOMEM, "llama: out of memory for a KV cache of %lld positions", (long long)max_len);
     }
@@ -428,121 +420,86 @@ int attn_llama_state_create(attn_llama_state **out, const attn_llama *m, int64_t
 
 void attn_llama_state_free(attn_llama_state *s) {
     if (!s) return;
-    free(s->k);
-    free(s->v);
+    attn_kv_free(s->kv);
+    attn_arena_free(&s->arena);
     free(s->x);
     free(s->h);
-    free(s->q);
-    free(s->kk);
-    free(s->vv);
-    free(s->att);
-    free(s->g);
-    free(s->u);
     free(s);
 }
 
 void attn_llama_state_reset(attn_llama_state *s) {
-    if (s) s->len = 0;
+    if (!s) return;
+    s->len = 0;
+    attn_kv_clear(s->kv);
 }
 int64_t attn_llama_state_len(const attn_llama_state *s) { return s ? s->len : 0; }
 int64_t attn_llama_state_max_len(const attn_llama_state *s) { return s ? s->max_len : 0; }
 int attn_llama_state_truncate(attn_llama_state *s, int64_t len) {
     if (!s || len < 0 || len > s->len) return attn_set_error(ATTN_E_INVALID, "llama state: cannot truncate to %lld", (long long)len);
     s->len = len;
-    return 0;
+    return attn_kv_set_len(s->kv, 0, len);
 }
 
 /* ------------------------------------------------------------------ forward */
 
-static void rmsnorm_rows(float *out, const float *x, const float *w, int64_t n, int64_t D, float eps) {
-    for (int64_t t = 0; t < n; t++) {
-        const float *xr = x + t * D;
-        float *o = out + t * D;
-        double ss = 0;
-        for (int64_t i = 0; i < D; i++) ss += (double)xr[i] * xr[i];
-        float r = (float)(1.0 / sqrt(ss / (double)D + (double)eps));
-        for (int64_t i = 0; i < D; i++) o[i] = w[i] * (xr[i] * r);
-    }
+/* the layer floor's view of the model: Llama's decoder layer (pre-norm RMSNorm, RoPE on
+ * adjacent pairs as GGUF / llama2.c store Q and K, GQA, SwiGLU) */
+static attn_block_config llama_block_config(const attn_llama *m, int nt) {
+    const attn_llama_config *c = &m->cfg;
+    attn_block_config b;
+    memset(&b, 0, sizeof b);
+    b.d_model = c->dim;
+    b.n_heads = c->n_heads;
+    b.n_kv_heads = c->n_kv_heads;
+    b.head_dim = c->head_dim;
+    b.d_ff = c->hidden_dim;
+    b.norm_first = 1;
+    b.norm = ATTN_NORM_RMS;
+    b.eps = c->norm_eps;
+    b.act = ATTN_ACT_SILU;
+    b.gated = 1;
+    b.rope_inv_freq = m->inv_freq;
+    b.rope_dim = c->head_dim;
+    b.rope_layout = ATTN_ROPE_INTERLEAVED;
+    b.n_threads = nt;
+    return b;
 }
 
-/* rotate adjacent pairs of each head of rows [n, nh·hd] at positions pos0.. */
-static void rope_rows(float *x, int64_t n, int64_t nh, int64_t hd, int64_t pos0, const double *inv_freq) {
-    for (int64_t t = 0; t < n; t++) {
-        const double pos = (double)(pos0 + t);
-        for (int64_t i = 0; i < hd / 2; i++) {
-            const double a = pos * inv_freq[i];
-            const float c = (float)cos(a), sn = (float)sin(a);
-            for (int64_t h = 0; h < nh; h++) {
-                float *p = x + t * nh * hd + h * hd + 2 * i;
-                const float x0 = p[0], x1 = p[1];
-                p[0] = x0 * c - x1 * sn;
-                p[1] = x0 * sn + x1 * c;
-            }
-        }
-    }
+static attn_block_weights llama_block_weights(const llama_layer *y) {
+    attn_block_weights w;
+    memset(&w, 0, sizeof w);
+    w.norm1.g = y->attn_norm;
+    w.norm3.g = y->ffn_norm;
+    w.q = attn_weight_from_qmatrix(&y->wq, NULL, ATTN_WKERNEL_BLOCKS);
+    w.k = attn_weight_from_qmatrix(&y->wk, NULL, ATTN_WKERNEL_BLOCKS);
+    w.v = attn_weight_from_qmatrix(&y->wv, NULL, ATTN_WKERNEL_BLOCKS);
+    w.o = attn_weight_from_qmatrix(&y->wo, NULL, ATTN_WKERNEL_BLOCKS);
+    w.ff_gate = attn_weight_from_qmatrix(&y->w1, NULL, ATTN_WKERNEL_BLOCKS);
+    w.ff_up = attn_weight_from_qmatrix(&y->w3, NULL, ATTN_WKERNEL_BLOCKS);
+    w.ff_down = attn_weight_from_qmatrix(&y->w2, NULL, ATTN_WKERNEL_BLOCKS);
+    return w;
 }
 
 static int forward_chunk(attn_llama_state *s, float *logits, const int32_t *tok, int64_t n, int all_logits, int nt) {
     const attn_llama *m = s->m;
     const attn_llama_config *c = &m->cfg;
-    const int64_t D = c->dim, F = c->hidden_dim, H = c->n_heads, Hkv = c->n_kv_heads, hd = c->head_dim, qd = H * hd, kvd = Hkv * hd;
-    const int64_t pos0 = s->len;
+    const int64_t D = c->dim;
     for (int64_t t = 0; t < n; t++) ATTN_TRY(attn_qmatrix_dequantize_rows(s->x + t * D, &m->tok_embd, tok[t], 1));
+    const attn_block_config bc = llama_block_config(m, nt);
+    int64_t slot[LLAMA_CHUNK];
+    memset(slot, 0, sizeof(int64_t) * (size_t)n); /* every row: the next position of slot 0 */
+    attn_decoder_rows rows;
+    memset(&rows, 0, sizeof rows);
+    rows.n_rows = n;
+    rows.slot = slot;
     for (int64_t l = 0; l < c->n_layers; l++) {
-        const llama_layer *y = &m->layers[l];
-        rmsnorm_rows(s->h, s->x, y->attn_norm, n, D, c->norm_eps);
-        {
-            float *const outs[3] = {s->q, s->kk, s->vv};
-            const attn_qmatrix ws[3] = {y->wq, y->wk, y->wv};
-            ATTN_TRY(attn_qmatmul_n(outs, s->h, ws, 3, n, nt));
-        }
-        rope_rows(s->q, n, H, hd, pos0, m->inv_freq);
-        rope_rows(s->kk, n, Hkv, hd, pos0, m->inv_freq);
-        float *kc = s->k + (size_t)l * Hkv * s->max_len * hd, *vc = s->v + (size_t)l * Hkv * s->max_len * hd;
-        for (int64_t t = 0; t < n; t++)
-            for (int64_t h = 0; h < Hkv; h++) {
-                memcpy(kc + (h * s->max_len + pos0 + t) * hd, s->kk + t * kvd + h * hd, sizeof(float) * (size_t)hd);
-                memcpy(vc + (h * s->max_len + pos0 + t) * hd, s->vv + t * kvd + h * hd, sizeof(float) * (size_t)hd);
-            }
-        const int64_t Lk = pos0 + n;
-        attn_tensor q = {0}, k = {0}, v = {0}, o = {0};
-        q.data = s->q;
-        q.dtype = ATTN_F32;
-        q.ndim = 4;
-        q.shape[0] = 1, q.shape[1] = H, q.shape[2] = n, q.shape[3] = hd;
-        q.stride[0] = n * qd, q.stride[1] = hd, q.stride[2] = qd, q.stride[3] = 1;
-        o = q;
-        o.data = s->att;
-        k.data = kc;
-        k.dtype = ATTN_F32;
-        k.ndim = 4;
-        k.shape[0] = 1, k.shape[1] = Hkv, k.shape[2] = Lk, k.shape[3] = hd;
-        k.stride[0] = Hkv * s->max_len * hd, k.stride[1] = s->max_len * hd, k.stride[2] = hd, k.stride[3] = 1;
-        v = k;
-        v.data = vc;
-        attn_sdpa_params p = attn_sdpa_params_default();
-        p.is_causal = 1;
-        /* a decode step's attention is small (H x Lk x head_dim, ~0.1 ms at Lk = 512): one thread,
-         * which spares a fork and a barrier per layer (costly when the other core is busy) */
-        p.n_threads = (double)n * (double)Lk * (double)qd < 2e6 ? 1 : nt;
-        ATTN_TRY(attn_sdpa(&o, NULL, &q, &k, &v, &p));
-        ATTN_TRY(attn_qmatmul(s->h, s->att, &y->wo, n, nt));
-        for (int64_t i = 0; i < n * D; i++) s->x[i] += s->h[i];
-        rmsnorm_rows(s->h, s->x, y->ffn_norm, n, D, c->norm_eps);
-        {
-            float *const outs[2] = {s->g, s->u};
-            const attn_qmatrix ws[2] = {y->w1, y->w3};
-            ATTN_TRY(attn_qmatmul_n(outs, s->h, ws, 2, n, nt));
-        }
-        for (int64_t i = 0; i < n * F; i++) {
-            const float a = s->g[i];
-            s->g[i] = a / (1.0f + expf(-a)) * s->u[i];
-        }
-        ATTN_TRY(attn_qmatmul(s->h, s->g, &y->w2, n, nt));
-        for (int64_t i = 0; i < n * D; i++) s->x[i] += s->h[i];
+        const attn_block_weights bw = llama_block_weights(&m->layers[l]);
+        ATTN_TRY(attn_decoder_block(s->x, &bc, &bw, l, s->kv, &rows, &s->arena));
     }
+    ATTN_TRY(attn_kv_advance(s->kv, slot, &n, 1));
     const int64_t first = all_logits ? 0 : n - 1, nl = n - first;
-    rmsnorm_rows(s->h, s->x + first * D, m->final_norm, nl, D, c->norm_eps);
+    const attn_norm_weights fn = {m->final_norm, NULL};
+    ATTN_TRY(attn_block_norm(s->h, s->x + first * D, nl, &bc, &fn));
     ATTN_TRY(attn_qmatmul(logits, s->h, &m->output, nl, nt));
     for (int64_t i = 0; i < nl * c->vocab_size; i++)
         if (!isfinite(logits[i])) return attn_set_error(ATTN_E_RANGE, "llama: logit %lld is not finite", (long long)i);

@@ -134,11 +134,14 @@ typedef struct {
     attn_tensor ln3_g, ln3_b;
 } attn_decoder_weights;
 
-/* Per-layer decoding state: the self-attention KV cache (grows one step at a time) and the
- * cross-attention keys/values (projected from the encoder output once). */
+/* Per-layer decoding state: the self-attention KV cache (an attn_kv of `batch` slots, grows
+ * one step at a time) and the cross-attention keys/values (projected from the encoder output
+ * once). */
+typedef struct attn_kv attn_kv;
 typedef struct {
-    attn_kv_cache self_kv;
-    attn_kv_cache cross_kv;
+    attn_kv *self_kv;
+    float *cross_kv; /* [batch · src_len, 2·Hkv·D] */
+    int64_t batch, src_len;
     int cross_ready;
 } attn_decoder_state;
 
@@ -164,7 +167,8 @@ void attn_decoder_state_reset(attn_decoder_state *s);
  *            sequence one token at a time gives the full pass's result (to float rounding).
  *   cross_cfg the cross-attention geometry (kv_d_model = E_enc).
  * Matches torch.nn.TransformerDecoderLayer(batch_first=True, norm_first=...) with a causal
- * tgt_mask. Errors: as attn_encoder_layer; ATTN_E_INVALID when enc is NULL and the cross
+ * tgt_mask. Runs attn_decoder_block (the cross-attention must have the self-attention's heads
+ * and head_dim: ATTN_E_UNSUPPORTED otherwise). Errors: as attn_encoder_layer; ATTN_E_INVALID when enc is NULL and the cross
  * cache is not ready; ATTN_E_RANGE when the self cache is full. */
 int attn_decoder_layer(attn_tensor *out, const attn_tensor *x, const attn_tensor *enc, const int64_t *enc_lengths,
                        const attn_layer_config *cfg, const attn_mha_config *cross_cfg, const attn_decoder_weights *w,
@@ -246,8 +250,8 @@ int attn_encoder_block(float *x, float *attn_weights, const attn_block_config *c
 
 /* An attn_kv holds keys and values of n_layers layers for n_slots independent sequences
  * (beams, or the requests of a server batch), each up to max_len positions of kv_dim = Hkv·D
- * floats (heads side by side): k(layer, slot) is [max_len, kv_dim] float32, filled 0 .. len(slot)-1. */
-typedef struct attn_kv attn_kv;
+ * floats (heads side by side): k(layer, slot) is [max_len, kv_dim] float32, filled 0 .. len(slot)-1.
+ * (typedef above, with attn_decoder_state) */
 
 /* attn_kv_create: an empty cache (2 · n_layers · n_slots · max_len · kv_dim floats).
  * Errors: ATTN_E_INVALID (sizes <= 0), ATTN_E_NOMEM. */

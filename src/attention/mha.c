@@ -1,9 +1,21 @@
 /* Multi-head attention on top of attn_sdpa, with a key/value cache (see attn_layers.h). */
 #include "attn_layers.h"
+#include "attention/mha_internal.h"
 #include "core/internal.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+void attn__average_heads(attn_tensor *dst, const float *w, int64_t B, int64_t H, int64_t Lq, int64_t Lk) {
+    float *wo = (float *)dst->data;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < Lq; i++)
+            for (int64_t j = 0; j < Lk; j++) {
+                double s = 0;
+                for (int64_t h = 0; h < H; h++) s += w[((b * H + h) * Lq + i) * Lk + j];
+                wo[b * dst->stride[0] + i * dst->stride[1] + j * dst->stride[2]] = (float)(s / (double)H);
+            }
+}
 
 int attn_kv_cache_init(attn_kv_cache *c, int64_t batch, int64_t n_kv_heads, int64_t max_len, int64_t head_dim) {
     if (!c) return attn_set_error(ATTN_E_INVALID, "kv_cache_init: cache is NULL");
@@ -202,16 +214,7 @@ int attn_mha_attend(attn_tensor *out, attn_tensor *weights, const attn_tensor *x
             wp = &wfull;
         }
         rc = attn_sdpa(&oh, wp, &qh, &kh, &vh, p);
-        if (rc == 0 && avg) {
-            float *wo = (float *)weights->data;
-            for (int64_t b = 0; b < B; b++)
-                for (int64_t i = 0; i < Lq; i++)
-                    for (int64_t j = 0; j < Lk; j++) {
-                        double s = 0;
-                        for (int64_t h = 0; h < H; h++) s += wb[((b * H + h) * Lq + i) * Lk + j];
-                        wo[b * weights->stride[0] + i * weights->stride[1] + j * weights->stride[2]] = (float)(s / (double)H);
-                    }
-        }
+        if (rc == 0 && avg) attn__average_heads(weights, wb, B, H, Lq, Lk);
     }
     if (rc == 0) rc = attn_tensor_merge_heads(&om, &oh);
     if (rc == 0) rc = attn_linear(out, &om, &w->wo, attn__opt(&w->bo));

@@ -56,14 +56,15 @@ int attn_block_check(const attn_block_config *c, const attn_block_weights *w) {
     ATTN_TRY(attn__check_w(&w->o, g.E, g.qd, "o", 1));
     if (c->d_cross > 0) {
         ATTN_TRY(attn__check_w(&w->cross_q, g.qd, g.E, "cross_q", 1));
-        ATTN_TRY(attn__check_w(&w->cross_kv, 2 * g.kvd, c->d_cross, "cross_kv", 1));
+        ATTN_TRY(attn__check_w(&w->cross_kv, 2 * g.kvd, c->d_cross, "cross_kv", 0)); /* or projected by the caller */
         ATTN_TRY(attn__check_w(&w->cross_o, g.E, g.qd, "cross_o", 1));
-        if (!w->norm2.g) return attn_set_error(ATTN_E_INVALID, "layer: the cross-attention norm is missing");
+        if (!w->norm2.g && c->norm != ATTN_NORM_LAYER) return attn_set_error(ATTN_E_INVALID, "layer: the cross-attention norm is missing");
     }
     ATTN_TRY(attn__check_w(&w->ff_up, g.F, g.E, "ff_up", 1));
     ATTN_TRY(attn__check_w(&w->ff_gate, g.F, g.E, "ff_gate", c->gated));
     ATTN_TRY(attn__check_w(&w->ff_down, g.E, g.F, "ff_down", 1));
-    if (!w->norm1.g || !w->norm3.g) return attn_set_error(ATTN_E_INVALID, "layer: norm weights are missing");
+    /* LayerNorm may go without affine parameters (elementwise_affine=False); the others need a scale */
+    if ((!w->norm1.g || !w->norm3.g) && c->norm != ATTN_NORM_LAYER) return attn_set_error(ATTN_E_INVALID, "layer: norm weights are missing");
     return ATTN_OK;
 }
 
@@ -247,6 +248,7 @@ int attn_encoder_block(float *x, float *attn_weights, const attn_block_config *c
 
 int attn_cross_kv(float *out, const float *enc, int64_t M, const attn_block_config *c, const attn_block_weights *w) {
     if (!c || !w) return attn_set_error(ATTN_E_INVALID, "cross_kv: NULL argument");
+    if (!w->cross_kv.data) return attn_set_error(ATTN_E_INVALID, "cross_kv: the layer has no cross-attention key/value weights");
     return attn_weight_matmul(out, enc, M, &w->cross_kv, ATTN_ACT_IDENTITY, c->n_threads);
 }
 

@@ -124,7 +124,8 @@ void attn_bpe_stream_init(attn_bpe_stream *s, int render_special);
  * out[0..cap) (no NUL), *len its length. cap >= 3 * attn_bpe_max_token_bytes(t) + 32 always suffices.
  * Errors: ATTN_E_RANGE (id out of range or cap too small). */
 int attn_bpe_stream_push(const attn_bpe *t, attn_bpe_stream *s, int32_t id, char *out, size_t cap, size_t *len);
-/* attn_bpe_stream_flush: at the end, write what is still held back (as U+FFFD per byte). */
+/* attn_bpe_stream_flush: at the end, write what is still held back: the start of a character
+ * that never ended becomes one U+FFFD (Unicode's maximal-subpart replacement). */
 int attn_bpe_stream_flush(attn_bpe_stream *s, char *out, size_t cap, size_t *len);
 /* attn_bpe_max_token_bytes: the longest byte string one token decodes to. */
 size_t attn_bpe_max_token_bytes(const attn_bpe *t);

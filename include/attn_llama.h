@@ -29,6 +29,7 @@
 #include "attn_bpe.h"
 #include "attn_core.h"
 #include "attn_ops.h"
+#include "attn_sampling.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -97,6 +98,110 @@ int attn_llama_state_truncate(attn_llama_state *s, int64_t len);
  * len + n > max_len: "context full"; the state is unchanged), ATTN_E_NOMEM, and those of
  * attn_sdpa (a non-finite activation is reported, never returned as logits). */
 int attn_llama_forward(attn_llama_state *s, float *logits, const int32_t *tokens, int64_t n, int all_logits, int n_threads);
+
+/* attn_llama_state_model: the model a state was created for (NULL for NULL). */
+const attn_llama *attn_llama_state_model(const attn_llama_state *s);
+
+/* ------------------------------------------------------------------ generation
+ * Sampling generation with streamed text, as the CLI (attn generate / chat / summarize), the
+ * Python package (attn.LLM) and the server use it: one loop, one context-full rule, one way of
+ * holding back text (incomplete UTF-8, a possible stop string). */
+
+typedef struct {
+    attn_sampler_params sampling; /* attn_sampling.h (temperature 0 = greedy) */
+    int64_t max_tokens;           /* >= 0: at most this many generated tokens */
+    const char *const *stop;      /* n_stop non-empty stop strings, or NULL: generation ends
+                                   * before the first of them, which is not part of the text */
+    int64_t n_stop;
+    int n_threads;                /* <= 0: attn_get_num_threads() */
+} attn_generate_opts;
+
+/* attn_generate_opts_default: attn_sampler_params_default(), max_tokens 128, no stop string. */
+attn_generate_opts attn_generate_opts_default(void);
+
+typedef enum {
+    ATTN_FINISH_LENGTH = 0,   /* max_tokens generated */
+    ATTN_FINISH_END = 1,      /* the end-of-sequence / end-of-turn token (not part of the text) */
+    ATTN_FINISH_STOP = 2,     /* a stop string */
+    ATTN_FINISH_CONTEXT = 3,  /* the context is full (the last token was sampled but not run) */
+    ATTN_FINISH_CANCELLED = 4 /* the caller stopped it (attn_llama_generate's callback) */
+} attn_finish_reason;
+
+typedef struct {
+    int64_t n_prompt, n_gen;   /* tokens run as prompt; tokens generated (the end token excluded) */
+    double t_prompt, t_gen;    /* seconds */
+    attn_finish_reason finish;
+    int32_t pending_token;     /* the last generated token, sampled but not yet run through the
+                                * model (-1 when none): a conversation that goes on runs it first */
+} attn_generate_stats;
+
+/* A growable token list (the generation history that the repetition penalty looks at). */
+typedef struct {
+    int32_t *ids;
+    int64_t n, cap;
+} attn_token_list;
+/* attn_token_list_free: release the ids (NULL-safe); the list is empty afterwards. */
+void attn_token_list_free(attn_token_list *t);
+
+typedef struct attn_generation attn_generation;
+
+/* attn_generation_start: run prompt[0..n_prompt) through the state (which may already hold a
+ * conversation: the prompt continues it) and get ready to sample. history: NULL, or a list
+ * that the prompt and each generated token are appended to (the repetition penalty sees it;
+ * pass the same list across the turns of a conversation). tok: the model's tokenizer (the
+ * GGUF file's, or a llama2.c tokenizer.bin).
+ * Errors: ATTN_E_INVALID (NULL, n_prompt < 1, bad stop strings, max_tokens < 0), ATTN_E_RANGE
+ * (the prompt does not fit in the context: "the prompt has N tokens; with M already in the
+ * context it does not fit in the context of C positions"), those of attn_sampler_create and
+ * attn_llama_forward. The state is unchanged on error. */
+int attn_generation_start(attn_generation **out, attn_llama_state *st, const attn_bpe *tok, const int32_t *prompt, int64_t n_prompt,
+                          const attn_generate_opts *o, attn_token_list *history);
+
+/* attn_generation_next: generate one token. Returns 1 with its text in (*text, *len) (valid
+ * until the next call; possibly empty while an incomplete UTF-8 character or the start of a
+ * stop string is held back) and its id in *token (-1 for the held-back text released at the
+ * end); 0 when finished (attn_generation_stats says why; the remaining text was given before);
+ * < 0 on error. Context-full rule: a token is sampled while the context has room for the one
+ * before it, so a prompt of P tokens in a context of C positions yields at most C - P + 1
+ * tokens (as llama2.c and llama.cpp). */
+int attn_generation_next(attn_generation *g, const char **text, size_t *len, int32_t *token);
+
+/* attn_generation_stats: counts, times and the finish reason so far. */
+const attn_generate_stats *attn_generation_stats(const attn_generation *g);
+/* attn_generation_free: NULL-safe. */
+void attn_generation_free(attn_generation *g);
+
+/* attn_llama_generate: the whole loop: start, then next until finished, calling
+ * on_text(ctx, text, len, token) for each non-empty piece; a non-zero return stops generation
+ * (finish ATTN_FINISH_CANCELLED). stats: NULL or where the statistics go.
+ * Errors: those of attn_generation_start / attn_generation_next. */
+typedef int (*attn_text_fn)(void *ctx, const char *text, size_t len, int32_t token);
+int attn_llama_generate(attn_llama_state *st, const attn_bpe *tok, const int32_t *prompt, int64_t n_prompt, const attn_generate_opts *o,
+                        attn_token_list *history, attn_text_fn on_text, void *ctx, attn_generate_stats *stats);
+
+/* ------------------------------------------------------------------ chat template */
+
+typedef struct {
+    const char *role;    /* "system", "user" or "assistant" */
+    const char *content; /* UTF-8 */
+} attn_chat_message;
+
+/* attn_chat_template_system: the default system message of a ChatML chat template (the literal
+ * text of its "<|im_start|>system\n...<|im_end|>" turn, e.g. SmolLM2's "You are a helpful AI
+ * assistant named SmolLM, trained by Hugging Face"), malloc'ed in *out, or NULL when it has
+ * none. force_chatml: accept a template attn does not recognise (and NULL) as ChatML.
+ * Errors: ATTN_E_UNSUPPORTED (NULL template: "the model file has no chat template"; a template
+ * that is not ChatML: "the model's chat template is not one attn knows (ChatML)"), ATTN_E_NOMEM. */
+int attn_chat_template_system(char **out, const char *tmpl, int force_chatml);
+
+/* attn_chat_format: the prompt text of messages[0..n) with ChatML, the one chat template attn
+ * runs: "<|im_start|>ROLE\nCONTENT<|im_end|>\n" per message, then "<|im_start|>assistant\n".
+ * default_system: NULL, or a system message put first when messages[0] is not one (the
+ * template's default, attn_chat_template_system: what the template itself does; the CLI, the
+ * Python package and the server all pass it). Returns a malloc'ed string in *out.
+ * Errors: ATTN_E_INVALID (a role other than system / user / assistant, NULL content, content
+ * that is not UTF-8: the message names the message index and byte offset), ATTN_E_NOMEM. */
+int attn_chat_format(char **out, const attn_chat_message *messages, int64_t n, const char *default_system);
 
 #ifdef __cplusplus
 }

@@ -674,6 +674,23 @@ static void test_cli(void) {
     const char *sum2[] = {"summarize", "--model", TINY, "--template", "chatml", path, NULL};
     rc = attn_test_run(bin, dir, out, sizeof out, err, sizeof err, sum2);
     CHECK(rc == 2, "summarize has no --template option: exit %d", rc);
+    /* interactive chat whose context fills up: the message that does not fit is refused and the
+     * conversation goes on (issue 23 item 11: it ended the session with exit 1) */
+    {
+        static char tty[1 << 15], in[8192];
+        char ep[600];
+        snprintf(ep, sizeof ep, "%s/stderr.txt", dir);
+        size_t k = (size_t)snprintf(in, sizeof in, "the cat\n");
+        for (int i = 0; i < 250; i++) k += (size_t)snprintf(in + k, sizeof in - k, "the cat sat on the mat. ");
+        snprintf(in + k, sizeof in - k, "\nthe dog\n\x04");
+        const char *ia[] = {"chat", "--model", TINY, "--template", "chatml", "-n", "4", "--temp", "0", "--threads", "1", NULL};
+        int r = run_on_pty(ia, in, tty, sizeof tty, ep);
+        attn_test_read_file(ep, err, sizeof err);
+        int turns = 0;
+        for (const char *p = err; (p = strstr(p, "prompt: ")) != NULL; p += 8) turns++;
+        CHECK(r == 0 && turns == 2 && strstr(err, "does not fit"), "a message past the context is refused, the chat goes on: exit %d, %d turns; '%s'",
+              r, turns, err);
+    }
     const char *gen[] = {"generate", "--model", TINY, "-p", "the cat", "-n", "300", "--temp", "0", NULL};
     rc = attn_test_run(bin, dir, out, sizeof out, err, sizeof err, gen);
     CHECK(rc == 0 && strncmp(out, "the cat", 7) == 0 && strstr(err, "context is full"), "context full said plainly: exit %d '%s'", rc, err);

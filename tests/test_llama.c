@@ -167,6 +167,13 @@ static void test_stories(void) {
         int32_t a_id = attn_bpe_token_to_id(tok, "a");
         CHECK_OK(attn_bpe_stream_push(tok, &s, a_id, out, sizeof out, &ol));
         CHECK(ol == 4 && memcmp(out, "\xEF\xBF\xBD" "a", 4) == 0, "a broken sequence becomes U+FFFD");
+        /* a reply cut inside a character: the two bytes held back of "日" end as ONE U+FFFD, as
+         * Python's bytes(...).decode("utf-8", "replace") gives (issue 23 item 12; was one per byte) */
+        attn_bpe_stream_init(&s, 0);
+        CHECK_OK(attn_bpe_stream_push(tok, &s, 3 + 0xE6, out, sizeof out, &ol));
+        CHECK_OK(attn_bpe_stream_push(tok, &s, 3 + 0x97, out, sizeof out, &ol));
+        CHECK_OK(attn_bpe_stream_flush(&s, out, sizeof out, &ol));
+        CHECK(ol == 3 && memcmp(out, "\xEF\xBF\xBD", 3) == 0, "a cut character ends as one U+FFFD (got %zu bytes)", ol);
     }
     free(logits);
     attn_llama_state_free(st);
@@ -394,9 +401,156 @@ static void test_cli(void) {
     rmdir(dir);
 }
 
+
+/* The library's generation loop (attn_llama_generate / attn_generation_next): greedy text equals
+ * the detokenized greedy ids of the float64 fixture path (test_stories checks those ids), stop
+ * strings (several; the earliest wins, never printed), and the context-full rule: a prompt of P
+ * tokens in a context of C positions gives C - P + 1 tokens (llama2.c's rule; issue 23 item 10:
+ * the Python loop gave C - P). */
+typedef struct {
+    char text[4096];
+    size_t len;
+    int calls;
+} gen_sink;
+static int gen_collect(void *ctx, const char *t, size_t n, int32_t token) {
+    (void)token;
+    gen_sink *k = (gen_sink *)ctx;
+    if (k->len + n < sizeof k->text) {
+        memcpy(k->text + k->len, t, n);
+        k->len += n;
+        k->text[k->len] = 0;
+    }
+    return ++k->calls >= 1000;
+}
+
+static void test_generate_api(void) {
+    attn_llama *m = NULL;
+    attn_bpe *tok = NULL;
+    CHECK_OK(attn_llama_load_llama2c(&m, MODEL));
+    if (!m) return;
+    CHECK_OK(attn_bpe_load_llama2c(&tok, TOKBIN, 512));
+    attn_llama_state *st = NULL;
+    CHECK_OK(attn_llama_state_create(&st, m, 0));
+    int32_t prompt[64];
+    int64_t np = 0;
+    CHECK_OK(attn_bpe_encode(tok, "Once upon a time", 16, 0, prompt + 1, 63, &np));
+    prompt[0] = 1;
+    np++;
+    attn_generate_opts o = attn_generate_opts_default();
+    o.sampling.temperature = 0.0f;
+    o.max_tokens = 30;
+    gen_sink k;
+    memset(&k, 0, sizeof k);
+    attn_generate_stats gs;
+    attn_token_list hist = {0};
+    CHECK_OK(attn_llama_generate(st, tok, prompt, np, &o, &hist, gen_collect, &k, &gs));
+    /* the same ids through the plain forward pass and argmax, decoded in one go */
+    attn_llama_state *st2 = NULL;
+    CHECK_OK(attn_llama_state_create(&st2, m, 0));
+    float *lg = (float *)malloc(sizeof(float) * 512);
+    int32_t ids[128];
+    int64_t n = 0;
+    CHECK_OK(attn_llama_forward(st2, lg, prompt, np, 0, 0));
+    for (int i = 0; i < 30; i++) {
+        int32_t t = attn_logits_argmax(lg, 512);
+        if (t == 2) break;
+        ids[n++] = t;
+        CHECK_OK(attn_llama_forward(st2, lg, &t, 1, 0, 0));
+    }
+    char want[4096];
+    size_t wl = 0;
+    CHECK_OK(attn_bpe_decode(tok, ids, n, 0, want, sizeof want, &wl));
+    CHECK(gs.n_gen == n && k.len == wl && memcmp(k.text, want, wl) == 0 && gs.finish == ATTN_FINISH_LENGTH && gs.pending_token == ids[n - 1],
+          "greedy generation equals argmax decoding: '%s' vs '%.*s'", k.text, (int)wl, want);
+    CHECK(hist.n == np + n && hist.ids[np] == ids[0], "history holds the prompt and the generated tokens (%lld)", (long long)hist.n);
+    /* stop strings: the earliest of two, not printed */
+    const char *w3 = strstr(want, "a little");
+    const char *stops[2] = {"zzz", "a little"};
+    if (w3) {
+        attn_llama_state_reset(st);
+        memset(&k, 0, sizeof k);
+        o.stop = stops;
+        o.n_stop = 2;
+        CHECK_OK(attn_llama_generate(st, tok, prompt, np, &o, NULL, gen_collect, &k, &gs));
+        CHECK(gs.finish == ATTN_FINISH_STOP && k.len == (size_t)(w3 - want) && memcmp(k.text, want, k.len) == 0,
+              "stop string: text cut before it: '%s'", k.text);
+        o.stop = NULL;
+        o.n_stop = 0;
+    }
+    /* context rule: C = 12, P = np */
+    attn_llama_state *small = NULL;
+    CHECK_OK(attn_llama_state_create(&small, m, 12));
+    o.max_tokens = 100;
+    memset(&k, 0, sizeof k);
+    CHECK_OK(attn_llama_generate(small, tok, prompt, np, &o, NULL, gen_collect, &k, &gs));
+    CHECK(gs.finish == ATTN_FINISH_CONTEXT && gs.n_gen == 12 - np + 1, "context full after C - P + 1 = %lld tokens (got %lld, finish %d)",
+          (long long)(12 - np + 1), (long long)gs.n_gen, (int)gs.finish);
+    /* bad input: an empty prompt, a prompt that does not fit, an empty stop string */
+    attn_generation *g = NULL;
+    CHECK_ERR(attn_generation_start(&g, st, tok, prompt, 0, &o, NULL), ATTN_E_INVALID);
+    attn_llama_state_reset(small);
+    int32_t big[13] = {1};
+    CHECK_ERR(attn_generation_start(&g, small, tok, big, 13, &o, NULL), ATTN_E_RANGE);
+    CHECK(strstr(attn_last_error(), "does not fit") != NULL, "too long a prompt: %s", attn_last_error());
+    const char *empty[1] = {""};
+    o.stop = empty;
+    o.n_stop = 1;
+    CHECK_ERR(attn_generation_start(&g, st, tok, prompt, np, &o, NULL), ATTN_E_INVALID);
+    /* a callback that stops generation */
+    o.stop = NULL;
+    o.n_stop = 0;
+    attn_llama_state_reset(st);
+    memset(&k, 0, sizeof k);
+    k.calls = 997;
+    CHECK_OK(attn_llama_generate(st, tok, prompt, np, &o, NULL, gen_collect, &k, &gs));
+    CHECK(gs.finish == ATTN_FINISH_CANCELLED && k.calls == 1000, "the callback stops generation (finish %d)", (int)gs.finish);
+    attn_token_list_free(&hist);
+    free(lg);
+    attn_llama_state_free(small);
+    attn_llama_state_free(st2);
+    attn_llama_state_free(st);
+    attn_bpe_free(tok);
+    attn_llama_free(m);
+}
+
+/* The chat template: ChatML text with the template's default system turn (issue 23 item 9: one
+ * code path for the CLI, Python and the server). */
+static void test_chat_format(void) {
+    const char *tmpl = "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are "
+                       "a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + "
+                       "message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}";
+    char *sys = NULL, *text = NULL;
+    CHECK_OK(attn_chat_template_system(&sys, tmpl, 0));
+    CHECK(sys && strcmp(sys, "You are a helpful AI assistant named SmolLM, trained by Hugging Face") == 0, "default system: '%s'", sys ? sys : "");
+    attn_chat_message msgs[3] = {{"user", "hi"}, {"assistant", "hello"}, {"user", "2+2?"}};
+    CHECK_OK(attn_chat_format(&text, msgs, 3, sys));
+    CHECK(text && strcmp(text, "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+                               "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nhello<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n"
+                               "<|im_start|>assistant\n") == 0,
+          "ChatML with the default system turn: '%s'", text ? text : "");
+    free(text);
+    attn_chat_message own[2] = {{"system", "Be brief."}, {"user", "hi"}};
+    CHECK_OK(attn_chat_format(&text, own, 2, sys));
+    CHECK(text && strncmp(text, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nhi", 55) == 0, "own system turn kept: '%s'", text ? text : "");
+    free(text);
+    attn_chat_message bad[1] = {{"tool", "x"}};
+    CHECK_ERR(attn_chat_format(&text, bad, 1, NULL), ATTN_E_INVALID);
+    attn_chat_message badu[1] = {{"user", "a\xff"}};
+    CHECK_ERR(attn_chat_format(&text, badu, 1, NULL), ATTN_E_INVALID);
+    CHECK(strstr(attn_last_error(), "message 0") && strstr(attn_last_error(), "offset 1"), "UTF-8 error names the message: %s", attn_last_error());
+    char *none = NULL;
+    CHECK_ERR(attn_chat_template_system(&none, NULL, 0), ATTN_E_UNSUPPORTED);
+    CHECK_ERR(attn_chat_template_system(&none, "{{ bos }}{{ prompt }}", 0), ATTN_E_UNSUPPORTED);
+    CHECK_OK(attn_chat_template_system(&none, "{{ bos }}", 1));
+    CHECK(none == NULL, "forced ChatML without a system text");
+    free(sys);
+}
+
 int main(void) {
     attn_test_name = "llama";
     test_stories();
+    test_generate_api();
+    test_chat_format();
     test_bad_llama2c();
     test_sampling();
     test_cli();

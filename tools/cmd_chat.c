@@ -45,11 +45,24 @@ static int encode_append(llm_ctx *c, const char *text, int32_t **ids, int64_t *n
     return CLI_OK;
 }
 
-static int turn(llm_ctx *c, attn_llama_state *st, const char *text, const llm_opts *o, int32_t **hist, int64_t *nh, int64_t *ch) {
+/* one turn: the reply is printed; then the assistant turn is closed in the cache as ChatML does
+ * ("<|im_end|>\n") so that the next turn follows it (a reply cut by -n or a stop string first gets
+ * its last token, printed but not yet run through the model). In a conversation (keep_going), a
+ * message that no longer fits in the context is refused and the conversation goes on. */
+static int turn(llm_ctx *c, attn_llama_state *st, const char *text, const llm_opts *o, int32_t **hist, int64_t *nh, int64_t *ch,
+                int keep_going) {
     int32_t *ids = NULL;
     int64_t n = 0;
     int rc = encode_append(c, text, &ids, &n);
     if (rc != CLI_OK) return rc;
+    const int64_t room = attn_llama_state_max_len(st) - attn_llama_state_len(st);
+    if (keep_going && n > room) {
+        free(ids);
+        cli_error("this message (%lld tokens with its turn markers) does not fit in what is left of the context (%lld of %lld positions); "
+                  "send a shorter one, or an empty line to end",
+                  (long long)n, (long long)room, (long long)attn_llama_state_max_len(st));
+        return CLI_OK;
+    }
     llm_stats s;
     rc = llm_generate(c, st, ids, n, o, stdout, hist, nh, ch, &s);
     free(ids);
@@ -57,13 +70,10 @@ static int turn(llm_ctx *c, attn_llama_state *st, const char *text, const llm_op
         putchar('\n');
         fflush(stdout);
         llm_print_stats(&s);
-        /* close the assistant turn in the cache as ChatML does ("<|im_end|>\n"), so that the next
-         * turn follows it; a reply cut by -n or a stop string first gets its last token (sampled,
-         * printed, not yet run through the model) */
         const attn_llama_config *cfg = attn_llama_get_config(c->model);
         int32_t tail[16];
         int64_t nt = 0, got = 0;
-        if (s.stop_reason != 1 && s.n_gen > 0 && *nh > 0) tail[nt++] = (*hist)[*nh - 1];
+        if (s.pending >= 0) tail[nt++] = s.pending;
         if (cfg->eot_id >= 0 && attn_bpe_encode(c->tok, "<|im_end|>\n", 11, 1, tail + nt, 8, &got) == 0) nt += got;
         if (nt > 0 && attn_llama_state_len(st) + nt <= attn_llama_state_max_len(st)) {
             float *lg = (float *)malloc(sizeof(float) * (size_t)cfg->vocab_size);
@@ -148,7 +158,7 @@ int cmd_chat(int argc, char **argv) {
         /* the message itself is checked, so that an error points into it, not into the template */
         if ((rc = check_message(message, strlen(message))) != CLI_OK) goto done;
         text = llm_chatml(system, message, 1);
-        rc = text ? turn(&c, st, text, &o, &hist, &nh, &ch) : cli_error("out of memory");
+        rc = text ? turn(&c, st, text, &o, &hist, &nh, &ch, 0) : cli_error("out of memory");
         goto done;
     }
     fprintf(stderr, "attn chat: type a message, an empty line or Ctrl-D ends\n");
@@ -168,7 +178,7 @@ int cmd_chat(int argc, char **argv) {
             rc = cli_error("out of memory");
             break;
         }
-        rc = turn(&c, st, text, &o, &hist, &nh, &ch);
+        rc = turn(&c, st, text, &o, &hist, &nh, &ch, 1);
         if (rc != CLI_OK) break;
     }
 done:

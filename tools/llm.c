@@ -7,12 +7,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 int llm_load(llm_ctx *c, const char *verb, const char *model, const char *tokenizer) {
     memset(c, 0, sizeof *c);
     if (!model || !*model) return cli_usage_error(verb, "--model FILE is required");
@@ -121,138 +115,50 @@ int llm_parse_opt(cli_args *a, const char *verb, llm_opts *o) {
     return 0;
 }
 
-static int push_hist(int32_t **hist, int64_t *n, int64_t *cap, int32_t id) {
-    if (*n == *cap) {
-        int64_t nc = *cap ? *cap * 2 : 256;
-        int32_t *p = (int32_t *)realloc(*hist, sizeof(int32_t) * (size_t)nc);
-        if (!p) return -1;
-        *hist = p;
-        *cap = nc;
-    }
-    (*hist)[(*n)++] = id;
-    return 0;
-}
+typedef struct {
+    FILE *out;
+    int failed; /* errno of a failed write */
+} llm_sink;
 
-/* longest suffix of s[0..n) that is a proper prefix of stop */
-static size_t stop_overlap(const char *s, size_t n, const char *stop) {
-    size_t sl = strlen(stop);
-    for (size_t k = sl - 1 < n ? sl - 1 : n; k > 0; k--)
-        if (memcmp(s + n - k, stop, k) == 0) return k;
+/* write a piece of the reply through (a closed pipe or a full disk: stop, do not generate on) */
+static int llm_write(void *ctx, const char *text, size_t len, int32_t token) {
+    (void)token;
+    llm_sink *k = (llm_sink *)ctx;
+    errno = 0;
+    if (fwrite(text, 1, len, k->out) != len || fflush(k->out) != 0 || ferror(k->out)) {
+        k->failed = errno ? errno : EIO;
+        return 1;
+    }
     return 0;
 }
 
 int llm_generate(llm_ctx *c, attn_llama_state *st, const int32_t *ids, int64_t n, const llm_opts *o, FILE *out,
                  int32_t **hist, int64_t *n_hist, int64_t *cap_hist, llm_stats *stats) {
-    const attn_llama_config *cfg = attn_llama_get_config(c->model);
-    const int64_t V = cfg->vocab_size;
-    int rc = CLI_OK;
     memset(stats, 0, sizeof *stats);
-    float *logits = (float *)malloc(sizeof(float) * (size_t)V);
-    size_t pcap = 3 * attn_bpe_max_token_bytes(c->tok) + 64, scap = 4096, slen = 0;
-    char *piece = (char *)malloc(pcap), *pend = (char *)malloc(scap);
-    attn_sampler *smp = NULL;
-    if (!logits || !piece || !pend) {
-        rc = cli_error("out of memory");
-        goto done;
-    }
-    if (attn_sampler_create(&smp, &o->sp, V) < 0) {
-        rc = cli_lib_error("sampler");
-        goto done;
-    }
-    if (n > attn_llama_state_max_len(st) - attn_llama_state_len(st)) {
-        rc = cli_error("the prompt has %lld tokens; with %lld already in the context it does not fit in the context of %lld positions",
-                       (long long)n, (long long)attn_llama_state_len(st), (long long)attn_llama_state_max_len(st));
-        goto done;
-    }
-    for (int64_t i = 0; i < n; i++)
-        if (push_hist(hist, n_hist, cap_hist, ids[i]) < 0) {
-            rc = cli_error("out of memory");
-            goto done;
-        }
-    double t0 = now_s();
-    if (attn_llama_forward(st, logits, ids, n, 0, (int)o->threads) < 0) {
-        rc = cli_lib_error("prompt");
-        goto done;
-    }
-    stats->n_prompt = n;
-    stats->t_prompt = now_s() - t0;
-    t0 = now_s();
-    attn_bpe_stream ds;
-    attn_bpe_stream_init(&ds, 0);
-    ds.prev_id = n > 0 ? ids[n - 1] : -1;
-    for (int64_t step = 0; step < o->n_predict; step++) {
-        int32_t tok;
-        if (attn_sampler_sample(smp, &tok, logits, *hist, *n_hist) < 0) {
-            rc = cli_lib_error("sampling");
-            goto done;
-        }
-        if (tok == cfg->eos_id || (cfg->eot_id >= 0 && tok == cfg->eot_id) || (cfg->add_bos && tok == cfg->bos_id)) {
-            stats->stop_reason = 1;
-            break;
-        }
-        stats->n_gen++;
-        if (push_hist(hist, n_hist, cap_hist, tok) < 0) {
-            rc = cli_error("out of memory");
-            goto done;
-        }
-        size_t pl;
-        if (attn_bpe_stream_push(c->tok, &ds, tok, piece, pcap, &pl) < 0) {
-            rc = cli_lib_error("decoding");
-            goto done;
-        }
-        if (slen + pl + 1 > scap) {
-            char *np = (char *)realloc(pend, (slen + pl + 1) * 2);
-            if (!np) {
-                rc = cli_error("out of memory");
-                goto done;
-            }
-            pend = np;
-            scap = (slen + pl + 1) * 2;
-        }
-        memcpy(pend + slen, piece, pl);
-        slen += pl;
-        pend[slen] = 0;
-        size_t emit = slen;
-        if (o->stop) {
-            char *hit = strstr(pend, o->stop);
-            if (hit) {
-                fwrite(pend, 1, (size_t)(hit - pend), out);
-                slen = 0;
-                stats->stop_reason = 2;
-                break;
-            }
-            emit = slen - stop_overlap(pend, slen, o->stop);
-        }
-        fwrite(pend, 1, emit, out);
-        if (fflush(out) != 0 || ferror(out)) { /* a closed pipe or a full disk: stop, do not generate on */
-            rc = cli_error("writing standard output failed: %s", strerror(errno ? errno : EIO));
-            goto done;
-        }
-        memmove(pend, pend + emit, slen - emit);
-        slen -= emit;
-        if (step + 1 == o->n_predict) break;
-        if (attn_llama_state_len(st) >= attn_llama_state_max_len(st)) {
-            stats->stop_reason = 3;
-            break;
-        }
-        if (attn_llama_forward(st, logits, &tok, 1, 0, (int)o->threads) < 0) {
-            rc = cli_lib_error("generation");
-            goto done;
-        }
-    }
-    if (stats->stop_reason != 2) {
-        size_t pl;
-        fwrite(pend, 1, slen, out);
-        if (attn_bpe_stream_flush(&ds, piece, pcap, &pl) == 0) fwrite(piece, 1, pl, out);
-    }
-    stats->t_gen = now_s() - t0;
-    if (fflush(out) != 0 || ferror(out)) rc = cli_error("writing standard output failed: %s", strerror(errno ? errno : EIO));
-done:
-    attn_sampler_free(smp);
-    free(logits);
-    free(piece);
-    free(pend);
-    return rc;
+    attn_generate_opts go = attn_generate_opts_default();
+    go.sampling = o->sp;
+    go.max_tokens = o->n_predict;
+    go.n_threads = (int)o->threads;
+    const char *stops[1] = {o->stop};
+    go.stop = o->stop ? stops : NULL;
+    go.n_stop = o->stop ? 1 : 0;
+    attn_token_list h = {*hist, *n_hist, *cap_hist};
+    llm_sink sink = {out, 0};
+    attn_generate_stats gs;
+    int rc = attn_llama_generate(st, c->tok, ids, n, &go, &h, llm_write, &sink, &gs);
+    *hist = h.ids;
+    *n_hist = h.n;
+    *cap_hist = h.cap;
+    if (rc < 0) return cli_lib_error(NULL);
+    stats->n_prompt = gs.n_prompt;
+    stats->n_gen = gs.n_gen;
+    stats->t_prompt = gs.t_prompt;
+    stats->t_gen = gs.t_gen;
+    stats->stop_reason = gs.finish == ATTN_FINISH_CANCELLED ? 0 : (int)gs.finish;
+    stats->pending = gs.pending_token;
+    if (sink.failed || fflush(out) != 0 || ferror(out))
+        return cli_error("writing standard output failed: %s", strerror(sink.failed ? sink.failed : errno ? errno : EIO));
+    return CLI_OK;
 }
 
 void llm_print_stats(const llm_stats *s) {
@@ -292,38 +198,16 @@ int llm_read_all(FILE *f, char **buf, size_t *len) {
 }
 
 char *llm_chatml(const char *system, const char *user, int with_system) {
-    size_t n = (system ? strlen(system) : 0) + strlen(user) + 128;
-    char *s = (char *)malloc(n);
-    if (!s) return NULL;
-    if (with_system && system)
-        snprintf(s, n, "<|im_start|>system\n%s<|im_end|>\n<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n", system, user);
-    else
-        snprintf(s, n, "<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n", user);
-    return s;
+    attn_chat_message m[2] = {{"system", system}, {"user", user}};
+    const int sys = with_system && system;
+    char *text = NULL;
+    return attn_chat_format(&text, m + !sys, 1 + sys, NULL) == 0 ? text : NULL;
 }
 
 int llm_template_system(const char *tmpl, const char *force, char **sys) {
     *sys = NULL;
     if (force && strcmp(force, "chatml") != 0) return cli_usage_error(NULL, "unknown --template '%s' (known: chatml)", force);
-    if (!tmpl) {
-        if (force) return CLI_OK;
-        return cli_error("the model file has no chat template; pass --template chatml to use ChatML");
-    }
-    int chatml = strstr(tmpl, "<|im_start|>") && strstr(tmpl, "<|im_end|>") && strstr(tmpl, "message['role']") &&
-                 strstr(tmpl, "message['content']");
-    if (!chatml && !force)
-        return cli_error("the model's chat template is not one attn knows (ChatML); pass --template chatml to use ChatML anyway");
-    const char *key = "<|im_start|>system\n";
-    const char *p = strstr(tmpl, key);
-    if (p) {
-        p += strlen(key);
-        const char *e = strstr(p, "<|im_end|>");
-        if (e && !memchr(p, '{', (size_t)(e - p)) && !memchr(p, '\'', (size_t)(e - p))) {
-            *sys = (char *)malloc((size_t)(e - p) + 1);
-            if (!*sys) return cli_error("out of memory");
-            memcpy(*sys, p, (size_t)(e - p));
-            (*sys)[e - p] = 0;
-        }
-    }
+    if (attn_chat_template_system(sys, tmpl, force != NULL) < 0)
+        return cli_error("%s; pass --template chatml to use ChatML%s", attn_last_error(), tmpl ? " anyway" : "");
     return CLI_OK;
 }

@@ -40,10 +40,11 @@ typedef struct {
     int64_t n_prompt, n_gen;
     double t_prompt, t_gen;  /* seconds */
     int stop_reason;         /* 0 -n reached, 1 EOS / end of turn, 2 stop string, 3 context full */
+    int32_t pending;         /* the last token, printed but not yet run through the model (-1: none) */
 } llm_stats;
 
-/* llm_generate: run prompt ids[0..n) through the state (which may already hold a conversation),
- * then sample up to o->n_predict tokens, writing the decoded text to `out` as it is produced
+/* llm_generate: attn_llama_generate (the library's loop) writing to `out`: run prompt ids[0..n)
+ * through the state (which may already hold a conversation), then sample up to o->n_predict tokens, writing the decoded text to `out` as it is produced
  * (never half a UTF-8 character, never the stop string). The generated ids are appended to
  * *hist (grown with realloc; *n_hist / *cap_hist). Returns CLI_OK or CLI_FAIL (printed). */
 int llm_generate(llm_ctx *c, attn_llama_state *st, const int32_t *ids, int64_t n, const llm_opts *o, FILE *out,

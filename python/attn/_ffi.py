@@ -335,6 +335,37 @@ void attn_llama_state_reset(attn_llama_state *s);
 int64_t attn_llama_state_len(const attn_llama_state *s);
 int64_t attn_llama_state_max_len(const attn_llama_state *s);
 int attn_llama_forward(attn_llama_state *s, float *logits, const int32_t *tokens, int64_t n, int all_logits, int n_threads);
+typedef struct {
+    attn_sampler_params sampling;
+    int64_t max_tokens;
+    const char *const *stop;
+    int64_t n_stop;
+    int n_threads;
+} attn_generate_opts;
+attn_generate_opts attn_generate_opts_default(void);
+typedef struct {
+    int64_t n_prompt, n_gen;
+    double t_prompt, t_gen;
+    int finish;
+    int32_t pending_token;
+} attn_generate_stats;
+typedef struct {
+    int32_t *ids;
+    int64_t n, cap;
+} attn_token_list;
+void attn_token_list_free(attn_token_list *t);
+typedef struct attn_generation attn_generation;
+int attn_generation_start(attn_generation **out, attn_llama_state *st, const attn_bpe *tok, const int32_t *prompt, int64_t n_prompt,
+                          const attn_generate_opts *o, attn_token_list *history);
+int attn_generation_next(attn_generation *g, const char **text, size_t *len, int32_t *token);
+const attn_generate_stats *attn_generation_stats(const attn_generation *g);
+void attn_generation_free(attn_generation *g);
+typedef struct {
+    const char *role;
+    const char *content;
+} attn_chat_message;
+int attn_chat_template_system(char **out, const char *tmpl, int force_chatml);
+int attn_chat_format(char **out, const attn_chat_message *messages, int64_t n, const char *default_system);
 
 typedef struct {
     uint8_t *data;

@@ -150,7 +150,8 @@ class LLM:
         """Continue `prompt` (a str, or token ids used as given), yielding the text of each
         token as it is sampled (UTF-8 characters split across tokens come out whole). Stops
         after max_tokens, at the end-of-sequence / end-of-turn token, at a stop string (not
-        included in the text), or when the context (n_ctx) is full.
+        included in the text), or when the context (n_ctx) is full: a prompt of P tokens gets
+        at most n_ctx - P + 1 (the library's loop, attn_generation_next, as the CLI).
 
         Sampling (include/attn_sampling.h, the order of transformers' generate()): repetition
         penalty over the last repeat_last_n ids, temperature (0 = greedy argmax), top-k,
@@ -162,11 +163,11 @@ class LLM:
         n_ctx or holds an id outside the vocabulary.
         """
         stops = [stop] if isinstance(stop, str) else list(stop or [])
-        if any(not isinstance(x, str) or not x for x in stops):
-            raise ValueError("generate: stop strings must be non-empty str")
+        if any(not isinstance(x, str) or not x or "\x00" in x for x in stops):
+            raise ValueError("generate: stop strings must be non-empty str without NUL")
         run = self._setup("generate", prompt, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty,
-                          repeat_last_n, seed, add_bos)
-        return self._text(run, stops)
+                          repeat_last_n, seed, add_bos, stops)
+        return (text for _, text in run if text)
 
     def generate_ids(self, prompt: Prompt, max_tokens: int = 128, temperature: float = 0.8, top_k: int = 40,
                      top_p: float = 0.95, min_p: float = 0.05, repeat_penalty: float = 1.0,
@@ -175,20 +176,21 @@ class LLM:
         end-of-sequence / end-of-turn token is not yielded), like llama-cpp-python's
         Llama.generate."""
         run = self._setup("generate_ids", prompt, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty,
-                          repeat_last_n, seed, add_bos)
-        return (t for t, _ in run)
+                          repeat_last_n, seed, add_bos, [])
+        return (t for t, _ in run if t >= 0)
 
     def _setup(self, fn: str, prompt: Prompt, max_tokens: int, temperature: float, top_k: int, top_p: float,
                min_p: float, repeat_penalty: float, repeat_last_n: int, seed: int,
-               add_bos: Optional[bool]) -> Iterator[Any]:
+               add_bos: Optional[bool], stops: List[str]) -> Iterator[Any]:
         if isinstance(prompt, str):
             ids = self.tokenize(prompt, add_bos=add_bos)
         else:
             ids = [check_int(i, "token id", fn) for i in prompt]
         if not ids:
             raise ValueError(f"{fn}: the prompt is empty (and the model adds no BOS)")
-        n_max = check_int(max_tokens, "max_tokens", fn, minimum=0)
-        p = ffi.new("attn_sampler_params *", lib.attn_sampler_params_default())
+        o = ffi.new("attn_generate_opts *", lib.attn_generate_opts_default())
+        o.max_tokens = check_int(max_tokens, "max_tokens", fn, minimum=0)
+        p = o.sampling
         p.temperature = check_float(temperature, "temperature", fn)
         p.top_k = check_int(top_k, "top_k", fn)
         p.top_p = check_float(top_p, "top_p", fn)
@@ -198,67 +200,35 @@ class LLM:
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 1 << 64:
             raise ValueError(f"{fn}: seed must be an int in [0, 2**64), got {seed!r}")
         p.seed = int(seed)
-        sp = ffi.new("attn_sampler **")
-        raise_for(lib.attn_sampler_create(sp, p, self.config["vocab_size"]))
-        sampler = ffi.gc(sp[0], lib.attn_sampler_free)
+        sp = ffi.new("attn_sampler **")  # the sampler's own checks, before any work
+        raise_for(lib.attn_sampler_create(sp, ffi.addressof(o, "sampling"), self.config["vocab_size"]))
+        lib.attn_sampler_free(sp[0])
         arr = self._ids(ids, fn)
         if len(ids) > self.n_ctx:
             raise ValueError(f"{fn}: the prompt has {len(ids)} tokens, more than n_ctx = {self.n_ctx}")
-        return self._run(sampler, arr, ids, n_max)
+        keep = [ffi.new("char[]", x.encode("utf-8")) for x in stops]
+        if keep:  # cffi frees an array once its last reference goes: `keep` holds it for the run
+            keep.append(ffi.new("const char *[]", keep))
+            o.stop = keep[-1]
+            o.n_stop = len(stops)
+        return self._run(o, arr, len(ids), keep)
 
-    @staticmethod
-    def _text(tokens: Iterator[Any], stops: List[str]) -> Iterator[str]:
-        pending = ""  # text held back while it could be the start of a stop string
-        hold = max((len(x) for x in stops), default=1) - 1
-        for _, piece in tokens:
-            pending += piece
-            if stops:
-                cut = min((pending.find(x) for x in stops if x in pending), default=-1)
-                if cut >= 0:
-                    if cut:
-                        yield pending[:cut]
-                    return
-                if len(pending) > hold:
-                    yield pending[: len(pending) - hold]
-                    pending = pending[len(pending) - hold:]
-            elif pending:
-                yield pending
-                pending = ""
-        if pending:
-            yield pending
-
-    def _run(self, sampler: Any, arr: Any, ids: List[int], n_max: int) -> Iterator[Any]:
-        """Yields (token id, its text) pairs; the text of the final flush comes with id -1."""
+    def _run(self, o: Any, arr: Any, n: int, keep: List[Any]) -> Iterator[Any]:
+        """Yields (token id, its text) pairs from the library's generation loop; the text held
+        back until the end comes with id -1. `keep` holds the stop strings' buffers alive."""
         st = self._state(self.n_ctx)
-        V = self.config["vocab_size"]
-        logits = np.empty(V, dtype=np.float32)
-        lp = ffi.cast("float *", logits.ctypes.data)
-        ends = {self.config["eos_id"], self.config["eot_id"]} - {-1}
-        hist = ffi.new("int32_t[]", self.n_ctx + 1)
-        for i, t in enumerate(ids):
-            hist[i] = t
-        n_hist = len(ids)
-        stream = ffi.new("attn_bpe_stream *")
-        lib.attn_bpe_stream_init(stream, 0)
-        buf = ffi.new("char[]", self._cap)
-        blen = ffi.new("size_t *")
+        gp = ffi.new("attn_generation **")
+        raise_for(lib.attn_generation_start(gp, st, self._tok, arr, n, o, ffi.NULL))
+        g = ffi.gc(gp[0], lib.attn_generation_free)
+        text = ffi.new("const char **")
+        ln = ffi.new("size_t *")
         tok = ffi.new("int32_t *")
-        raise_for(lib.attn_llama_forward(st, lp, arr, len(ids), 0, 0))
-        for _ in range(n_max):
-            raise_for(lib.attn_sampler_sample(sampler, tok, lp, hist, n_hist))
-            t = int(tok[0])
-            if t in ends:
-                break
-            raise_for(lib.attn_bpe_stream_push(self._tok, stream, t, buf, self._cap, blen))
-            yield t, ffi.buffer(buf, blen[0])[:].decode("utf-8", "replace")
-            hist[n_hist] = t
-            n_hist += 1
-            if n_hist >= self.n_ctx:
-                break
-            raise_for(lib.attn_llama_forward(st, lp, tok, 1, 0, 0))
-        raise_for(lib.attn_bpe_stream_flush(stream, buf, self._cap, blen))
-        if blen[0]:
-            yield -1, ffi.buffer(buf, blen[0])[:].decode("utf-8", "replace")
+        while True:
+            rc = lib.attn_generation_next(g, text, ln, tok)
+            raise_for(rc)
+            if rc == 0:
+                return
+            yield int(tok[0]), ffi.buffer(text[0], ln[0])[:].decode("utf-8", "replace")
 
     def __call__(self, prompt: Prompt, **options: Any) -> str:
         """The whole generated text (options as generate)."""
@@ -268,22 +238,36 @@ class LLM:
         """Answer a conversation, yielding the reply's text as it is produced.
 
         messages: [{"role": "system" | "user" | "assistant", "content": str}, ...], formatted
-        with ChatML ("<|im_start|>role\\ncontent<|im_end|>\\n" ..., then the assistant's
-        turn), which is what the model's chat template must be (e.g. SmolLM2, Qwen);
+        by the library's chat template (attn_chat_format: ChatML, "<|im_start|>role\\ncontent
+        <|im_end|>\\n" ..., then the assistant's turn), with the template's default system turn
+        first when the conversation has none — the same prompt as `attn chat` and the server;
         generation stops at the end-of-turn token. Options as generate.
         Raises: NotImplementedError for a model whose template is not ChatML;
         TypeError / ValueError for malformed messages.
         """
-        tmpl = self.chat_template or ""
-        if "<|im_start|>" not in tmpl:
+        sysp = ffi.new("char **")
+        tmpl = lib.attn_llama_chat_template(self._m) if self.is_gguf else ffi.NULL
+        if lib.attn_chat_template_system(sysp, tmpl, 0) < 0:
             raise NotImplementedError("chat: this model's chat template is not ChatML "
                                       "(use generate() with a prompt formatted for it)")
-        parts = []
+        dflt = ffi.gc(sysp[0], lib.free) if sysp[0] != ffi.NULL else ffi.NULL
+        if isinstance(messages, (str, bytes, dict)):
+            raise TypeError("chat: messages must be a sequence of {'role': ..., 'content': ...} dicts")
+        keep, arr = [], ffi.new("attn_chat_message[]", max(len(messages), 1))
         for i, msg in enumerate(messages):
             if not isinstance(msg, dict) or not isinstance(msg.get("content"), str) or \
                     msg.get("role") not in ("system", "user", "assistant"):
                 raise TypeError(f"chat: message {i} must be {{'role': system|user|assistant, 'content': str}}")
-            parts.append(f"<|im_start|>{msg['role']}\n{msg['content']}<|im_end|>\n")
-        parts.append("<|im_start|>assistant\n")
-        ids = self.tokenize("".join(parts), special=True)
+            if "\x00" in msg["content"]:
+                raise ValueError(f"chat: message {i} contains a NUL character")
+            try:
+                content = msg["content"].encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise ValueError(f"chat: message {i} is not valid Unicode ({e.reason})") from None
+            keep += [ffi.new("char[]", msg["role"].encode()), ffi.new("char[]", content)]
+            arr[i].role, arr[i].content = keep[-2], keep[-1]
+        out = ffi.new("char **")
+        raise_for(lib.attn_chat_format(out, arr, len(messages), dflt))
+        text = ffi.string(ffi.gc(out[0], lib.free)).decode("utf-8")
+        ids = self.tokenize(text, special=True)
         return self.generate(ids, **options)

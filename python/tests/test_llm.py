@@ -124,3 +124,35 @@ def test_gguf_tiny():
     assert lg.shape == (len(ids), m.config["vocab_size"]) and np.all(np.isfinite(lg))
     one = m("the cat", max_tokens=8, temperature=0.0)
     assert one == m("the cat", max_tokens=8, temperature=0.0)
+
+
+def test_context_full_rule(llm):
+    """A prompt of P tokens in a context of C gives C - P + 1 tokens, as the CLI and llama2.c
+    (the library's loop; the package's own loop gave C - P: issue 23 item 10)."""
+    small = attn.LLM(os.path.join(STORIES, "stories260K.bin"), tokenizer=os.path.join(STORIES, "tok512.bin"), n_ctx=12)
+    prompt = small.tokenize("Once upon a time")
+    got = list(small.generate_ids(prompt, max_tokens=100, temperature=0.0))
+    assert len(got) == 12 - len(prompt) + 1
+    assert got == list(llm.generate_ids(prompt, max_tokens=len(got), temperature=0.0))
+
+
+SMOL = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+@pytest.mark.skipif(not os.path.isfile(SMOL), reason=f"{SMOL} missing (scripts/setup.sh)")
+def test_chat_equals_cli():
+    """LLM.chat formats the conversation as `attn chat` does (one library path: the template's
+    default system turn included: 40 prompt tokens, not 24 — issue 23 item 9), so greedy replies
+    are identical."""
+    import subprocess
+    m = attn.LLM(SMOL)
+    msg = "What color is the sky on a clear day?"
+    reply = "".join(m.chat([{"role": "user", "content": msg}], max_tokens=24, temperature=0.0))
+    exe = os.environ.get("ATTN_BIN", os.path.join(ROOT, "build", "attn"))
+    cli = subprocess.run([exe, "chat", "--model", SMOL, "-n", "24", "--temp", "0", "--threads", "1", msg],
+                         capture_output=True, text=True, timeout=120)
+    assert cli.returncode == 0, cli.stderr
+    assert "prompt: 40 tokens" in cli.stderr
+    assert cli.stdout.rstrip("\n") == reply
+    assert len(m.tokenize("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"
+                          "<|im_end|>\n<|im_start|>user\n" + msg + "<|im_end|>\n<|im_start|>assistant\n", special=True)) == 40

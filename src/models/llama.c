@@ -433,6 +433,7 @@ void attn_llama_state_reset(attn_llama_state *s) {
     attn_kv_clear(s->kv);
 }
 int64_t attn_llama_state_len(const attn_llama_state *s) { return s ? s->len : 0; }
+const attn_llama *attn_llama_state_model(const attn_llama_state *s) { return s ? s->m : NULL; }
 int64_t attn_llama_state_max_len(const attn_llama_state *s) { return s ? s->max_len : 0; }
 int attn_llama_state_truncate(attn_llama_state *s, int64_t len) {
     if (!s || len < 0 || len > s->len) return attn_set_error(ATTN_E_INVALID, "llama state: cannot truncate to %lld", (long long)len);

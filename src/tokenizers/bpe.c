@@ -839,11 +839,13 @@ int attn_bpe_stream_push(const attn_bpe *t, attn_bpe_stream *s, int32_t id, char
 
 int attn_bpe_stream_flush(attn_bpe_stream *s, char *out, size_t cap, size_t *len) {
     if (!s || !len || (!out && cap)) return attn_set_error(ATTN_E_INVALID, "bpe stream: bad arguments");
+    /* the held-back bytes are the start of one character that never ended: one U+FFFD for them
+     * (Unicode's "maximal subpart" replacement, what Python's and Rust's decoders give) */
     size_t k = 0;
-    for (int i = 0; i < s->n_pend; i++) {
-        if (k + 3 > cap) return attn_set_error(ATTN_E_RANGE, "bpe stream: output buffer too small");
-        memcpy(out + k, REPL, 3);
-        k += 3;
+    if (s->n_pend > 0) {
+        if (cap < 3) return attn_set_error(ATTN_E_RANGE, "bpe stream: output buffer too small");
+        memcpy(out, REPL, 3);
+        k = 3;
     }
     s->n_pend = 0;
     *len = k;

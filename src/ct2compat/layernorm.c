@@ -6,6 +6,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* mean and 1 / std of a row from its 8 lane sums a, q (x and x² in lanes l = i mod 8 of the
+ * first n8 values) and the rest r[n8..n) added one by one, folded as CTranslate2's kernel does */
+static inline void attn__ln_stats(const float *a, const float *q, const float *r, int64_t n8, int64_t n, float inv_n, float eps, float *mean,
+                                  float *rstd) {
+    float sum = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+    float sumsq = ((q[0] + q[4]) + (q[2] + q[6])) + ((q[1] + q[5]) + (q[3] + q[7]));
+    for (int64_t i = n8; i < n; i++) {
+        sum += r[i];
+        sumsq = fmaf(r[i], r[i], sumsq);
+    }
+    *mean = sum * inv_n;
+    float var = fmaf(sumsq, inv_n, -(*mean * *mean));
+    if (!(var > 0.0f)) var = 0.0f;
+    *rstd = 1.0f / sqrtf(var + eps);
+}
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 __attribute__((target("avx2,fma"))) static void attn__ln_rows_avx2(float *y, const float *x, int64_t M, const float *g, const float *bt,
@@ -24,16 +40,8 @@ __attribute__((target("avx2,fma"))) static void attn__ln_rows_avx2(float *y, con
         float a[8], q[8];
         _mm256_storeu_ps(a, va);
         _mm256_storeu_ps(q, vq);
-        float sum = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
-        float sumsq = ((q[0] + q[4]) + (q[2] + q[6])) + ((q[1] + q[5]) + (q[3] + q[7]));
-        for (int64_t i = n8; i < n; i++) {
-            sum += r[i];
-            sumsq = fmaf(r[i], r[i], sumsq);
-        }
-        const float mean = sum * inv_n;
-        float var = fmaf(sumsq, inv_n, -(mean * mean));
-        if (!(var > 0.0f)) var = 0.0f;
-        const float rstd = 1.0f / sqrtf(var + eps);
+        float mean, rstd;
+        attn__ln_stats(a, q, r, n8, n, inv_n, eps, &mean, &rstd);
         const __m256 vmean = _mm256_set1_ps(mean), vr = _mm256_set1_ps(rstd);
         for (int64_t i = 0; i < n8; i += 8)
             _mm256_storeu_ps(o + i, _mm256_fmadd_ps(_mm256_sub_ps(_mm256_loadu_ps(r + i), vmean), _mm256_mul_ps(_mm256_loadu_ps(g + i), vr),
@@ -68,16 +76,8 @@ void attn__ct2_layernorm(float *y, const float *x, int64_t M, const float *g, co
                 a[l] += r[i + l];
                 q[l] += sq;
             }
-        float sum = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
-        float sumsq = ((q[0] + q[4]) + (q[2] + q[6])) + ((q[1] + q[5]) + (q[3] + q[7]));
-        for (int64_t i = n8; i < n; i++) {
-            sum += r[i];
-            sumsq = fmaf(r[i], r[i], sumsq);
-        }
-        const float mean = sum * inv_n;
-        float var = fmaf(sumsq, inv_n, -(mean * mean));
-        if (!(var > 0.0f)) var = 0.0f;
-        const float rstd = 1.0f / sqrtf(var + eps);
+        float mean, rstd;
+        attn__ln_stats(a, q, r, n8, n, inv_n, eps, &mean, &rstd);
         for (int64_t i = 0; i < n; i++) o[i] = fmaf(r[i] - mean, g[i] * rstd, b[i]);
     }
 }

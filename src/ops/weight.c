@@ -6,28 +6,12 @@
 #include <string.h>
 
 attn_weight attn_weight_f32(const float *w, const float *bias, int64_t rows, int64_t cols) {
-    attn_weight r;
-    memset(&r, 0, sizeof r);
-    r.type = ATTN_QT_F32;
-    r.rows = rows;
-    r.cols = cols;
-    r.data = w;
-    r.bias = bias;
-    r.kernel = ATTN_WKERNEL_AUTO;
-    return r;
+    return (attn_weight){ATTN_QT_F32, rows, cols, w, bias, NULL, NULL, ATTN_WKERNEL_AUTO};
 }
 
 attn_weight attn_weight_from_qmatrix(const attn_qmatrix *q, const float *bias, attn_wkernel kernel) {
-    attn_weight r;
-    memset(&r, 0, sizeof r);
-    if (!q) return r;
-    r.type = q->type;
-    r.rows = q->rows;
-    r.cols = q->cols;
-    r.data = q->data;
-    r.bias = bias;
-    r.kernel = kernel;
-    return r;
+    if (!q) return (attn_weight){ATTN_QT_F32, 0, 0, NULL, NULL, NULL, NULL, ATTN_WKERNEL_AUTO};
+    return (attn_weight){q->type, q->rows, q->cols, q->data, bias, NULL, NULL, kernel};
 }
 
 int attn_weight_present(const attn_weight *w) { return w && w->data ? 1 : 0; }

@@ -78,6 +78,82 @@ int cli_unknown(cli_args *a) {
     return cli_usage_error(a->verb, "unexpected argument '%s'", arg);
 }
 
+/* ------------------------------------------------------------------ option tables */
+
+/* the entry of table that the current argument names, or NULL */
+static const cli_option *find_option(const cli_args *a, const cli_option *table) {
+    const char *arg = a->argv[a->i];
+    for (const cli_option *o = table; table && (o->name || o->help); o++) {
+        if (o->kind == CLI_LINE || !o->name) continue;
+        if (is_name(arg, o->name) || is_name(arg, o->short_name)) return o;
+        int valued = o->kind != CLI_FLAG && !(o->kind == CLI_CALL && !o->takes_value);
+        size_t n = strlen(o->name);
+        if (valued && strncmp(arg, o->name, n) == 0 && arg[n] == '=') return o;
+    }
+    return NULL;
+}
+
+/* CLI_CHOICE: the value's entry, or "OPT must be A, B or C, got 'X'" */
+static int parse_choice(const char *verb, const char *label, const cli_option *o, const char *val, int *out) {
+    int n = 0;
+    for (; o->choices[n]; n++)
+        if (strcmp(val, o->choices[n]) == 0) {
+            *out = o->values ? o->values[n] : n;
+            return CLI_OK;
+        }
+    char list[512];
+    size_t k = 0;
+    for (int i = 0; i < n && k < sizeof list; i++)
+        k += (size_t)snprintf(list + k, sizeof list - k, "%s%s", i == 0 ? "" : i == n - 1 ? " or " : ", ", o->choices[i]);
+    return cli_usage_error(verb, "%s must be %s, got '%s'", label, list, val);
+}
+
+/* consume the option o at the current argument and store its value in base */
+static int apply_option(cli_args *a, const cli_option *o, void *base) {
+    void *field = (char *)base + o->off;
+    const char *label = o->label ? o->label : o->name, *val = NULL;
+    if (o->kind == CLI_FLAG || (o->kind == CLI_CALL && !o->takes_value)) {
+        a->i++;
+    } else {
+        int r = cli_opt(a, o->short_name, o->name, &val);
+        if (r < 0) return CLI_USAGE;
+    }
+    switch (o->kind) {
+    case CLI_FLAG: *(int *)field = (int)o->lo; return CLI_OK;
+    case CLI_STR: *(const char **)field = val; return CLI_OK;
+    case CLI_I64: return cli_parse_i64(a->verb, label, val, o->lo, o->hi, (int64_t *)field);
+    case CLI_F32: return cli_parse_f32(a->verb, label, val, (float *)field);
+    case CLI_CHOICE: return parse_choice(a->verb, label, o, val, (int *)field);
+    case CLI_CALL: return o->fn(o, a, val, field, base);
+    default: return cli_unknown(a);
+    }
+}
+
+int cli_parse(int argc, char **argv, const char *verb, const cli_option *table, void *base,
+              const cli_option *table2, void *base2, cli_positional_fn positional, void (*usage)(FILE *)) {
+    cli_args a = cli_args_start(argc, argv, verb);
+    while (cli_more(&a)) {
+        const char *val;
+        const cli_option *o;
+        int r;
+        if (cli_help(&a)) {
+            usage(stdout);
+            return CLI_HELP_SHOWN;
+        }
+        if (!a.end_of_options && (o = find_option(&a, table))) r = apply_option(&a, o, base);
+        else if (!a.end_of_options && (o = find_option(&a, table2))) r = apply_option(&a, o, base2);
+        else if (positional && cli_positional(&a, &val)) r = positional(base, verb, val);
+        else r = cli_unknown(&a);
+        if (r != CLI_OK) return r;
+    }
+    return CLI_OK;
+}
+
+void cli_print_options(FILE *f, const cli_option *table) {
+    for (const cli_option *o = table; o->name || o->help; o++)
+        if (o->help) fputs(o->help, f);
+}
+
 static void vmsg(const char *fmt, va_list ap) {
     fputs("attn: error: ", stderr);
     vfprintf(stderr, fmt, ap);

@@ -11,21 +11,26 @@
  * (argv[0] is the verb) and add one X(NAME, "summary") line to ATTN_CLI_COMMANDS in
  * tools/main.c.
  *
- * Option parsing, e.g.
- *     cli_args a = cli_args_start(argc, argv, "sdpa");
- *     while (cli_more(&a)) {
- *         const char *val;
- *         int r;
- *         if (cli_help(&a)) { usage(stdout); return CLI_OK; }
- *         else if ((r = cli_opt(&a, "-q", "--query", &val))) { if (r < 0) return CLI_USAGE; q = val; }
- *         else if (cli_flag(&a, NULL, "--causal")) causal = 1;
- *         else return cli_unknown(&a);
- *     }
- * Values are taken as "-q FILE", "--query FILE" or "--query=FILE".
- * "--" ends the options in every verb: after it, cli_flag / cli_opt / cli_help match nothing
- * and every argument is positional. Verbs with positional arguments (texts) take them with
- *         else if (cli_positional(&a, &val)) add_text(val);
- * placed after the options and before cli_unknown, so that "-5 degrees" works after "--".
+ * Options: each verb declares them in a table (name, short name, kind = flag / string /
+ * integer in a range / float / custom parser, the field of the verb's option struct that
+ * receives the value, and the lines of --help that describe it), then parses with one call:
+ *     typedef struct { const char *q, *o; int causal; int64_t threads; } sdpa_opts;
+ *     #define F(f) offsetof(sdpa_opts, f)
+ *     static const cli_option options[] = {
+ *         {"--query", "-q", CLI_STR, F(q), .help = "  -q, --query FILE   queries\n"},
+ *         {"--causal", NULL, CLI_FLAG, F(causal), 1, .help = "  --causal  causal mask\n"},
+ *         {"--threads", NULL, CLI_I64, F(threads), 1, 4096, .help = "  --threads N ...\n"},
+ *         CLI_HELP_LINE("  -h, --help         this help\n"),
+ *         {0}};
+ *     sdpa_opts o = {0};
+ *     int r = cli_parse(argc, argv, "sdpa", options, &o, NULL, NULL, usage);
+ *     if (r != CLI_OK) return cli_parsed(r);        (--help shown: 0; usage error: 2)
+ * usage() prints its prose around cli_print_options(f, options). Values are taken as
+ * "-q FILE", "--query FILE" or "--query=FILE"; a flag takes no "=VALUE". "--" ends the
+ * options in every verb: after it every argument is positional (so that "-5 degrees" works).
+ * Positional arguments go to the callback given to cli_parse (NULL: none accepted).
+ * The lower-level matchers (cli_more, cli_flag, cli_opt, cli_positional) remain for verbs
+ * with sub-verbs.
  *
  * Outputs (every verb that writes files): declare them after parsing, write them only after
  * the work succeeded, and commit them together —
@@ -48,6 +53,7 @@
 
 #include "attn_core.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -86,6 +92,58 @@ int cli_opt(cli_args *a, const char *short_name, const char *long_name, const ch
 /* cli_unknown: print "unknown option" (or "unexpected argument") for the current argument
  * and return CLI_USAGE. */
 int cli_unknown(cli_args *a);
+
+/* ---- option tables (see the top of this file) */
+typedef enum {
+    CLI_FLAG = 1, /* no value: stores (int)lo into an int field */
+    CLI_STR,      /* const char * field */
+    CLI_I64,      /* int64_t field: a whole decimal integer in [lo, hi] (cli_parse_i64) */
+    CLI_F32,      /* float field: a finite float32 (cli_parse_f32) */
+    CLI_CHOICE,   /* int field: values[k] (or k) for the value choices[k]; any other value is
+                     refused with "OPT must be A, B or C, got 'X'" */
+    CLI_CALL,     /* fn parses the value (NULL for a flag: takes_value 0) and stores it */
+    CLI_LINE      /* no option: a line of --help only (CLI_HELP_LINE) */
+} cli_kind;
+
+typedef struct cli_option cli_option;
+/* A custom parser: `field` is the verb's option struct + o->off, `base` the struct itself.
+ * Returns CLI_OK, or an exit code with the message printed. */
+typedef int (*cli_option_fn)(const cli_option *o, cli_args *a, const char *value, void *field, void *base);
+
+struct cli_option {
+    const char *name;       /* "--model"; NULL with help NULL ends the table */
+    const char *short_name; /* "-o" or NULL */
+    cli_kind kind;
+    size_t off;             /* offsetof(the verb's option struct, field) */
+    int64_t lo, hi;         /* CLI_I64: range; CLI_FLAG: lo is the value stored */
+    const char *help;       /* its line(s) in --help, printed in table order; NULL: none */
+    cli_option_fn fn;       /* CLI_CALL */
+    int takes_value;        /* CLI_CALL: 1 takes a value, 0 is a flag */
+    const char *label;      /* the name in messages (default: name) */
+    const char *const *choices; /* CLI_CHOICE: the accepted values, NULL-terminated */
+    const int *values;          /* CLI_CHOICE: what each stores (NULL: its index) */
+};
+#define CLI_HELP_LINE(text) {NULL, NULL, CLI_LINE, 0, 0, 0, text, NULL, 0, NULL, NULL, NULL}
+
+/* A positional argument (after "--", or not starting with '-', or "-"): CLI_OK or an exit
+ * code with the message printed. */
+typedef int (*cli_positional_fn)(void *base, const char *verb, const char *arg);
+
+/* Returned by cli_parse when --help was shown (cli_parsed turns it into CLI_OK). */
+enum { CLI_HELP_SHOWN = -1 };
+
+/* cli_parse: parse argv[1..argc) of `verb` against `table` (fields in *base), then, when
+ * `table2` is not NULL, against `table2` (fields in *base2: a shared group such as the
+ * sampling options). -h / --help prints usage(stdout) and returns CLI_HELP_SHOWN. Returns
+ * CLI_OK, CLI_HELP_SHOWN, or the first error's exit code (message printed). */
+int cli_parse(int argc, char **argv, const char *verb, const cli_option *table, void *base,
+              const cli_option *table2, void *base2, cli_positional_fn positional, void (*usage)(FILE *));
+
+/* cli_parsed: the exit status for a cli_parse result other than CLI_OK. */
+static inline int cli_parsed(int r) { return r == CLI_HELP_SHOWN ? CLI_OK : r; }
+
+/* cli_print_options: every help text of the table, in order. */
+void cli_print_options(FILE *f, const cli_option *table);
 
 /* cli_error: print "attn: error: <message>" to stderr and return CLI_FAIL. */
 int cli_error(const char *fmt, ...)

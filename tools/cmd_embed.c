@@ -11,6 +11,25 @@
 #include <time.h>
 #include <unistd.h>
 
+typedef struct {
+    cli_texts texts; /* first: cli_texts_take */
+    const char *model, *outp;
+    int64_t batch, threads;
+} embed_opts;
+
+#define F(f) offsetof(embed_opts, f)
+static const cli_option options[] = {
+    {"--model", NULL, CLI_STR, F(model),
+     .help = "  --model DIR        model directory (config.json, model.safetensors, tokenizer.json, ...)\n"},
+    {"--output", "-o", CLI_STR, F(outp),
+     .help = "  -o, --output FILE  write float32 [N, E] as .npy (- = standard output when it is not a\n"
+             "                     terminal); otherwise one JSON array per line\n"},
+    {"--batch", NULL, CLI_I64, F(batch), 1, 4096, .help = "  --batch N          sentences per forward pass (default 32)\n"},
+    {"--threads", NULL, CLI_I64, F(threads), 1, 4096, .help = "  --threads N        worker threads (default: all cores)\n"},
+    CLI_HELP_LINE("  -h, --help         this help\n"
+                  "  --                 end of options: TEXTs that start with '-' follow\n"),
+    {0}};
+
 static void usage(FILE *f) {
     fprintf(f,
             "Usage: attn embed --model DIR [-o OUT.npy] [--batch N] [--threads N] [TEXT ...]\n"
@@ -21,14 +40,9 @@ static void usage(FILE *f) {
             "empty sentence). Texts longer than the model's maximum are truncated (256 word pieces for\n"
             "all-MiniLM-L6-v2), as sentence-transformers does.\n"
             "\n"
-            "Options:\n"
-            "  --model DIR        model directory (config.json, model.safetensors, tokenizer.json, ...)\n"
-            "  -o, --output FILE  write float32 [N, E] as .npy (- = standard output when it is not a\n"
-            "                     terminal); otherwise one JSON array per line\n"
-            "  --batch N          sentences per forward pass (default 32)\n"
-            "  --threads N        worker threads (default: all cores)\n"
-            "  -h, --help         this help\n"
-            "  --                 end of options: TEXTs that start with '-' follow\n"
+            "Options:\n");
+    cli_print_options(f, options);
+    fprintf(f,
             "Input lines must be UTF-8 (invalid UTF-8 is an error naming the line and byte); a NUL is\n"
             "removed, as the reference tokenizer does; a read error stops the run with exit 1 and\n"
             "nothing written.\n"
@@ -51,37 +65,15 @@ static void progress(int64_t done, int64_t total, void *user) {
 }
 
 int cmd_embed(int argc, char **argv) {
-    const char *model = NULL, *outp = NULL;
-    int64_t batch = 32, threads = 0;
-    cli_texts texts = {0};
-    int rc = CLI_OK;
-    cli_args a = cli_args_start(argc, argv, "embed");
-    while (cli_more(&a)) {
-        const char *val;
-        int r;
-        if (cli_help(&a)) {
-            usage(stdout);
-            cli_texts_free(&texts);
-            return CLI_OK;
-        } else if ((r = cli_opt(&a, NULL, "--model", &val))) {
-            if (r < 0) goto usage_err;
-            model = val;
-        } else if ((r = cli_opt(&a, "-o", "--output", &val))) {
-            if (r < 0) goto usage_err;
-            outp = val;
-        } else if ((r = cli_opt(&a, NULL, "--batch", &val))) {
-            if (r < 0 || cli_parse_i64("embed", "--batch", val, 1, 4096, &batch) != CLI_OK) goto usage_err;
-        } else if ((r = cli_opt(&a, NULL, "--threads", &val))) {
-            if (r < 0 || cli_parse_i64("embed", "--threads", val, 1, 4096, &threads) != CLI_OK) goto usage_err;
-        } else if (cli_positional(&a, &val)) {
-            if (cli_texts_add(&texts, val) < 0) {
-                cli_texts_free(&texts);
-                return cli_error("out of memory");
-            }
-        } else {
-            cli_texts_free(&texts);
-            return cli_unknown(&a);
-        }
+    embed_opts o = {0};
+    o.batch = 32;
+    int rc = cli_parse(argc, argv, "embed", options, &o, NULL, NULL, cli_texts_take, usage);
+    cli_texts texts = o.texts;
+    const char *model = o.model, *outp = o.outp;
+    const int64_t batch = o.batch, threads = o.threads;
+    if (rc != CLI_OK) {
+        cli_texts_free(&texts);
+        return cli_parsed(rc);
     }
     if (!model || !*model) {
         cli_texts_free(&texts);
@@ -135,7 +127,4 @@ done:
     attn_bert_free(m);
     cli_texts_free(&texts);
     return cli_outputs_finish(&outs, rc);
-usage_err:
-    cli_texts_free(&texts);
-    return CLI_USAGE;
 }

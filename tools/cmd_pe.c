@@ -9,6 +9,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+enum { FMT_NONE, FMT_NPY, FMT_PNG, FMT_SVG, FMT_PDF };
+
+typedef struct {
+    int64_t D, L, offset;
+    const char *out;
+    int fmt;
+} pe_opts;
+
+#define F(f) offsetof(pe_opts, f)
+static const char *const formats[] = {"npy", "png", "svg", "pdf", NULL};
+static const int format_ids[] = {FMT_NPY, FMT_PNG, FMT_SVG, FMT_PDF};
+static const cli_option options[] = {
+    {"--d-model", NULL, CLI_I64, F(D), 1, 65536, .help = "  --d-model D        model width (1..65536)\n"},
+    {"--len", NULL, CLI_I64, F(L), 1, 1 << 20, .help = "  --len L            number of positions (1..1048576; D*L <= 2^28)\n"},
+    {"--offset", NULL, CLI_I64, F(offset), 0, (int64_t)1 << 40, .help = "  --offset P         first position (default 0)\n"},
+    {"--output", "-o", CLI_STR, F(out),
+     .help = "  -o, --output FILE  output file (- = standard output; npy, png and pdf only when it is\n"
+             "                     not a terminal); replaced only when complete\n"},
+    {"--format", NULL, CLI_CHOICE, F(fmt), .choices = formats, .values = format_ids,
+     .help = "  --format F         npy, png, svg or pdf (default: from FILE's extension)\n"},
+    CLI_HELP_LINE("  -h, --help         this help\n"),
+    {0}};
+
 static void usage(FILE *f) {
     fprintf(f,
             "Usage: attn pe --d-model D --len L -o FILE [--format npy|png|svg|pdf] [--offset P]\n"
@@ -17,19 +40,12 @@ static void usage(FILE *f) {
             "  PE[pos, 2i] = sin(pos / 10000^(2i/D)),  PE[pos, 2i+1] = cos(pos / 10000^(2i/D))\n"
             "for positions P .. P+L-1 (Vaswani et al. 2017, section 3.5). D may be odd.\n"
             "\n"
-            "Options:\n"
-            "  --d-model D        model width (1..65536)\n"
-            "  --len L            number of positions (1..1048576; D*L <= 2^28)\n"
-            "  --offset P         first position (default 0)\n"
-            "  -o, --output FILE  output file (- = standard output; npy, png and pdf only when it is\n"
-            "                     not a terminal); replaced only when complete\n"
-            "  --format F         npy, png, svg or pdf (default: from FILE's extension)\n"
-            "  -h, --help         this help\n"
+            "Options:\n");
+    cli_print_options(f, options);
+    fprintf(f,
             "The pictures put the position on the y axis and the dimension on the x axis, with a\n"
             "blue-white-red colour map over [-1, 1] and a colour bar.\n");
 }
-
-enum { FMT_NONE, FMT_NPY, FMT_PNG, FMT_SVG, FMT_PDF };
 
 static int write_picture(const char *path, int fmt, const attn_tensor *t, int64_t D, int64_t L,
                          int64_t offset) {
@@ -80,37 +96,12 @@ done:
 }
 
 int cmd_pe(int argc, char **argv) {
-    int64_t D = -1, L = -1, offset = 0;
-    const char *out = NULL;
-    int fmt = FMT_NONE;
-
-    cli_args a = cli_args_start(argc, argv, "pe");
-    while (cli_more(&a)) {
-        const char *val = NULL;
-        int r;
-        if (cli_help(&a)) {
-            usage(stdout);
-            return CLI_OK;
-        } else if ((r = cli_opt(&a, NULL, "--d-model", &val))) {
-            if (r < 0 || cli_parse_i64("pe", "--d-model", val, 1, 65536, &D)) return CLI_USAGE;
-        } else if ((r = cli_opt(&a, NULL, "--len", &val))) {
-            if (r < 0 || cli_parse_i64("pe", "--len", val, 1, 1 << 20, &L)) return CLI_USAGE;
-        } else if ((r = cli_opt(&a, NULL, "--offset", &val))) {
-            if (r < 0 || cli_parse_i64("pe", "--offset", val, 0, (int64_t)1 << 40, &offset)) return CLI_USAGE;
-        } else if ((r = cli_opt(&a, "-o", "--output", &val))) {
-            if (r < 0) return CLI_USAGE;
-            out = val;
-        } else if ((r = cli_opt(&a, NULL, "--format", &val))) {
-            if (r < 0) return CLI_USAGE;
-            if (strcmp(val, "npy") == 0) fmt = FMT_NPY;
-            else if (strcmp(val, "png") == 0) fmt = FMT_PNG;
-            else if (strcmp(val, "svg") == 0) fmt = FMT_SVG;
-            else if (strcmp(val, "pdf") == 0) fmt = FMT_PDF;
-            else return cli_usage_error("pe", "--format must be npy, png, svg or pdf, got '%s'", val);
-        } else {
-            return cli_unknown(&a);
-        }
-    }
+    pe_opts o = {-1, -1, 0, NULL, FMT_NONE};
+    int pr = cli_parse(argc, argv, "pe", options, &o, NULL, NULL, NULL, usage);
+    if (pr != CLI_OK) return cli_parsed(pr);
+    const int64_t D = o.D, L = o.L, offset = o.offset;
+    const char *out = o.out;
+    int fmt = o.fmt;
     if (D < 0) return cli_usage_error("pe", "missing --d-model D");
     if (L < 0) return cli_usage_error("pe", "missing --len L");
     if (!out) return cli_usage_error("pe", "missing -o FILE");

@@ -8,6 +8,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+typedef struct {
+    cli_texts texts; /* first: cli_texts_take */
+    const char *model;
+    int64_t threads;
+} similarity_opts;
+
+#define F(f) offsetof(similarity_opts, f)
+static const cli_option options[] = {
+    {"--model", NULL, CLI_STR, F(model), .help = "  --model DIR   model directory (config.json, model.safetensors, tokenizer.json)\n"},
+    {"--threads", NULL, CLI_I64, F(threads), 1, 4096, .help = "  --threads N   worker threads (default: all cores)\n"},
+    CLI_HELP_LINE("  -h, --help    this help\n"
+                  "  --            end of options: TEXTs that start with '-' follow\n"),
+    {0}};
+
 static void usage(FILE *f) {
     fprintf(f,
             "Usage: attn similarity --model DIR [--threads N] TEXT TEXT [TEXT ...]\n"
@@ -15,39 +29,19 @@ static void usage(FILE *f) {
             "Embeds each TEXT (see attn embed) and prints the matrix of cosine similarities\n"
             "cos(a, b) = a.b / (|a| |b|) as a table; rows and columns are numbered as the texts.\n"
             "\n"
-            "Options:\n"
-            "  --model DIR   model directory (config.json, model.safetensors, tokenizer.json)\n"
-            "  --threads N   worker threads (default: all cores)\n"
-            "  -h, --help    this help\n"
-            "  --            end of options: TEXTs that start with '-' follow\n");
+            "Options:\n");
+    cli_print_options(f, options);
 }
 
 int cmd_similarity(int argc, char **argv) {
-    const char *model = NULL;
-    int64_t threads = 0;
-    cli_texts texts = {0};
-    cli_args a = cli_args_start(argc, argv, "similarity");
-    while (cli_more(&a)) {
-        const char *val;
-        int r;
-        if (cli_help(&a)) {
-            usage(stdout);
-            cli_texts_free(&texts);
-            return CLI_OK;
-        } else if ((r = cli_opt(&a, NULL, "--model", &val))) {
-            if (r < 0) goto usage_err;
-            model = val;
-        } else if ((r = cli_opt(&a, NULL, "--threads", &val))) {
-            if (r < 0 || cli_parse_i64("similarity", "--threads", val, 1, 4096, &threads) != CLI_OK) goto usage_err;
-        } else if (cli_positional(&a, &val)) {
-            if (cli_texts_add(&texts, val) < 0) {
-                cli_texts_free(&texts);
-                return cli_error("out of memory");
-            }
-        } else {
-            cli_texts_free(&texts);
-            return cli_unknown(&a);
-        }
+    similarity_opts o = {0};
+    int pr = cli_parse(argc, argv, "similarity", options, &o, NULL, NULL, cli_texts_take, usage);
+    cli_texts texts = o.texts;
+    const char *model = o.model;
+    int64_t threads = o.threads;
+    if (pr != CLI_OK) {
+        cli_texts_free(&texts);
+        return cli_parsed(pr);
     }
     if (!model || !*model) {
         cli_texts_free(&texts);
@@ -98,7 +92,4 @@ int cmd_similarity(int argc, char **argv) {
     attn_bert_free(m);
     cli_texts_free(&texts);
     return rc;
-usage_err:
-    cli_texts_free(&texts);
-    return CLI_USAGE;
 }

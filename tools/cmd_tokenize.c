@@ -6,6 +6,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+typedef struct {
+    const char *model, *text;
+    int special;
+    int64_t max_len;
+} tokenize_opts;
+
+#define F(f) offsetof(tokenize_opts, f)
+static const cli_option options[] = {
+    {"--model", NULL, CLI_STR, F(model), .help = "  --model DIR     model directory or its tokenizer.json\n"},
+    {"--no-special", NULL, CLI_FLAG, F(special), 0, .help = "  --no-special    no [CLS] / [SEP]\n"},
+    {"--max-len", NULL, CLI_I64, F(max_len), 2, 1 << 30,
+     .help = "  --max-len N     truncate to N ids, specials included (default: no truncation)\n"},
+    CLI_HELP_LINE("  -h, --help      this help\n"
+                  "  --              end of options: a TEXT that starts with '-' follows\n"),
+    {0}};
+
 static void usage(FILE *f) {
     fprintf(f,
             "Usage: attn tokenize --model DIR [--no-special] [--max-len N] TEXT\n"
@@ -13,39 +29,24 @@ static void usage(FILE *f) {
             "Prints one line per token: position, id and word piece (with [CLS] ... [SEP]\n"
             "unless --no-special). DIR holds tokenizer.json (a file path to it also works).\n"
             "\n"
-            "Options:\n"
-            "  --model DIR     model directory or its tokenizer.json\n"
-            "  --no-special    no [CLS] / [SEP]\n"
-            "  --max-len N     truncate to N ids, specials included (default: no truncation)\n"
-            "  -h, --help      this help\n"
-            "  --              end of options: a TEXT that starts with '-' follows\n");
+            "Options:\n");
+    cli_print_options(f, options);
+}
+
+static int one_text(void *base, const char *verb, const char *arg) {
+    tokenize_opts *o = (tokenize_opts *)base;
+    if (o->text) return cli_usage_error(verb, "give one TEXT (quote it; put -- before a text that starts with '-')");
+    o->text = arg;
+    return CLI_OK;
 }
 
 int cmd_tokenize(int argc, char **argv) {
-    const char *model = NULL, *text = NULL;
-    int special = 1;
-    int64_t max_len = 0;
-    cli_args a = cli_args_start(argc, argv, "tokenize");
-    while (cli_more(&a)) {
-        const char *val;
-        int r;
-        if (cli_help(&a)) {
-            usage(stdout);
-            return CLI_OK;
-        } else if ((r = cli_opt(&a, NULL, "--model", &val))) {
-            if (r < 0) return CLI_USAGE;
-            model = val;
-        } else if ((r = cli_opt(&a, NULL, "--max-len", &val))) {
-            if (r < 0 || cli_parse_i64("tokenize", "--max-len", val, 2, 1 << 30, &max_len) != CLI_OK) return CLI_USAGE;
-        } else if (cli_flag(&a, NULL, "--no-special")) {
-            special = 0;
-        } else if (cli_positional(&a, &val)) {
-            if (text) return cli_usage_error("tokenize", "give one TEXT (quote it; put -- before a text that starts with '-')");
-            text = val;
-        } else {
-            return cli_unknown(&a);
-        }
-    }
+    tokenize_opts opt = {NULL, NULL, 1, 0};
+    int pr = cli_parse(argc, argv, "tokenize", options, &opt, NULL, NULL, one_text, usage);
+    if (pr != CLI_OK) return cli_parsed(pr);
+    const char *model = opt.model, *text = opt.text;
+    const int special = opt.special;
+    const int64_t max_len = opt.max_len;
     if (!model || !*model) return cli_usage_error("tokenize", "--model DIR is required");
     if (!text) return cli_usage_error("tokenize", "TEXT is required");
     char path[4096];

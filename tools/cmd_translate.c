@@ -10,6 +10,64 @@
 #include <stdlib.h>
 #include <string.h>
 
+typedef struct {
+    cli_texts texts; /* first: cli_texts_take */
+    const char *model, *prefix, *end_tok, *attn_path;
+    int64_t beam, n_best, max_len, max_in, min_len, batch, threads;
+    float lp, rep;
+    int gnmt, scores, repl;
+    const char *supp[256];
+    int n_supp;
+} translate_opts;
+
+static int penalty_opt(const cli_option *o, cli_args *a, const char *val, void *field, void *base) {
+    float *f = (float *)field;
+    if (cli_parse_f32(a->verb, o->name, val, f) != CLI_OK) return CLI_USAGE;
+    if (o->lo == 0 && *f < 0) return cli_usage_error(a->verb, "%s must be >= 0", o->name);
+    if (o->lo == 1 && !(*f > 0)) return cli_usage_error(a->verb, "%s must be > 0", o->name);
+    return CLI_OK;
+}
+
+static int suppress_opt(const cli_option *o, cli_args *a, const char *val, void *field, void *base) {
+    translate_opts *t = (translate_opts *)base;
+    if (t->n_supp == 256) return cli_usage_error(a->verb, "at most 256 --suppress options");
+    t->supp[t->n_supp++] = val;
+    return CLI_OK;
+}
+
+#define F(f) offsetof(translate_opts, f)
+static const cli_option options[] = {
+    {"--model", NULL, CLI_STR, F(model), .help = "  --model DIR             model directory (model.bin, source/target_vocabulary.txt)\n"},
+    {"--beam", NULL, CLI_I64, F(beam), 1, 256, .help = "  --beam N                beam size (default 1 = greedy search)\n"},
+    {"--n-best", NULL, CLI_I64, F(n_best), 1, 256,
+     .help = "  --n-best N              hypotheses printed per sentence (default 1; at most the beam size)\n"},
+    {"--length-penalty", NULL, CLI_CALL, F(lp), 0, .fn = penalty_opt, .takes_value = 1,
+     .help = "  --length-penalty A      score / len^A when a hypothesis finishes (default 1, CTranslate2)\n"},
+    {"--gnmt", NULL, CLI_FLAG, F(gnmt), 1, .help = "  --gnmt                  use the GNMT penalty ((5 + len) / 6)^A instead of len^A\n"},
+    {"--max-len", NULL, CLI_I64, F(max_len), 1, 100000, .help = "  --max-len N             maximum generated tokens (default 256)\n"},
+    {"--max-input-length", NULL, CLI_I64, F(max_in), 0, INT64_MAX,
+     .help = "  --max-input-length N    truncate longer sentences to their first N tokens, as\n"
+             "                          CTranslate2 does (default 1024; 0 = no limit)\n"},
+    {"--min-len", NULL, CLI_I64, F(min_len), 0, 100000,
+     .help = "  --min-len N             minimum generated tokens before the end token (default 1)\n"},
+    {"--prefix", NULL, CLI_STR, F(prefix), .help = "  --prefix \"TOKENS\"       force the first target tokens\n"},
+    {"--end-token", NULL, CLI_STR, F(end_tok), .help = "  --end-token TOK         end token (default </s>)\n"},
+    {"--suppress", NULL, CLI_CALL, 0, .fn = suppress_opt, .takes_value = 1,
+     .help = "  --suppress \"TOKENS\"     never generate this token (or this token sequence); repeatable\n"},
+    {"--repetition-penalty", NULL, CLI_CALL, F(rep), 1, .fn = penalty_opt, .takes_value = 1,
+     .help = "  --repetition-penalty P  penalise already generated tokens (CTRL; default 1 = off)\n"},
+    {"--scores", NULL, CLI_FLAG, F(scores), 1, .help = "  --scores                prefix each hypothesis with its score and a tab\n"},
+    {"--replace-unknowns", NULL, CLI_FLAG, F(repl), 1,
+     .help = "  --replace-unknowns      replace a generated <unk> by the most attended source token\n"},
+    {"--attention", NULL, CLI_STR, F(attn_path),
+     .help = "  --attention OUT         write the cross-attention (target x source) of the best hypothesis\n"
+             "                          of the only input sentence as .npy (float32 [T, S]) or .png heatmap\n"},
+    {"--batch", NULL, CLI_I64, F(batch), 1, 4096,
+     .help = "  --batch N               sentences per batch, longest first as CTranslate2 batches them (default 32)\n"},
+    {"--threads", NULL, CLI_I64, F(threads), 1, 4096, .help = "  --threads N             worker threads (default: all cores)\n"},
+    CLI_HELP_LINE("  -h, --help              this help\n"),
+    {0}};
+
 static void usage(FILE *f) {
     fprintf(f,
             "Usage: attn translate --model DIR [options] [SENTENCE ...]\n"
@@ -21,27 +79,9 @@ static void usage(FILE *f) {
             "line per hypothesis (tokens separated by spaces); an empty input line gives an empty line.\n"
             "Tokens missing from the source vocabulary become <unk>, as CTranslate2 does.\n"
             "\n"
-            "Options:\n"
-            "  --model DIR             model directory (model.bin, source/target_vocabulary.txt)\n"
-            "  --beam N                beam size (default 1 = greedy search)\n"
-            "  --n-best N              hypotheses printed per sentence (default 1; at most the beam size)\n"
-            "  --length-penalty A      score / len^A when a hypothesis finishes (default 1, CTranslate2)\n"
-            "  --gnmt                  use the GNMT penalty ((5 + len) / 6)^A instead of len^A\n"
-            "  --max-len N             maximum generated tokens (default 256)\n"
-            "  --max-input-length N    truncate longer sentences to their first N tokens, as\n"
-            "                          CTranslate2 does (default 1024; 0 = no limit)\n"
-            "  --min-len N             minimum generated tokens before the end token (default 1)\n"
-            "  --prefix \"TOKENS\"       force the first target tokens\n"
-            "  --end-token TOK         end token (default </s>)\n"
-            "  --suppress \"TOKENS\"     never generate this token (or this token sequence); repeatable\n"
-            "  --repetition-penalty P  penalise already generated tokens (CTRL; default 1 = off)\n"
-            "  --scores                prefix each hypothesis with its score and a tab\n"
-            "  --replace-unknowns      replace a generated <unk> by the most attended source token\n"
-            "  --attention OUT         write the cross-attention (target x source) of the best hypothesis\n"
-            "                          of the only input sentence as .npy (float32 [T, S]) or .png heatmap\n"
-            "  --batch N               sentences per batch, longest first as CTranslate2 batches them (default 32)\n"
-            "  --threads N             worker threads (default: all cores)\n"
-            "  -h, --help              this help\n"
+            "Options:\n");
+    cli_print_options(f, options);
+    fprintf(f,
             "Standard output is written once every sentence is translated: after an error\n"
             "nothing is printed.\n");
 }
@@ -114,227 +154,173 @@ static int write_attention(const char *path, int png, const attn_translation *t)
     return CLI_OK;
 }
 
-int cmd_translate(int argc, char **argv) {
-    const char *model = NULL, *prefix = NULL, *end_tok = NULL, *attn_path = NULL;
-    int64_t beam = 1, n_best = 1, max_len = 256, max_in = 1024, min_len = 1, batch = 32, threads = 0;
-    float lp = 1.0f, rep = 1.0f;
-    int gnmt = 0, scores = 0, repl = 0;
-    const char *supp[256];
-    int n_supp = 0;
-    cli_texts texts = {0};
-    int rc = CLI_OK;
-    char *obuf = NULL; /* standard output, kept until everything succeeded */
+static int check_options(const translate_opts *t) {
+    if (!t->model || !*t->model) return cli_usage_error("translate", "--model DIR is required");
+    if (t->n_best > t->beam)
+        return cli_usage_error("translate", "--n-best (%lld) cannot exceed --beam (%lld)", (long long)t->n_best,
+                               (long long)t->beam);
+    if (t->min_len > t->max_len)
+        return cli_usage_error("translate", "--min-len (%lld) cannot exceed --max-len (%lld)", (long long)t->min_len,
+                               (long long)t->max_len);
+    if (t->attn_path && !cli_ends_with(t->attn_path, ".npy") && !cli_ends_with(t->attn_path, ".png"))
+        return cli_usage_error("translate", "--attention: '%s' must end in .npy or .png", t->attn_path);
+    return CLI_OK;
+}
+
+/* the sentences: from the arguments or standard input; none may hold a NUL byte */
+static int read_texts(cli_texts *texts, const char *attn_path) {
+    if (texts->n == 0 && cli_texts_read_stdin(texts) < 0)
+        return cli_error("reading standard input failed: %s; nothing was written", strerror(errno));
+    for (int64_t i = 0; i < texts->n; i++)
+        if ((int64_t)strlen(texts->items[i]) != texts->lens[i])
+            return cli_error("sentence %lld holds a NUL byte (the input is not text); nothing was written", (long long)(i + 1));
+    if (attn_path && texts->n != 1)
+        return cli_usage_error("translate", "--attention needs exactly one input sentence (got %lld)", (long long)texts->n);
+    return CLI_OK;
+}
+
+/* the id arrays behind attn_decode_opts (--prefix, --end-token, --suppress) */
+typedef struct {
+    int32_t *pre, *end, **sseq, *stok;
+    int64_t *slen, n_sseq;
+} decode_ids;
+
+static void decode_ids_free(decode_ids *d) {
+    free(d->pre);
+    free(d->end);
+    for (int64_t i = 0; i < d->n_sseq; i++) free(d->sseq[i]);
+    free(d->sseq);
+    free(d->slen);
+    free(d->stok);
+}
+
+static int suppress_ids(attn_translator *m, const translate_opts *t, attn_decode_opts *o, decode_ids *d) {
+    int n_supp = t->n_supp, rc;
+    int64_t n_stok = 0;
+    d->sseq = (int32_t **)calloc((size_t)n_supp, sizeof(int32_t *));
+    d->slen = (int64_t *)calloc((size_t)n_supp, sizeof(int64_t));
+    d->stok = (int32_t *)calloc((size_t)n_supp, sizeof(int32_t));
+    if (!d->sseq || !d->slen || !d->stok) return cli_error("out of memory");
+    for (int i = 0; i < n_supp; i++) {
+        int32_t *ids;
+        int64_t n;
+        if ((rc = to_ids(m, t->supp[i], &ids, &n, 0, "--suppress")) != CLI_OK) return rc;
+        if (n == 1) {
+            d->stok[n_stok++] = ids[0];
+            free(ids);
+        } else {
+            d->sseq[d->n_sseq] = ids;
+            d->slen[d->n_sseq++] = n;
+        }
+    }
+    o->suppress = d->stok;
+    o->n_suppress = n_stok;
+    o->suppress_seqs = (const int32_t *const *)d->sseq;
+    o->suppress_seq_lens = d->slen;
+    o->n_suppress_seqs = d->n_sseq;
+    return CLI_OK;
+}
+
+static int decode_options(attn_translator *m, const translate_opts *t, attn_decode_opts *o, decode_ids *d) {
+    int rc;
+    int64_t n_pre = 0, n_end = 0;
+    *o = attn_decode_opts_default();
+    o->beam_size = t->beam;
+    o->n_best = t->n_best;
+    o->length_penalty = t->lp;
+    o->length_penalty_form = t->gnmt ? ATTN_LP_GNMT : ATTN_LP_POWER;
+    o->max_length = t->max_len;
+    o->min_length = t->min_len;
+    o->max_input_length = t->max_in;
+    o->repetition_penalty = t->rep;
+    o->return_prefix = 1; /* CTranslate2's Translator returns the prefix with the hypothesis */
+    o->return_attention = t->attn_path != NULL;
+    o->max_batch_size = t->batch; /* CTranslate2's batching: sorted by length, output in order */
+    if (t->prefix && (rc = to_ids(m, t->prefix, &d->pre, &n_pre, 1, "--prefix")) != CLI_OK) return rc;
+    o->prefix = d->pre;
+    o->prefix_len = n_pre;
+    if (t->end_tok && (rc = to_ids(m, t->end_tok, &d->end, &n_end, 0, "--end-token")) != CLI_OK) return rc;
+    if (d->end && n_end != 1) return cli_usage_error("translate", "--end-token takes one token");
+    o->end_ids = d->end;
+    o->n_end = n_end;
+    return t->n_supp > 0 ? suppress_ids(m, t, o, d) : CLI_OK;
+}
+
+/* the hypotheses, one line each, into f (notes on truncated sentences to stderr) */
+static void print_translations(FILE *f, const translate_opts *t, const attn_translation *out) {
+    const cli_texts *texts = &t->texts;
+    const int64_t max_in = t->max_in;
+    for (int64_t i = 0; i < texts->n; i++) {
+        if (max_in > 0 && longer_than(texts->items[i], max_in))
+            fprintf(stderr, "attn: note: sentence %lld has more than %lld token%s: truncated to its first %lld (--max-input-length)\n",
+                    (long long)(i + 1), (long long)max_in, max_in == 1 ? "" : "s", (long long)max_in);
+        for (int64_t h = 0; h < out[i].n; h++) {
+            if (t->scores) fprintf(f, "%.6f\t", (double)out[i].hyps[h].score);
+            for (int64_t k = 0; k < out[i].hyps[h].len; k++) fprintf(f, k ? " %s" : "%s", out[i].hyps[h].tokens[k]);
+            fputc('\n', f);
+        }
+    }
+}
+
+/* translate every sentence; standard output is kept in memory until everything succeeded */
+static int translate_run(const translate_opts *t, cli_outputs *outs) {
+    attn_translator *m = NULL;
+    if (attn_translator_load(&m, t->model) < 0) return cli_lib_error("loading the model");
+    decode_ids d;
+    memset(&d, 0, sizeof d);
+    attn_decode_opts o;
+    attn_translation *out = NULL;
+    int64_t n_out = 0, n = t->texts.n;
+    char *obuf = NULL;
     size_t olen = 0;
     FILE *obuf_f = NULL;
-    cli_args a = cli_args_start(argc, argv, "translate");
-    while (cli_more(&a)) {
-        const char *val;
-        int r;
-        if (cli_help(&a)) {
-            usage(stdout);
-            cli_texts_free(&texts);
-            return CLI_OK;
-        } else if ((r = cli_opt(&a, NULL, "--model", &val))) {
-            if (r < 0) goto usage_err;
-            model = val;
-        } else if ((r = cli_opt(&a, NULL, "--beam", &val))) {
-            if (r < 0 || cli_parse_i64("translate", "--beam", val, 1, 256, &beam) != CLI_OK) goto usage_err;
-        } else if ((r = cli_opt(&a, NULL, "--n-best", &val))) {
-            if (r < 0 || cli_parse_i64("translate", "--n-best", val, 1, 256, &n_best) != CLI_OK) goto usage_err;
-        } else if ((r = cli_opt(&a, NULL, "--length-penalty", &val))) {
-            if (r < 0 || cli_parse_f32("translate", "--length-penalty", val, &lp) != CLI_OK) goto usage_err;
-            if (lp < 0) {
-                cli_texts_free(&texts);
-                return cli_usage_error("translate", "--length-penalty must be >= 0");
-            }
-        } else if (cli_flag(&a, NULL, "--gnmt")) {
-            gnmt = 1;
-        } else if ((r = cli_opt(&a, NULL, "--max-len", &val))) {
-            if (r < 0 || cli_parse_i64("translate", "--max-len", val, 1, 100000, &max_len) != CLI_OK) goto usage_err;
-        } else if ((r = cli_opt(&a, NULL, "--max-input-length", &val))) {
-            if (r < 0 || cli_parse_i64("translate", "--max-input-length", val, 0, INT64_MAX, &max_in) != CLI_OK) goto usage_err;
-        } else if ((r = cli_opt(&a, NULL, "--min-len", &val))) {
-            if (r < 0 || cli_parse_i64("translate", "--min-len", val, 0, 100000, &min_len) != CLI_OK) goto usage_err;
-        } else if ((r = cli_opt(&a, NULL, "--prefix", &val))) {
-            if (r < 0) goto usage_err;
-            prefix = val;
-        } else if ((r = cli_opt(&a, NULL, "--end-token", &val))) {
-            if (r < 0) goto usage_err;
-            end_tok = val;
-        } else if ((r = cli_opt(&a, NULL, "--suppress", &val))) {
-            if (r < 0) goto usage_err;
-            if (n_supp == 256) {
-                cli_texts_free(&texts);
-                return cli_usage_error("translate", "at most 256 --suppress options");
-            }
-            supp[n_supp++] = val;
-        } else if ((r = cli_opt(&a, NULL, "--repetition-penalty", &val))) {
-            if (r < 0 || cli_parse_f32("translate", "--repetition-penalty", val, &rep) != CLI_OK) goto usage_err;
-            if (!(rep > 0)) {
-                cli_texts_free(&texts);
-                return cli_usage_error("translate", "--repetition-penalty must be > 0");
-            }
-        } else if (cli_flag(&a, NULL, "--scores")) {
-            scores = 1;
-        } else if (cli_flag(&a, NULL, "--replace-unknowns")) {
-            repl = 1;
-        } else if ((r = cli_opt(&a, NULL, "--attention", &val))) {
-            if (r < 0) goto usage_err;
-            attn_path = val;
-        } else if ((r = cli_opt(&a, NULL, "--batch", &val))) {
-            if (r < 0 || cli_parse_i64("translate", "--batch", val, 1, 4096, &batch) != CLI_OK) goto usage_err;
-        } else if ((r = cli_opt(&a, NULL, "--threads", &val))) {
-            if (r < 0 || cli_parse_i64("translate", "--threads", val, 1, 4096, &threads) != CLI_OK) goto usage_err;
-        } else if (cli_positional(&a, &val)) {
-            if (cli_texts_add(&texts, val) < 0) {
-                cli_texts_free(&texts);
-                return cli_error("out of memory");
-            }
-        } else {
-            cli_texts_free(&texts);
-            return cli_unknown(&a);
-        }
-    }
-    if (!model || !*model) {
-        cli_texts_free(&texts);
-        return cli_usage_error("translate", "--model DIR is required");
-    }
-    if (n_best > beam) {
-        cli_texts_free(&texts);
-        return cli_usage_error("translate", "--n-best (%lld) cannot exceed --beam (%lld)", (long long)n_best, (long long)beam);
-    }
-    if (min_len > max_len) {
-        cli_texts_free(&texts);
-        return cli_usage_error("translate", "--min-len (%lld) cannot exceed --max-len (%lld)", (long long)min_len, (long long)max_len);
-    }
-    if (attn_path && !cli_ends_with(attn_path, ".npy") && !cli_ends_with(attn_path, ".png")) {
-        cli_texts_free(&texts);
-        return cli_usage_error("translate", "--attention: '%s' must end in .npy or .png", attn_path);
-    }
-    /* the --attention file: refused up front when it clashes, written only after the work */
-    cli_outputs outs;
-    cli_outputs_init(&outs, "translate");
-    if ((rc = cli_output_add(&outs, "--attention", attn_path, 1)) || (rc = cli_output_input(&outs, "--model", model))) {
-        cli_texts_free(&texts);
-        return rc;
-    }
-    if (threads > 0) attn_set_num_threads((int)threads);
-    if (texts.n == 0 && cli_texts_read_stdin(&texts) < 0) {
-        int e = errno;
-        cli_texts_free(&texts);
-        return cli_error("reading standard input failed: %s; nothing was written", strerror(e));
-    }
-    for (int64_t i = 0; i < texts.n; i++)
-        if ((int64_t)strlen(texts.items[i]) != texts.lens[i]) {
-            cli_texts_free(&texts);
-            return cli_error("sentence %lld holds a NUL byte (the input is not text); nothing was written", (long long)(i + 1));
-        }
-    if (attn_path && texts.n != 1) {
-        long long got = (long long)texts.n; /* read before freeing the texts */
-        cli_texts_free(&texts);
-        return cli_usage_error("translate", "--attention needs exactly one input sentence (got %lld)", got);
-    }
-    attn_translator *m = NULL;
-    if (attn_translator_load(&m, model) < 0) {
-        cli_texts_free(&texts);
-        return cli_lib_error("loading the model");
-    }
-    int32_t *pre = NULL, *end = NULL, **sseq = NULL, *stok = NULL;
-    int64_t n_pre = 0, n_end = 0, *slen = NULL, n_stok = 0, n_sseq = 0;
-    attn_translation *out = NULL;
-    int64_t n_out = 0;
-    attn_decode_opts o = attn_decode_opts_default();
-    o.beam_size = beam;
-    o.n_best = n_best;
-    o.length_penalty = lp;
-    o.length_penalty_form = gnmt ? ATTN_LP_GNMT : ATTN_LP_POWER;
-    o.max_length = max_len;
-    o.min_length = min_len;
-    o.max_input_length = max_in;
-    o.repetition_penalty = rep;
-    o.return_prefix = 1; /* CTranslate2's Translator returns the prefix with the hypothesis */
-    o.return_attention = attn_path != NULL;
-    if (prefix && (rc = to_ids(m, prefix, &pre, &n_pre, 1, "--prefix")) != CLI_OK) goto done;
-    o.prefix = pre;
-    o.prefix_len = n_pre;
-    if (end_tok && (rc = to_ids(m, end_tok, &end, &n_end, 0, "--end-token")) != CLI_OK) goto done;
-    if (end && n_end != 1) {
-        rc = cli_usage_error("translate", "--end-token takes one token");
-        goto done;
-    }
-    o.end_ids = end;
-    o.n_end = n_end;
-    if (n_supp > 0) {
-        sseq = (int32_t **)calloc((size_t)n_supp, sizeof(int32_t *));
-        slen = (int64_t *)calloc((size_t)n_supp, sizeof(int64_t));
-        stok = (int32_t *)calloc((size_t)n_supp, sizeof(int32_t));
-        if (!sseq || !slen || !stok) {
-            rc = cli_error("out of memory");
-            goto done;
-        }
-        for (int i = 0; i < n_supp; i++) {
-            int32_t *ids;
-            int64_t n;
-            if ((rc = to_ids(m, supp[i], &ids, &n, 0, "--suppress")) != CLI_OK) goto done;
-            if (n == 1) {
-                stok[n_stok++] = ids[0];
-                free(ids);
-            } else {
-                sseq[n_sseq] = ids;
-                slen[n_sseq++] = n;
-            }
-        }
-        o.suppress = stok;
-        o.n_suppress = n_stok;
-        o.suppress_seqs = (const int32_t *const *)sseq;
-        o.suppress_seq_lens = slen;
-        o.n_suppress_seqs = n_sseq;
-    }
-    out = (attn_translation *)calloc((size_t)(texts.n ? texts.n : 1), sizeof *out);
-    obuf_f = open_memstream(&obuf, &olen); /* all of stdout, written at the end */
+    int rc = decode_options(m, t, &o, &d);
+    if (rc != CLI_OK) goto done;
+    out = (attn_translation *)calloc((size_t)(n ? n : 1), sizeof *out);
+    obuf_f = open_memstream(&obuf, &olen);
     if (!out || !obuf_f) {
         rc = cli_error("out of memory");
         goto done;
     }
-    /* CTranslate2's batching: sentences sorted by length, batches of --batch, output in order */
-    o.max_batch_size = batch;
-    if (attn_translate(m, out, (const char *const *)texts.items, texts.n, &o, repl) < 0) {
+    if (attn_translate(m, out, (const char *const *)t->texts.items, n, &o, t->repl) < 0) {
         rc = cli_lib_error("translating");
         goto done;
     }
-    n_out = texts.n;
-    for (int64_t i = 0; i < texts.n; i++) {
-        if (max_in > 0 && longer_than(texts.items[i], max_in))
-            fprintf(stderr, "attn: note: sentence %lld has more than %lld token%s: truncated to its first %lld (--max-input-length)\n",
-                    (long long)(i + 1), (long long)max_in, max_in == 1 ? "" : "s", (long long)max_in);
-        for (int64_t h = 0; h < out[i].n; h++) {
-            if (scores) fprintf(obuf_f, "%.6f\t", (double)out[i].hyps[h].score);
-            for (int64_t k = 0; k < out[i].hyps[h].len; k++) fprintf(obuf_f, k ? " %s" : "%s", out[i].hyps[h].tokens[k]);
-            fputc('\n', obuf_f);
-        }
-    }
-    if (attn_path && texts.n > 0) {
-        const char *stage = cli_output_path(&outs, 0);
-        rc = stage ? write_attention(stage, cli_ends_with(attn_path, ".png"), &out[0]) : CLI_FAIL;
+    n_out = n;
+    print_translations(obuf_f, t, out);
+    if (t->attn_path && n > 0) {
+        const char *stage = cli_output_path(outs, 0);
+        rc = stage ? write_attention(stage, cli_ends_with(t->attn_path, ".png"), &out[0]) : CLI_FAIL;
     }
 done:
     if (obuf_f && fclose(obuf_f) != 0 && rc == CLI_OK) rc = cli_error("out of memory");
-    rc = cli_outputs_finish(&outs, rc);
+    rc = cli_outputs_finish(outs, rc);
     if (rc == CLI_OK && olen > 0 && (fwrite(obuf, 1, olen, stdout) != olen || fflush(stdout) != 0))
         rc = cli_error("writing standard output failed");
     free(obuf);
     attn_translations_free(out, n_out);
     free(out);
-    free(pre);
-    free(end);
-    for (int64_t i = 0; i < n_sseq; i++) free(sseq[i]);
-    free(sseq);
-    free(slen);
-    free(stok);
+    decode_ids_free(&d);
     attn_translator_free(m);
-    cli_texts_free(&texts);
     return rc;
-usage_err:
-    cli_texts_free(&texts);
-    return CLI_USAGE;
+}
+
+int cmd_translate(int argc, char **argv) {
+    translate_opts t;
+    memset(&t, 0, sizeof t);
+    t.beam = 1, t.n_best = 1, t.max_len = 256, t.max_in = 1024, t.min_len = 1, t.batch = 32;
+    t.lp = 1.0f, t.rep = 1.0f;
+    int rc = cli_parse(argc, argv, "translate", options, &t, NULL, NULL, cli_texts_take, usage);
+    if (rc == CLI_OK) rc = check_options(&t);
+    /* the --attention file: refused up front when it clashes, written only after the work */
+    cli_outputs outs;
+    cli_outputs_init(&outs, "translate");
+    if (rc == CLI_OK && !(rc = cli_output_add(&outs, "--attention", t.attn_path, 1)) &&
+        !(rc = cli_output_input(&outs, "--model", t.model))) {
+        if (t.threads > 0) attn_set_num_threads((int)t.threads);
+        rc = read_texts(&t.texts, t.attn_path);
+        if (rc == CLI_OK) rc = translate_run(&t, &outs);
+    }
+    cli_texts_free(&t.texts);
+    return cli_parsed(rc);
 }

@@ -9,6 +9,66 @@
 #include <stdlib.h>
 #include <string.h>
 
+typedef struct {
+    const char *model;
+    const char *files[256];
+    int n_files, ts, no_fallback, no_rules;
+    int64_t beam, threads;
+    attn_whisper_opts w;
+    float temps[32];
+} transcribe_opts;
+
+static int parse_threshold(const char *opt, const char *s, float none_value, float lo, float hi, float *out);
+static int parse_temperatures(const char *s, float *t, int64_t *n);
+
+static int threshold_opt(const cli_option *o, cli_args *a, const char *val, void *field, void *base) {
+    float *f = (float *)field;
+    if (!strcmp(o->name, "--no-speech-threshold")) return parse_threshold(o->name, val, 1.0f, 0.0f, 1.0f, f);
+    if (!strcmp(o->name, "--log-prob-threshold")) return parse_threshold(o->name, val, -INFINITY, -1e30f, 1e30f, f);
+    return parse_threshold(o->name, val, INFINITY, 1e-30f, 1e30f, f);
+}
+
+static int temperatures_opt(const cli_option *o, cli_args *a, const char *val, void *field, void *base) {
+    transcribe_opts *t = (transcribe_opts *)base;
+    if (parse_temperatures(val, t->temps, &t->w.n_temperatures) != CLI_OK) return CLI_USAGE;
+    t->w.temperatures = t->temps;
+    return CLI_OK;
+}
+
+#define F(f) offsetof(transcribe_opts, f)
+static const cli_option options[] = {
+    {"--model", NULL, CLI_STR, F(model), .help = "  --model DIR     model directory (model.bin, vocabulary.txt, config.json)\n"},
+    {"--timestamps", NULL, CLI_FLAG, F(ts), 1, .help = "  --timestamps    segments with start and end times\n"},
+    {"--beam", NULL, CLI_I64, F(beam), 1, 64, .help = "  --beam N        beam size 1..64 (default 5, as faster-whisper; 1 = greedy)\n"},
+    {"--threads", NULL, CLI_I64, F(threads), 1, 4096, .help = "  --threads N     worker threads (default: all cores)\n"},
+    {"--no-speech-threshold", NULL, CLI_CALL, F(w.no_speech_threshold), .fn = threshold_opt, .takes_value = 1,
+     .help = "  --no-speech-threshold P        0..1 (default 0.6); 'none': never skip a window\n"},
+    {"--log-prob-threshold", NULL, CLI_CALL, F(w.log_prob_threshold), .fn = threshold_opt, .takes_value = 1,
+     .help = "  --log-prob-threshold L         (default -1.0); 'none': no log-probability fallback\n"
+             "                                 and no no-speech skip\n"},
+    {"--compression-ratio-threshold", NULL, CLI_CALL, F(w.compression_ratio_threshold), .fn = threshold_opt,
+     .takes_value = 1, .help = "  --compression-ratio-threshold R  > 0 (default 2.4); 'none': no repetition fallback\n"},
+    {"--temperatures", NULL, CLI_CALL, 0, .fn = temperatures_opt, .takes_value = 1,
+     .help = "  --temperatures T,T,...         1..32 temperatures 0..100 tried in order (default\n"
+             "                                 0,0.2,0.4,0.6,0.8,1)\n"},
+    {"--no-fallback", NULL, CLI_FLAG, F(no_fallback), 1,
+     .help = "  --no-fallback   temperature 0 only (the no-speech skip still applies)\n"},
+    {"--no-rules", NULL, CLI_FLAG, F(no_rules), 1,
+     .help = "  --no-rules      none of the rules: one beam search per window, nothing skipped\n"},
+    {"--best-of", NULL, CLI_I64, F(w.best_of), 1, 64, .help = "  --best-of N     samples per temperature > 0, 1..64 (default 5)\n"},
+    {"--seed", NULL, CLI_I64, F(w.seed), 0, INT64_MAX,
+     .help = "  --seed N        sampler seed, 0..2^63-1 (default 0; the same seed gives the same text)\n"},
+    CLI_HELP_LINE("  -h, --help      this help\n"
+                  "  --              end of options: AUDIO files whose names start with '-' follow\n"),
+    {0}};
+
+static int audio_file(void *base, const char *verb, const char *arg) {
+    transcribe_opts *t = (transcribe_opts *)base;
+    if (t->n_files == 256) return cli_usage_error(verb, "at most 256 audio files");
+    t->files[t->n_files++] = arg;
+    return CLI_OK;
+}
+
 static void usage(FILE *f) {
     fprintf(f,
             "Usage: attn transcribe --model DIR [--timestamps] [--beam N] [--threads N] [decoding rules] AUDIO...\n"
@@ -30,23 +90,8 @@ static void usage(FILE *f) {
             "probable (10 s of silence: \"you\", average log-probability -0.92) keeps its text, in\n"
             "faster-whisper too.\n"
             "\n"
-            "Options:\n"
-            "  --model DIR     model directory (model.bin, vocabulary.txt, config.json)\n"
-            "  --timestamps    segments with start and end times\n"
-            "  --beam N        beam size 1..64 (default 5, as faster-whisper; 1 = greedy)\n"
-            "  --threads N     worker threads (default: all cores)\n"
-            "  --no-speech-threshold P        0..1 (default 0.6); 'none': never skip a window\n"
-            "  --log-prob-threshold L         (default -1.0); 'none': no log-probability fallback\n"
-            "                                 and no no-speech skip\n"
-            "  --compression-ratio-threshold R  > 0 (default 2.4); 'none': no repetition fallback\n"
-            "  --temperatures T,T,...         1..32 temperatures 0..100 tried in order (default\n"
-            "                                 0,0.2,0.4,0.6,0.8,1)\n"
-            "  --no-fallback   temperature 0 only (the no-speech skip still applies)\n"
-            "  --no-rules      none of the rules: one beam search per window, nothing skipped\n"
-            "  --best-of N     samples per temperature > 0, 1..64 (default 5)\n"
-            "  --seed N        sampler seed, 0..2^63-1 (default 0; the same seed gives the same text)\n"
-            "  -h, --help      this help\n"
-            "  --              end of options: AUDIO files whose names start with '-' follow\n");
+            "Options:\n");
+    cli_print_options(f, options);
 }
 
 /* a threshold: a finite number, or 'none' (faster-whisper's None) giving `none_value` */
@@ -81,104 +126,68 @@ static int parse_temperatures(const char *s, float *t, int64_t *n) {
     return CLI_OK;
 }
 
-int cmd_transcribe(int argc, char **argv) {
-    const char *model = NULL;
-    const char *files[256];
-    int n_files = 0, ts = 0;
-    int64_t beam = 5, threads = 0;
-    attn_whisper_opts o = attn_whisper_opts_default();
-    float temps[32];
-    int64_t seed = 0;
-    int no_fallback = 0, no_rules = 0;
-    cli_args a = cli_args_start(argc, argv, "transcribe");
-    while (cli_more(&a)) {
-        const char *val;
-        int r;
-        if (cli_help(&a)) {
-            usage(stdout);
-            return CLI_OK;
-        } else if ((r = cli_opt(&a, NULL, "--model", &val))) {
-            if (r < 0) return CLI_USAGE;
-            model = val;
-        } else if ((r = cli_opt(&a, NULL, "--beam", &val))) {
-            if (r < 0 || cli_parse_i64("transcribe", "--beam", val, 1, 64, &beam) != CLI_OK) return CLI_USAGE;
-        } else if ((r = cli_opt(&a, NULL, "--threads", &val))) {
-            if (r < 0 || cli_parse_i64("transcribe", "--threads", val, 1, 4096, &threads) != CLI_OK) return CLI_USAGE;
-        } else if (cli_flag(&a, NULL, "--timestamps")) {
-            ts = 1;
-        } else if ((r = cli_opt(&a, NULL, "--no-speech-threshold", &val))) {
-            if (r < 0 || parse_threshold("--no-speech-threshold", val, 1.0f, 0.0f, 1.0f, &o.no_speech_threshold) != CLI_OK) return CLI_USAGE;
-        } else if ((r = cli_opt(&a, NULL, "--log-prob-threshold", &val))) {
-            if (r < 0 || parse_threshold("--log-prob-threshold", val, -INFINITY, -1e30f, 1e30f, &o.log_prob_threshold) != CLI_OK) return CLI_USAGE;
-        } else if ((r = cli_opt(&a, NULL, "--compression-ratio-threshold", &val))) {
-            if (r < 0 || parse_threshold("--compression-ratio-threshold", val, INFINITY, 1e-30f, 1e30f, &o.compression_ratio_threshold) != CLI_OK)
-                return CLI_USAGE;
-        } else if ((r = cli_opt(&a, NULL, "--temperatures", &val))) {
-            if (r < 0 || parse_temperatures(val, temps, &o.n_temperatures) != CLI_OK) return CLI_USAGE;
-            o.temperatures = temps;
-        } else if ((r = cli_opt(&a, NULL, "--best-of", &val))) {
-            if (r < 0 || cli_parse_i64("transcribe", "--best-of", val, 1, 64, &o.best_of) != CLI_OK) return CLI_USAGE;
-        } else if ((r = cli_opt(&a, NULL, "--seed", &val))) {
-            if (r < 0 || cli_parse_i64("transcribe", "--seed", val, 0, INT64_MAX, &seed) != CLI_OK) return CLI_USAGE;
-            o.seed = (uint64_t)seed;
-        } else if (cli_flag(&a, NULL, "--no-fallback")) {
-            no_fallback = 1;
-        } else if (cli_flag(&a, NULL, "--no-rules")) {
-            no_rules = 1;
-        } else if (cli_positional(&a, &val)) { /* after "--", a file name may start with '-' */
-            if (n_files == 256) return cli_usage_error("transcribe", "at most 256 audio files");
-            files[n_files++] = val;
-        } else {
-            return cli_unknown(&a);
-        }
+/* print one file's transcript: "FILE: TEXT", or one "FILE [START --> END] TEXT" per segment */
+static void print_result(const char *file, const attn_whisper_result *res, int ts) {
+    if (!ts) {
+        const char *t = res->text;
+        while (*t == ' ') t++;
+        printf("%s: %s\n", file, t);
+        return;
     }
-    if (!model || !*model) return cli_usage_error("transcribe", "--model DIR is required");
-    if (n_files == 0) return cli_usage_error("transcribe", "no AUDIO file given");
-    if (no_fallback && no_rules) return cli_usage_error("transcribe", "--no-fallback and --no-rules exclude each other");
-    static const float zero_t = 0.0f;
-    if (no_fallback) {
-        o.temperatures = &zero_t;
-        o.n_temperatures = 1;
+    for (int64_t s = 0; s < res->n_segments; s++) {
+        const char *t = res->segments[s].text;
+        while (*t == ' ') t++;
+        printf("%s [%.2f --> %.2f] %s\n", file, res->segments[s].start, res->segments[s].end, t);
     }
-    if (no_rules) o.n_temperatures = 0;
-    if (threads > 0) attn_set_num_threads((int)threads);
-    /* decode every file first: a bad file is reported before the model is loaded */
+}
+
+/* decode every file first (a bad file is reported before the model is loaded), then transcribe */
+static int transcribe_run(const transcribe_opts *t, const attn_whisper_opts *o) {
     float *audio[256] = {0};
     int64_t len[256] = {0};
     int rc = CLI_OK;
-    for (int i = 0; i < n_files && rc == CLI_OK; i++) {
-        if (attn_audio_load(&audio[i], &len[i], files[i], ATTN_WHISPER_RATE) < 0) rc = cli_lib_error(NULL);
-        else if (len[i] == 0) rc = cli_error("%s: the audio is empty (no samples)", files[i]);
+    for (int i = 0; i < t->n_files && rc == CLI_OK; i++) {
+        if (attn_audio_load(&audio[i], &len[i], t->files[i], ATTN_WHISPER_RATE) < 0) rc = cli_lib_error(NULL);
+        else if (len[i] == 0) rc = cli_error("%s: the audio is empty (no samples)", t->files[i]);
     }
     attn_whisper *m = NULL;
-    if (rc == CLI_OK && attn_whisper_load(&m, model) < 0) rc = cli_lib_error("loading the model");
-    o.beam_size = beam;
-    o.timestamps = ts;
-    for (int i = 0; i < n_files && rc == CLI_OK; i++) {
-        const float *x = audio[i];
-        int64_t n = len[i];
+    if (rc == CLI_OK && attn_whisper_load(&m, t->model) < 0) rc = cli_lib_error("loading the model");
+    for (int i = 0; i < t->n_files && rc == CLI_OK; i++) {
         attn_whisper_result res;
-        if (attn_whisper_transcribe(m, &res, x, n, &o) < 0) {
+        if (attn_whisper_transcribe(m, &res, audio[i], len[i], o) < 0) {
             char ctx[600];
-            snprintf(ctx, sizeof ctx, "%s", files[i]);
+            snprintf(ctx, sizeof ctx, "%s", t->files[i]);
             rc = cli_lib_error(ctx);
             break;
         }
-        if (!ts) {
-            const char *t = res.text;
-            while (*t == ' ') t++;
-            printf("%s: %s\n", files[i], t);
-        } else {
-            for (int64_t s = 0; s < res.n_segments; s++) {
-                const char *t = res.segments[s].text;
-                while (*t == ' ') t++;
-                printf("%s [%.2f --> %.2f] %s\n", files[i], res.segments[s].start, res.segments[s].end, t);
-            }
-        }
+        print_result(t->files[i], &res, t->ts);
         attn_whisper_result_free(&res);
     }
-    for (int i = 0; i < n_files; i++) free(audio[i]);
+    for (int i = 0; i < t->n_files; i++) free(audio[i]);
     if (rc == CLI_OK && fflush(stdout) != 0) rc = cli_error("writing standard output failed");
     attn_whisper_free(m);
     return rc;
+}
+
+int cmd_transcribe(int argc, char **argv) {
+    transcribe_opts t;
+    memset(&t, 0, sizeof t);
+    t.beam = 5;
+    t.w = attn_whisper_opts_default();
+    int rc = cli_parse(argc, argv, "transcribe", options, &t, NULL, NULL, audio_file, usage);
+    if (rc != CLI_OK) return cli_parsed(rc);
+    if (!t.model || !*t.model) return cli_usage_error("transcribe", "--model DIR is required");
+    if (t.n_files == 0) return cli_usage_error("transcribe", "no AUDIO file given");
+    if (t.no_fallback && t.no_rules) return cli_usage_error("transcribe", "--no-fallback and --no-rules exclude each other");
+    static const float zero_t = 0.0f;
+    attn_whisper_opts o = t.w;
+    if (t.no_fallback) {
+        o.temperatures = &zero_t;
+        o.n_temperatures = 1;
+    }
+    if (t.no_rules) o.n_temperatures = 0;
+    if (t.threads > 0) attn_set_num_threads((int)t.threads);
+    o.beam_size = t.beam;
+    o.timestamps = t.ts;
+    return transcribe_run(&t, &o);
 }

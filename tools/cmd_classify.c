@@ -12,6 +12,55 @@
 #include <string.h>
 #include <time.h>
 
+typedef struct {
+    const char *model, *eval_img, *eval_lab, *confusion, *attention, *logits_out;
+    int64_t top, batch, threads, index, limit;
+    int native;
+    const char **paths;
+    int npaths;
+} classify_opts;
+
+/* --eval IMAGES LABELS: two values */
+static int eval_opt(const cli_option *o, cli_args *a, const char *val, void *field, void *base) {
+    classify_opts *c = (classify_opts *)base;
+    c->eval_img = val;
+    if (!cli_more(a) || (a->argv[a->i][0] == '-' && a->argv[a->i][1]))
+        return cli_usage_error("classify", "--eval needs two files: IMAGES.idx[.gz] LABELS.idx[.gz]");
+    c->eval_lab = a->argv[a->i++];
+    return CLI_OK;
+}
+
+#define F(f) offsetof(classify_opts, f)
+static const cli_option options[] = {
+    {"--model", NULL, CLI_STR, F(model), .help = "  --model DIR          model directory\n"},
+    {"--top", NULL, CLI_I64, F(top), 1, 4096, .help = "  --top K              labels shown per image (default 5)\n"},
+    {"--index", NULL, CLI_I64, F(index), 0, INT64_MAX / 2, .help = "  --index I            only item I of IDX inputs (0-based)\n"},
+    {"--limit", NULL, CLI_I64, F(limit), 1, INT64_MAX / 2, .help = "  --limit N            only the first N items of IDX inputs\n"},
+    {"--native-size", NULL, CLI_FLAG, F(native), 1,
+     .help = "  --native-size        do not resize; the position embeddings are interpolated to the image's\n"
+             "                       patch grid (transformers' interpolate_pos_encoding=True)\n"},
+    {"--eval", NULL, CLI_CALL, 0, .fn = eval_opt, .takes_value = 1,
+     .help = "  --eval IMAGES LABELS accuracy and confusion matrix on an IDX data set; the last line reads\n"
+             "                       \"accuracy: 0.xxxx (N/M)\"\n"},
+    {"--confusion", NULL, CLI_STR, F(confusion),
+     .help = "  --confusion OUT.png  with --eval: the confusion matrix as a picture (.png, .svg or .pdf)\n"},
+    {"--attention", NULL, CLI_STR, F(attention),
+     .help = "  --attention OUT.png  for one image: attention rollout (Abnar & Zuidema 2020) of the CLS\n"
+             "                       token over the patches, blended over the image (.png, .svg or .pdf);\n"
+             "                       the CLS token's attention to every patch for each layer and head\n"
+             "                       goes to OUT-heads.png (same extension)\n"},
+    {"--logits", NULL, CLI_STR, F(logits_out), .help = "  --logits OUT.npy     write the logits, float32 [N, n_labels]\n"},
+    {"--batch", NULL, CLI_I64, F(batch), 1, 4096, .help = "  --batch N            images per forward pass (default 64)\n"},
+    {"--threads", NULL, CLI_I64, F(threads), 1, 4096, .help = "  --threads N          worker threads (default: all cores)\n"},
+    CLI_HELP_LINE("  -h, --help           this help\n"),
+    {0}};
+
+static int image_path(void *base, const char *verb, const char *arg) {
+    classify_opts *c = (classify_opts *)base;
+    c->paths[c->npaths++] = arg;
+    return CLI_OK;
+}
+
 static void usage(FILE *f) {
     fprintf(f,
             "Usage: attn classify --model DIR [OPTIONS] IMAGE...\n"
@@ -23,24 +72,9 @@ static void usage(FILE *f) {
             "resized to its image size), or an IDX file of images [N, H, W] (MNIST format, gzip'd or not),\n"
             "whose items are classified in turn.\n"
             "\n"
-            "Options:\n"
-            "  --model DIR          model directory\n"
-            "  --top K              labels shown per image (default 5)\n"
-            "  --index I            only item I of IDX inputs (0-based)\n"
-            "  --limit N            only the first N items of IDX inputs\n"
-            "  --native-size        do not resize; the position embeddings are interpolated to the image's\n"
-            "                       patch grid (transformers' interpolate_pos_encoding=True)\n"
-            "  --eval IMAGES LABELS accuracy and confusion matrix on an IDX data set; the last line reads\n"
-            "                       \"accuracy: 0.xxxx (N/M)\"\n"
-            "  --confusion OUT.png  with --eval: the confusion matrix as a picture (.png, .svg or .pdf)\n"
-            "  --attention OUT.png  for one image: attention rollout (Abnar & Zuidema 2020) of the CLS\n"
-            "                       token over the patches, blended over the image (.png, .svg or .pdf);\n"
-            "                       the CLS token's attention to every patch for each layer and head\n"
-            "                       goes to OUT-heads.png (same extension)\n"
-            "  --logits OUT.npy     write the logits, float32 [N, n_labels]\n"
-            "  --batch N            images per forward pass (default 64)\n"
-            "  --threads N          worker threads (default: all cores)\n"
-            "  -h, --help           this help\n"
+            "Options:\n");
+    cli_print_options(f, options);
+    fprintf(f,
             "Exit status: 0 success, 1 failure (unreadable or corrupt file, bad model), 2 usage error.\n");
 }
 
@@ -294,34 +328,115 @@ static int write_attention(runner *r, const attn_image *img, const char *name, c
 
 /* ---------------------------------------------------------------- eval */
 
+/* the confusion table on stdout: rows true label, columns predicted */
+static void print_confusion(const attn_vit *m, const int64_t *conf, int64_t L) {
+    int lw = 5;
+    for (int64_t i = 0; i < L; i++) {
+        int n = (int)strlen(attn_vit_label(m, i));
+        lw = n > lw ? n : lw;
+    }
+    if (lw > 24) lw = 24;
+    printf("confusion matrix (rows: true label, columns: predicted label)\n");
+    printf("%*s %-*s", 3, "", lw, "");
+    for (int64_t j = 0; j < L; j++) printf(" %5lld", (long long)j);
+    printf("  recall\n");
+    for (int64_t i = 0; i < L; i++) {
+        int64_t row = 0;
+        for (int64_t j = 0; j < L; j++) row += conf[i * L + j];
+        printf("%3lld %-*.*s", (long long)i, lw, lw, attn_vit_label(m, i));
+        for (int64_t j = 0; j < L; j++) printf(" %5lld", (long long)conf[i * L + j]);
+        if (row) printf("  %.4f\n", (double)conf[i * L + i] / (double)row);
+        else printf("  -\n");
+    }
+}
+
+/* the confusion matrix as a picture (--confusion) */
+static int write_confusion(const attn_vit *m, const int64_t *conf, int64_t L, int64_t correct, int64_t N, const char *path,
+                           attn_viz_format fmt) {
+    int rc = CLI_OK;
+    float *cm = (float *)malloc(sizeof(float) * (size_t)(L * L));
+    const char **labels = (const char **)malloc(sizeof(char *) * (size_t)L);
+    if (!cm || !labels) {
+        rc = cli_error("out of memory");
+    } else {
+        for (int64_t i = 0; i < L * L; i++) cm[i] = (float)conf[i];
+        for (int64_t i = 0; i < L; i++) labels[i] = attn_vit_label(m, i);
+        attn_tensor t = attn_tensor_f32_2d(cm, L, L);
+        attn_heatmap_opts o = attn_heatmap_opts_default();
+        char title[128];
+        snprintf(title, sizeof title, "confusion matrix, accuracy %.4f (%lld/%lld)", (double)correct / (double)N,
+                 (long long)correct, (long long)N);
+        o.title = title;
+        o.row_labels = labels;
+        o.col_labels = labels;
+        o.y_label = "true label";
+        o.x_label = "predicted label";
+        o.format = fmt;
+        if (attn_heatmap_write(path, &t, &o) < 0) rc = cli_lib_error(NULL);
+    }
+    free(cm);
+    free(labels);
+    return rc;
+}
+
+/* the data set's shapes and labels; *N: the items used */
+static int eval_check(const attn_idx *im, const attn_idx *lb, const char *img_path, const char *lab_path, int64_t limit,
+                      int64_t L, int64_t *N) {
+    *N = 0;
+    if (im->ndim != 3) return cli_error("%s: images must be a 3-D IDX [N, H, W], this one is %d-D", img_path, im->ndim);
+    if (lb->ndim != 1) return cli_error("%s: labels must be a 1-D IDX [N], this one is %d-D", lab_path, lb->ndim);
+    if (im->dims[0] != lb->dims[0])
+        return cli_error("%s has %lld images but %s has %lld labels", img_path, (long long)im->dims[0], lab_path,
+                         (long long)lb->dims[0]);
+    if (im->dims[0] == 0) return cli_error("%s holds no images", img_path);
+    int64_t n = im->dims[0];
+    if (limit >= 0 && limit < n) n = limit;
+    for (int64_t i = 0; i < n; i++)
+        if (lb->data[i] >= L)
+            return cli_error("%s: label %d of item %lld is outside the model's %lld classes", lab_path, lb->data[i], (long long)i,
+                             (long long)L);
+    *N = n;
+    return CLI_OK;
+}
+
+/* the results of --eval: timing on stderr, the table, --confusion, --logits, the accuracy line */
+static int eval_report(runner *r, results *res, const attn_idx *lb, int64_t N, double dt, const char *confusion,
+                       attn_viz_format cfmt, const char *logits_out) {
+    int64_t L = res->n_labels, correct = 0;
+    int64_t *conf = (int64_t *)calloc((size_t)(L * L), sizeof(int64_t));
+    if (!conf) return cli_error("out of memory");
+    for (int64_t i = 0; i < N; i++) {
+        conf[lb->data[i] * L + res->pred[i]]++;
+        correct += res->pred[i] == lb->data[i];
+    }
+    fprintf(stderr, "classified %lld images in %.2f s (%.0f images/s, %d threads)\n", (long long)N, dt,
+            dt > 0 ? (double)N / dt : 0.0, attn_get_num_threads());
+    print_confusion(r->m, conf, L);
+    int rc = confusion ? write_confusion(r->m, conf, L, correct, N, confusion, cfmt) : CLI_OK;
+    if (rc == CLI_OK && logits_out) {
+        attn_tensor t = attn_tensor_f32_2d(res->all_logits, N, L);
+        if (attn_npy_save(logits_out, &t) < 0) rc = cli_lib_error(NULL);
+    }
+    if (rc == CLI_OK) printf("accuracy: %.4f (%lld/%lld)\n", (double)correct / (double)N, (long long)correct, (long long)N);
+    if (fflush(stdout) != 0 && rc == CLI_OK) rc = cli_error("writing standard output failed");
+    free(conf);
+    return rc;
+}
+
 static int run_eval(runner *r, results *res, const char *img_path, const char *lab_path, int64_t limit,
                     const char *confusion, attn_viz_format cfmt, const char *logits_out) {
-    int rc = CLI_OK;
     attn_idx im = {0}, lb = {0};
-    int64_t *conf = NULL;
     if (attn_idx_load(&im, img_path) < 0) return cli_lib_error(NULL);
     if (attn_idx_load(&lb, lab_path) < 0) {
         attn_idx_free(&im);
         return cli_lib_error(NULL);
     }
-    int64_t L = res->n_labels;
-    if (im.ndim != 3) rc = cli_error("%s: images must be a 3-D IDX [N, H, W], this one is %d-D", img_path, im.ndim);
-    else if (lb.ndim != 1) rc = cli_error("%s: labels must be a 1-D IDX [N], this one is %d-D", lab_path, lb.ndim);
-    else if (im.dims[0] != lb.dims[0])
-        rc = cli_error("%s has %lld images but %s has %lld labels", img_path, (long long)im.dims[0], lab_path,
-                       (long long)lb.dims[0]);
-    else if (im.dims[0] == 0) rc = cli_error("%s holds no images", img_path);
-    int64_t N = rc == CLI_OK ? im.dims[0] : 0;
-    if (limit >= 0 && limit < N) N = limit;
-    for (int64_t i = 0; i < N && rc == CLI_OK; i++)
-        if (lb.data[i] >= L)
-            rc = cli_error("%s: label %d of item %lld is outside the model's %lld classes", lab_path, lb.data[i], (long long)i,
-                           (long long)L);
+    int64_t N, L = res->n_labels;
+    int rc = eval_check(&im, &lb, img_path, lab_path, limit, L, &N);
     if (rc == CLI_OK) {
         res->pred = (int64_t *)malloc(sizeof(int64_t) * (size_t)N);
-        conf = (int64_t *)calloc((size_t)(L * L), sizeof(int64_t));
         if (logits_out) res->all_logits = (float *)malloc(sizeof(float) * (size_t)(N * L));
-        if (!res->pred || !conf || (logits_out && !res->all_logits)) rc = cli_error("out of memory");
+        if (!res->pred || (logits_out && !res->all_logits)) rc = cli_error("out of memory");
     }
     double t0 = now_s();
     for (int64_t i = 0; i < N && rc == CLI_OK; i++) {
@@ -333,65 +448,7 @@ static int run_eval(runner *r, results *res, const char *img_path, const char *l
     }
     if (rc == CLI_OK) rc = runner_flush(r, on_logits, res);
     double dt = now_s() - t0;
-    if (rc == CLI_OK) {
-        int64_t correct = 0;
-        for (int64_t i = 0; i < N; i++) {
-            conf[lb.data[i] * L + res->pred[i]]++;
-            correct += res->pred[i] == lb.data[i];
-        }
-        fprintf(stderr, "classified %lld images in %.2f s (%.0f images/s, %d threads)\n", (long long)N, dt,
-                dt > 0 ? (double)N / dt : 0.0, attn_get_num_threads());
-        /* table: rows true label, columns predicted */
-        int lw = 5;
-        for (int64_t i = 0; i < L; i++) {
-            int n = (int)strlen(attn_vit_label(r->m, i));
-            lw = n > lw ? n : lw;
-        }
-        if (lw > 24) lw = 24;
-        printf("confusion matrix (rows: true label, columns: predicted label)\n");
-        printf("%*s %-*s", 3, "", lw, "");
-        for (int64_t j = 0; j < L; j++) printf(" %5lld", (long long)j);
-        printf("  recall\n");
-        for (int64_t i = 0; i < L; i++) {
-            int64_t row = 0;
-            for (int64_t j = 0; j < L; j++) row += conf[i * L + j];
-            printf("%3lld %-*.*s", (long long)i, lw, lw, attn_vit_label(r->m, i));
-            for (int64_t j = 0; j < L; j++) printf(" %5lld", (long long)conf[i * L + j]);
-            if (row) printf("  %.4f\n", (double)conf[i * L + i] / (double)row);
-            else printf("  -\n");
-        }
-        if (confusion) {
-            float *cm = (float *)malloc(sizeof(float) * (size_t)(L * L));
-            const char **labels = (const char **)malloc(sizeof(char *) * (size_t)L);
-            if (!cm || !labels) {
-                rc = cli_error("out of memory");
-            } else {
-                for (int64_t i = 0; i < L * L; i++) cm[i] = (float)conf[i];
-                for (int64_t i = 0; i < L; i++) labels[i] = attn_vit_label(r->m, i);
-                attn_tensor t = attn_tensor_f32_2d(cm, L, L);
-                attn_heatmap_opts o = attn_heatmap_opts_default();
-                char title[128];
-                snprintf(title, sizeof title, "confusion matrix, accuracy %.4f (%lld/%lld)", (double)correct / (double)N,
-                         (long long)correct, (long long)N);
-                o.title = title;
-                o.row_labels = labels;
-                o.col_labels = labels;
-                o.y_label = "true label";
-                o.x_label = "predicted label";
-                o.format = cfmt;
-                if (attn_heatmap_write(confusion, &t, &o) < 0) rc = cli_lib_error(NULL);
-            }
-            free(cm);
-            free(labels);
-        }
-        if (rc == CLI_OK && logits_out) {
-            attn_tensor t = attn_tensor_f32_2d(res->all_logits, N, L);
-            if (attn_npy_save(logits_out, &t) < 0) rc = cli_lib_error(NULL);
-        }
-        if (rc == CLI_OK) printf("accuracy: %.4f (%lld/%lld)\n", (double)correct / (double)N, (long long)correct, (long long)N);
-        if (fflush(stdout) != 0 && rc == CLI_OK) rc = cli_error("writing standard output failed");
-    }
-    free(conf);
+    if (rc == CLI_OK) rc = eval_report(r, res, &lb, N, dt, confusion, cfmt, logits_out);
     attn_idx_free(&im);
     attn_idx_free(&lb);
     return rc;
@@ -399,236 +456,179 @@ static int run_eval(runner *r, results *res, const char *img_path, const char *l
 
 /* ---------------------------------------------------------------- main */
 
-int cmd_classify(int argc, char **argv) {
-    const char *model = NULL, *eval_img = NULL, *eval_lab = NULL, *confusion = NULL, *attention = NULL, *logits_out = NULL;
-    int64_t top = 5, batch = 64, threads = 0, index = -1, limit = -1;
-    int native = 0;
-    const char **paths = (const char **)calloc((size_t)argc + 1, sizeof(char *));
-    int npaths = 0;
-    if (!paths) return cli_error("out of memory");
-    cli_args a = cli_args_start(argc, argv, "classify");
-    while (cli_more(&a)) {
-        const char *val;
-        int r;
-        if (cli_help(&a)) {
-            usage(stdout);
-            free(paths);
-            return CLI_OK;
-        } else if ((r = cli_opt(&a, NULL, "--model", &val))) {
-            if (r < 0) goto usage_err;
-            model = val;
-        } else if ((r = cli_opt(&a, NULL, "--top", &val))) {
-            if (r < 0 || cli_parse_i64("classify", "--top", val, 1, 4096, &top) != CLI_OK) goto usage_err;
-        } else if ((r = cli_opt(&a, NULL, "--index", &val))) {
-            if (r < 0 || cli_parse_i64("classify", "--index", val, 0, INT64_MAX / 2, &index) != CLI_OK) goto usage_err;
-        } else if ((r = cli_opt(&a, NULL, "--limit", &val))) {
-            if (r < 0 || cli_parse_i64("classify", "--limit", val, 1, INT64_MAX / 2, &limit) != CLI_OK) goto usage_err;
-        } else if ((r = cli_opt(&a, NULL, "--batch", &val))) {
-            if (r < 0 || cli_parse_i64("classify", "--batch", val, 1, 4096, &batch) != CLI_OK) goto usage_err;
-        } else if ((r = cli_opt(&a, NULL, "--threads", &val))) {
-            if (r < 0 || cli_parse_i64("classify", "--threads", val, 1, 4096, &threads) != CLI_OK) goto usage_err;
-        } else if (cli_flag(&a, NULL, "--native-size")) {
-            native = 1;
-        } else if ((r = cli_opt(&a, NULL, "--eval", &val))) {
-            if (r < 0) goto usage_err;
-            eval_img = val;
-            if (!cli_more(&a) || (a.argv[a.i][0] == '-' && a.argv[a.i][1])) {
-                free(paths);
-                return cli_usage_error("classify", "--eval needs two files: IMAGES.idx[.gz] LABELS.idx[.gz]");
-            }
-            eval_lab = a.argv[a.i++];
-        } else if ((r = cli_opt(&a, NULL, "--confusion", &val))) {
-            if (r < 0) goto usage_err;
-            confusion = val;
-        } else if ((r = cli_opt(&a, NULL, "--attention", &val))) {
-            if (r < 0) goto usage_err;
-            attention = val;
-        } else if ((r = cli_opt(&a, NULL, "--logits", &val))) {
-            if (r < 0) goto usage_err;
-            logits_out = val;
-        } else if (cli_positional(&a, &val)) {
-            paths[npaths++] = val;
-        } else {
-            free(paths);
-            return cli_unknown(&a);
-        }
-    }
-    if (!model || !*model) {
-        free(paths);
-        return cli_usage_error("classify", "--model DIR is required");
-    }
-    if (eval_img && npaths) {
-        free(paths);
+static int check_options(const classify_opts *c, attn_viz_format *afmt, attn_viz_format *cfmt) {
+    if (!c->model || !*c->model) return cli_usage_error("classify", "--model DIR is required");
+    if (c->eval_img && c->npaths)
         return cli_usage_error("classify", "--eval takes its images from the IDX file; drop the IMAGE arguments");
-    }
-    if (!eval_img && !npaths) {
-        free(paths);
-        return cli_usage_error("classify", "give at least one IMAGE, or --eval IMAGES LABELS");
-    }
-    if (confusion && !eval_img) {
-        free(paths);
-        return cli_usage_error("classify", "--confusion needs --eval");
-    }
-    if (attention && eval_img) {
-        free(paths);
-        return cli_usage_error("classify", "--attention works on one IMAGE, not with --eval");
-    }
-    if (eval_img && index >= 0) {
-        free(paths);
-        return cli_usage_error("classify", "--index does not apply to --eval (use --limit)");
-    }
+    if (!c->eval_img && !c->npaths) return cli_usage_error("classify", "give at least one IMAGE, or --eval IMAGES LABELS");
+    if (c->confusion && !c->eval_img) return cli_usage_error("classify", "--confusion needs --eval");
+    if (c->attention && c->eval_img) return cli_usage_error("classify", "--attention works on one IMAGE, not with --eval");
+    if (c->eval_img && c->index >= 0) return cli_usage_error("classify", "--index does not apply to --eval (use --limit)");
     /* picture formats from the extensions (.png, .svg, .pdf) */
-    attn_viz_format afmt = ATTN_VIZ_PNG, cfmt = ATTN_VIZ_PNG;
-    if ((attention && attn_viz_format_from_path(&afmt, attention) < 0) ||
-        (confusion && attn_viz_format_from_path(&cfmt, confusion) < 0)) {
-        free(paths);
+    if ((c->attention && attn_viz_format_from_path(afmt, c->attention) < 0) ||
+        (c->confusion && attn_viz_format_from_path(cfmt, c->confusion) < 0))
         return cli_usage_error("classify", "--attention and --confusion write .png, .svg or .pdf files");
-    }
-    /* outputs: refused up front when they clash with each other or an input; written to
-     * staging files and committed together only when the whole run succeeded */
-    cli_outputs outs;
-    cli_outputs_init(&outs, "classify");
-    char heads[4200] = "", user_heads[4200] = ""; /* staging path / the user's path of the heads grid */
-    if (attention) heads_path(user_heads, sizeof user_heads, attention);
-    {
-        int r;
-        if ((r = cli_output_add(&outs, "--confusion", confusion, 1)) || (r = cli_output_add(&outs, "--attention", attention, 1)) ||
-            (r = cli_output_add(&outs, "--attention (heads)", attention ? user_heads : NULL, 1)) ||
-            (r = cli_output_add(&outs, "--logits", logits_out, 1)) || (r = cli_output_input(&outs, "--model", model)) ||
-            (r = cli_output_input(&outs, "--eval", eval_img)) || (r = cli_output_input(&outs, "--eval", eval_lab))) {
-            free(paths);
-            return cli_outputs_finish(&outs, r);
-        }
-        for (int i = 0; i < npaths; i++)
-            if ((r = cli_output_input(&outs, "IMAGE", paths[i]))) {
-                free(paths);
-                return cli_outputs_finish(&outs, r);
-            }
-    }
-    /* staging paths of the declared outputs (in declaration order) */
-    const char *user_attention = attention;
-    {
-        int k = 0, bad = 0;
-        if (confusion) bad |= !(confusion = cli_output_path(&outs, k++));
-        if (attention) {
-            bad |= !(attention = cli_output_path(&outs, k++));
-            const char *hp = cli_output_path(&outs, k++);
-            bad |= !hp;
-            snprintf(heads, sizeof heads, "%s", hp ? hp : "");
-        }
-        if (logits_out) bad |= !(logits_out = cli_output_path(&outs, k++));
-        if (bad) { /* cli_output_path printed why */
-            free(paths);
-            return cli_outputs_finish(&outs, CLI_FAIL);
-        }
-    }
-    if (threads > 0) attn_set_num_threads((int)threads);
+    return CLI_OK;
+}
 
-    int rc = CLI_OK;
-    runner r;
-    memset(&r, 0, sizeof r);
-    results res;
-    memset(&res, 0, sizeof res);
+/* the files written: the user's paths and, once staged, the staging files the writers use */
+typedef struct {
+    const char *confusion, *attention, *logits;  /* staging files */
+    const char *user_attention;
+    char heads[4200], user_heads[4200];          /* the heads grid beside --attention */
+} classify_files;
+
+/* outputs: refused up front when they clash with each other or an input; written to staging
+ * files and committed together only when the whole run succeeded */
+static int declare_outputs(const classify_opts *c, cli_outputs *outs, classify_files *f) {
+    int r;
+    memset(f, 0, sizeof *f);
+    if (c->attention) heads_path(f->user_heads, sizeof f->user_heads, c->attention);
+    if ((r = cli_output_add(outs, "--confusion", c->confusion, 1)) || (r = cli_output_add(outs, "--attention", c->attention, 1)) ||
+        (r = cli_output_add(outs, "--attention (heads)", c->attention ? f->user_heads : NULL, 1)) ||
+        (r = cli_output_add(outs, "--logits", c->logits_out, 1)) || (r = cli_output_input(outs, "--model", c->model)) ||
+        (r = cli_output_input(outs, "--eval", c->eval_img)) || (r = cli_output_input(outs, "--eval", c->eval_lab)))
+        return r;
+    for (int i = 0; i < c->npaths; i++)
+        if ((r = cli_output_input(outs, "IMAGE", c->paths[i]))) return r;
+    /* staging paths of the declared outputs (in declaration order) */
+    int k = 0, bad = 0;
+    f->user_attention = c->attention;
+    if (c->confusion) bad |= !(f->confusion = cli_output_path(outs, k++));
+    if (c->attention) {
+        bad |= !(f->attention = cli_output_path(outs, k++));
+        const char *hp = cli_output_path(outs, k++);
+        bad |= !hp;
+        snprintf(f->heads, sizeof f->heads, "%s", hp ? hp : "");
+    }
+    if (c->logits_out) bad |= !(f->logits = cli_output_path(outs, k++));
+    return bad ? CLI_FAIL : CLI_OK; /* cli_output_path printed why */
+}
+
+/* the model and the batch buffers */
+static int runner_start(runner *r, results *res, const classify_opts *c) {
+    if (attn_vit_load(&r->m, c->model) < 0) return cli_lib_error("loading the model");
+    r->cfg = attn_vit_get_config(r->m);
+    r->native = c->native;
+    r->batch = c->batch;
+    res->m = r->m;
+    res->n_labels = r->cfg->n_labels;
+    res->top = c->top;
+    if (res->n_labels < 1)
+        return cli_error("%s has no classifier (a ViTModel checkpoint); classify needs ViTForImageClassification", c->model);
+    if (res->n_labels > 4096)
+        return cli_error("%s has %lld labels; at most 4096 are supported", c->model, (long long)res->n_labels);
+    r->logits = (float *)malloc(sizeof(float) * (size_t)(c->batch * res->n_labels));
+    if (!r->logits) return cli_error("out of memory");
+    return CLI_OK;
+}
+
+/* "FILE" per image, "FILE[i]" per item of an IDX input, into names[total] (text in *buf) */
+static int item_names(const inputs *in, const char *const *paths, int64_t total, const char ***names, char **buf) {
+    *names = (const char **)malloc(sizeof(char *) * (size_t)total);
+    size_t nb = 0;
+    for (int i = 0; i < in->n; i++) nb += in->in[i].is_idx ? (size_t)in->in[i].n * (strlen(paths[i]) + 24) : strlen(paths[i]) + 1;
+    *buf = (char *)malloc(nb + 1);
+    if (!*names || !*buf) return cli_error("out of memory");
+    char *p = *buf;
+    int64_t k = 0;
+    for (int i = 0; i < in->n; i++)
+        for (int64_t j = 0; j < in->in[i].n; j++) {
+            (*names)[k++] = p;
+            if (in->in[i].is_idx) p += sprintf(p, "%s[%lld]", paths[i], (long long)(in->in[i].first + j)) + 1;
+            else p += sprintf(p, "%s", paths[i]) + 1;
+        }
+    return CLI_OK;
+}
+
+/* classify the IMAGE arguments: the top labels of each, --attention and --logits */
+static int classify_images(runner *r, results *res, const classify_opts *c, const classify_files *f, attn_viz_format afmt) {
     inputs in = {0};
     const char **names = NULL;
     char *namebuf = NULL;
-    attn_arena_init(&r.arena, 4 << 20);
-    if (attn_vit_load(&r.m, model) < 0) {
-        rc = cli_lib_error("loading the model");
-        goto done;
-    }
-    r.cfg = attn_vit_get_config(r.m);
-    r.native = native;
-    r.batch = batch;
-    res.m = r.m;
-    res.n_labels = r.cfg->n_labels;
-    res.top = top;
-    if (res.n_labels < 1) {
-        rc = cli_error("%s has no classifier (a ViTModel checkpoint); classify needs ViTForImageClassification", model);
-        goto done;
-    }
-    if (res.n_labels > 4096) {
-        rc = cli_error("%s has %lld labels; at most 4096 are supported", model, (long long)res.n_labels);
-        goto done;
-    }
-    r.logits = (float *)malloc(sizeof(float) * (size_t)(batch * res.n_labels));
-    if (!r.logits) {
-        rc = cli_error("out of memory");
-        goto done;
-    }
-    if (eval_img) {
-        rc = run_eval(&r, &res, eval_img, eval_lab, limit, confusion, cfmt, logits_out);
-        goto done;
-    }
-
-    /* classify files */
-    in.in = (input *)calloc((size_t)npaths, sizeof(input));
-    if (!in.in) {
-        rc = cli_error("out of memory");
-        goto done;
-    }
+    int rc = CLI_OK;
+    in.in = (input *)calloc((size_t)c->npaths, sizeof(input));
+    if (!in.in) return cli_error("out of memory");
     int64_t total = 0;
-    for (int i = 0; i < npaths && rc == CLI_OK; i++) {
+    for (int i = 0; i < c->npaths && rc == CLI_OK; i++) {
         in.n = i + 1;
-        rc = load_input(&in.in[i], paths[i], index, limit);
+        rc = load_input(&in.in[i], c->paths[i], c->index, c->limit);
         total += in.in[i].n;
     }
     if (rc != CLI_OK) goto done;
-    if (attention && total != 1) {
+    if (c->attention && total != 1) {
         rc = cli_usage_error("classify", "--attention needs exactly one image (%lld given; use --index for an IDX file)",
                              (long long)total);
         goto done;
     }
-    names = (const char **)malloc(sizeof(char *) * (size_t)total);
-    size_t nb = 0;
-    for (int i = 0; i < in.n; i++) nb += in.in[i].is_idx ? (size_t)in.in[i].n * (strlen(paths[i]) + 24) : strlen(paths[i]) + 1;
-    namebuf = (char *)malloc(nb + 1);
-    if (logits_out) res.all_logits = (float *)malloc(sizeof(float) * (size_t)(total * res.n_labels));
-    if (!names || !namebuf || (logits_out && !res.all_logits)) {
+    if (c->logits_out) res->all_logits = (float *)malloc(sizeof(float) * (size_t)(total * res->n_labels));
+    if ((rc = item_names(&in, c->paths, total, &names, &namebuf)) != CLI_OK) goto done;
+    if (c->logits_out && !res->all_logits) {
         rc = cli_error("out of memory");
         goto done;
     }
-    {
-        char *p = namebuf;
-        int64_t k = 0;
-        for (int i = 0; i < in.n; i++)
-            for (int64_t j = 0; j < in.in[i].n; j++) {
-                names[k++] = p;
-                if (in.in[i].is_idx) p += sprintf(p, "%s[%lld]", paths[i], (long long)(in.in[i].first + j)) + 1;
-                else p += sprintf(p, "%s", paths[i]) + 1;
-            }
-    }
-    res.names = names;
+    res->names = names;
     int64_t k = 0;
     for (int i = 0; i < in.n && rc == CLI_OK; i++)
         for (int64_t j = 0; j < in.in[i].n && rc == CLI_OK; j++, k++) {
             attn_image img;
             input_item(&img, &in.in[i], j);
-            rc = runner_add(&r, &img, names[k], on_logits, &res);
-            if (rc == CLI_OK && attention) {
-                /* uses the batch slot just filled: before the batch is flushed */
-                rc = write_attention(&r, &img, names[k], attention, heads, user_attention, user_heads, afmt);
-            }
+            rc = runner_add(r, &img, names[k], on_logits, res);
+            if (rc == CLI_OK && c->attention) /* uses the batch slot just filled: before the batch is flushed */
+                rc = write_attention(r, &img, names[k], f->attention, f->heads, f->user_attention, f->user_heads, afmt);
         }
-    if (rc == CLI_OK) rc = runner_flush(&r, on_logits, &res);
-    if (rc == CLI_OK && logits_out) {
-        attn_tensor t = attn_tensor_f32_2d(res.all_logits, total, res.n_labels);
-        if (attn_npy_save(logits_out, &t) < 0) rc = cli_lib_error(NULL);
+    if (rc == CLI_OK) rc = runner_flush(r, on_logits, res);
+    if (rc == CLI_OK && c->logits_out) {
+        attn_tensor t = attn_tensor_f32_2d(res->all_logits, total, res->n_labels);
+        if (attn_npy_save(f->logits, &t) < 0) rc = cli_lib_error(NULL);
     }
     if (fflush(stdout) != 0 && rc == CLI_OK) rc = cli_error("writing standard output failed");
 done:
-    free(res.all_logits);
-    free(res.pred);
     free(names);
     free(namebuf);
     inputs_free(&in);
+    return rc;
+}
+
+static int classify_run(const classify_opts *c, const classify_files *f, attn_viz_format afmt, attn_viz_format cfmt) {
+    runner r;
+    memset(&r, 0, sizeof r);
+    results res;
+    memset(&res, 0, sizeof res);
+    attn_arena_init(&r.arena, 4 << 20);
+    int rc = runner_start(&r, &res, c);
+    if (rc == CLI_OK && c->eval_img) rc = run_eval(&r, &res, c->eval_img, c->eval_lab, c->limit, f->confusion, cfmt, f->logits);
+    else if (rc == CLI_OK) rc = classify_images(&r, &res, c, f, afmt);
+    free(res.all_logits);
+    free(res.pred);
     free(r.pixels);
     free(r.logits);
     attn_vit_free(r.m);
     attn_arena_free(&r.arena);
-    free(paths);
+    return rc;
+}
+
+int cmd_classify(int argc, char **argv) {
+    classify_opts c;
+    memset(&c, 0, sizeof c);
+    c.top = 5, c.batch = 64, c.index = -1, c.limit = -1;
+    c.paths = (const char **)calloc((size_t)argc + 1, sizeof(char *));
+    if (!c.paths) return cli_error("out of memory");
+    attn_viz_format afmt = ATTN_VIZ_PNG, cfmt = ATTN_VIZ_PNG;
+    int rc = cli_parse(argc, argv, "classify", options, &c, NULL, NULL, image_path, usage);
+    if (rc == CLI_OK) rc = check_options(&c, &afmt, &cfmt);
+    if (rc != CLI_OK) {
+        free(c.paths);
+        return cli_parsed(rc);
+    }
+    cli_outputs outs;
+    cli_outputs_init(&outs, "classify");
+    classify_files f;
+    rc = declare_outputs(&c, &outs, &f);
+    if (rc == CLI_OK) {
+        if (c.threads > 0) attn_set_num_threads((int)c.threads);
+        rc = classify_run(&c, &f, afmt, cfmt);
+    }
+    free(c.paths);
     return cli_outputs_finish(&outs, rc);
-usage_err:
-    free(paths);
-    return CLI_USAGE;
 }

@@ -36,36 +36,23 @@ static int cmp_d(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static void usage_sdpa(FILE *f) {
-    fprintf(f,
-            "Usage: attn bench sdpa [options]\n"
-            "       attn bench embed --model DIR [options]\n"
-            "\n"
-            "sdpa: times attn_sdpa on random [B, H, L, D] tensors and prints, per configuration,\n"
-            "the best and median time and the useful GFLOP/s (4*B*H*D*visible pairs / best time).\n"
-            "  --B N            batch (default 1)\n"
-            "  --H N[,N..]      query heads (default 8)\n"
-            "  --Hkv N          key/value heads (default H; must divide H)\n"
-            "  --L N[,N..]      key length Lk (default 4096)\n"
-            "  --Lq N[,N..]     query length (default L; 1 = decode against a KV cache of L)\n"
-            "  --D N[,N..]      head_dim (default 64)\n"
-            "  --causal         bottom-right causal mask\n"
-            "  --dtype LIST     fp32 | bf16 | fp16 for q, k, v (out is float32; default fp32)\n"
-            "  --threads N[,N..] threads (default: all cores)\n"
-            "  --impl NAME      fused (default) | reference\n"
-            "  --min-time S     seconds of timed calls per configuration (default 1)\n"
-            "  --reps N         at most N timed calls (default 100)\n"
-            "ATTN_SIMD=avx512|avx2|portable forces the fused kernel's path; the line names the path.\n"
-            "The last line is 'GFLOP/s: X' (the last configuration).\n"
-            "\n"
-            "embed: embeds a built-in set of sentences and prints sentences/s (best pass).\n"
-            "  --model DIR      sentence-transformers BERT model directory (required)\n"
-            "  --threads N      threads (default: all cores)\n"
-            "  --batch N        sentences per forward pass (default 32)\n"
-            "  --sentences N    size of the built-in set (default 256)\n"
-            "  --min-time S     seconds of timed passes (default 2)\n"
-            "The last line is 'sentences/s: X'.\n");
-}
+/* up to 16 comma-separated values of an option */
+typedef struct {
+    int64_t v[16];
+    int n;
+} int_list;
+
+typedef struct {
+    /* sdpa */
+    int64_t B, Hkv, reps;
+    int_list H, L, Lq, D, T;
+    attn_dtype dts[16];
+    int nDt, causal, impl;
+    float min_time;
+    /* embed */
+    const char *model;
+    int64_t threads, batch, nsent;
+} bench_opts;
 
 /* parse "a,b,c" into up to 16 integers in [lo, hi] */
 static int parse_list(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *v, int *n) {
@@ -82,6 +69,85 @@ static int parse_list(const char *opt, const char *s, int64_t lo, int64_t hi, in
     }
     if (*n == 0) return cli_usage_error("bench", "%s: no value", opt);
     return CLI_OK;
+}
+
+static int list_opt(const cli_option *o, cli_args *a, const char *val, void *field, void *base) {
+    int_list *l = (int_list *)field;
+    return parse_list(o->name, val, o->lo, o->hi, l->v, &l->n) != CLI_OK ? CLI_USAGE : CLI_OK;
+}
+
+static int dtype_list_opt(const cli_option *o, cli_args *a, const char *val, void *field, void *base) {
+    bench_opts *b = (bench_opts *)base;
+    char buf[128];
+    if (strlen(val) >= sizeof buf) return cli_usage_error("bench", "--dtype: list too long");
+    if (!*val || val[0] == ',' || val[strlen(val) - 1] == ',' || strstr(val, ",,"))
+        return cli_usage_error("bench", "--dtype: empty value in '%s'", val);
+    strcpy(buf, val);
+    b->nDt = 0;
+    for (char *tok = strtok(buf, ","); tok && b->nDt < 16; tok = strtok(NULL, ",")) {
+        if (!strcmp(tok, "fp32") || !strcmp(tok, "float32")) b->dts[b->nDt++] = ATTN_F32;
+        else if (!strcmp(tok, "bf16") || !strcmp(tok, "bfloat16")) b->dts[b->nDt++] = ATTN_BF16;
+        else if (!strcmp(tok, "fp16") || !strcmp(tok, "float16")) b->dts[b->nDt++] = ATTN_F16;
+        else return cli_usage_error("bench", "--dtype must be fp32, bf16 or fp16, got '%s'", tok);
+    }
+    if (b->nDt == 0) return cli_usage_error("bench", "--dtype: no value");
+    return CLI_OK;
+}
+
+static int min_time_opt(const cli_option *o, cli_args *a, const char *val, void *field, void *base) {
+    float *t = (float *)field;
+    if (cli_parse_f32("bench", "--min-time", val, t) != CLI_OK) return CLI_USAGE;
+    if (*t < 0 || *t > 3600) return cli_usage_error("bench", "--min-time must be in 0..3600");
+    return CLI_OK;
+}
+
+#define F(f) offsetof(bench_opts, f)
+static const char *const impls[] = {"fused", "reference", NULL};
+static const int impl_ids[] = {ATTN_IMPL_FUSED, ATTN_IMPL_REFERENCE};
+static const cli_option sdpa_options[] = {
+    {"--B", NULL, CLI_I64, F(B), 1, 1 << 20, .help = "  --B N            batch (default 1)\n"},
+    {"--H", NULL, CLI_CALL, F(H), 1, 1 << 16, .fn = list_opt, .takes_value = 1, .help = "  --H N[,N..]      query heads (default 8)\n"},
+    {"--Hkv", NULL, CLI_I64, F(Hkv), 1, 1 << 16, .help = "  --Hkv N          key/value heads (default H; must divide H)\n"},
+    {"--L", NULL, CLI_CALL, F(L), 1, (int64_t)1 << 24, .fn = list_opt, .takes_value = 1,
+     .help = "  --L N[,N..]      key length Lk (default 4096)\n"},
+    {"--Lq", NULL, CLI_CALL, F(Lq), 1, (int64_t)1 << 24, .fn = list_opt, .takes_value = 1,
+     .help = "  --Lq N[,N..]     query length (default L; 1 = decode against a KV cache of L)\n"},
+    {"--D", NULL, CLI_CALL, F(D), 1, 1 << 16, .fn = list_opt, .takes_value = 1, .help = "  --D N[,N..]      head_dim (default 64)\n"},
+    {"--causal", NULL, CLI_FLAG, F(causal), 1, .help = "  --causal         bottom-right causal mask\n"},
+    {"--dtype", NULL, CLI_CALL, 0, .fn = dtype_list_opt, .takes_value = 1,
+     .help = "  --dtype LIST     fp32 | bf16 | fp16 for q, k, v (out is float32; default fp32)\n"},
+    {"--threads", NULL, CLI_CALL, F(T), 1, 4096, .fn = list_opt, .takes_value = 1,
+     .help = "  --threads N[,N..] threads (default: all cores)\n"},
+    {"--impl", NULL, CLI_CHOICE, F(impl), .choices = impls, .values = impl_ids,
+     .help = "  --impl NAME      fused (default) | reference\n"},
+    {"--min-time", NULL, CLI_CALL, F(min_time), .fn = min_time_opt, .takes_value = 1,
+     .help = "  --min-time S     seconds of timed calls per configuration (default 1)\n"},
+    {"--reps", NULL, CLI_I64, F(reps), 3, 1000000, .help = "  --reps N         at most N timed calls (default 100)\n"},
+    {0}};
+static const cli_option embed_options[] = {
+    {"--model", NULL, CLI_STR, F(model), .help = "  --model DIR      sentence-transformers BERT model directory (required)\n"},
+    {"--threads", NULL, CLI_I64, F(threads), 1, 4096, .help = "  --threads N      threads (default: all cores)\n"},
+    {"--batch", NULL, CLI_I64, F(batch), 1, 4096, .help = "  --batch N        sentences per forward pass (default 32)\n"},
+    {"--sentences", NULL, CLI_I64, F(nsent), 1, 100000, .help = "  --sentences N    size of the built-in set (default 256)\n"},
+    {"--min-time", NULL, CLI_CALL, F(min_time), .fn = min_time_opt, .takes_value = 1,
+     .help = "  --min-time S     seconds of timed passes (default 2)\n"},
+    {0}};
+
+static void usage_sdpa(FILE *f) {
+    fprintf(f,
+            "Usage: attn bench sdpa [options]\n"
+            "       attn bench embed --model DIR [options]\n"
+            "\n"
+            "sdpa: times attn_sdpa on random [B, H, L, D] tensors and prints, per configuration,\n"
+            "the best and median time and the useful GFLOP/s (4*B*H*D*visible pairs / best time).\n");
+    cli_print_options(f, sdpa_options);
+    fprintf(f,
+            "ATTN_SIMD=avx512|avx2|portable forces the fused kernel's path; the line names the path.\n"
+            "The last line is 'GFLOP/s: X' (the last configuration).\n"
+            "\n"
+            "embed: embeds a built-in set of sentences and prints sentences/s (best pass).\n");
+    cli_print_options(f, embed_options);
+    fprintf(f, "The last line is 'sentences/s: X'.\n");
 }
 
 static void fill_uniform(float *x, size_t n, uint64_t *s) {
@@ -164,64 +230,15 @@ done:
 }
 
 static int bench_sdpa(int argc, char **argv) {
-    int64_t Bv = 1, Hkv = 0, reps = 100;
-    int64_t Hs[16] = {8}, Ls[16] = {4096}, Lqs[16] = {0}, Ds[16] = {64}, Ts[16] = {0};
-    int nH = 1, nL = 1, nLq = 1, nD = 1, nT = 1, nDt = 1, causal = 0;
-    attn_dtype dts[16] = {ATTN_F32};
-    attn_impl impl = ATTN_IMPL_FUSED;
-    float min_time = 1.0f;
-    cli_args a = cli_args_start(argc, argv, "bench");
-    while (cli_more(&a)) {
-        const char *val = NULL;
-        int r;
-        if (cli_help(&a)) {
-            usage_sdpa(stdout);
-            return CLI_OK;
-        } else if (cli_flag(&a, NULL, "--causal")) {
-            causal = 1;
-        } else if ((r = cli_opt(&a, NULL, "--B", &val))) {
-            if (r < 0 || cli_parse_i64("bench", "--B", val, 1, 1 << 20, &Bv) != CLI_OK) return CLI_USAGE;
-        } else if ((r = cli_opt(&a, NULL, "--Hkv", &val))) {
-            if (r < 0 || cli_parse_i64("bench", "--Hkv", val, 1, 1 << 16, &Hkv) != CLI_OK) return CLI_USAGE;
-        } else if ((r = cli_opt(&a, NULL, "--H", &val))) {
-            if (r < 0 || parse_list("--H", val, 1, 1 << 16, Hs, &nH) != CLI_OK) return CLI_USAGE;
-        } else if ((r = cli_opt(&a, NULL, "--L", &val))) {
-            if (r < 0 || parse_list("--L", val, 1, (int64_t)1 << 24, Ls, &nL) != CLI_OK) return CLI_USAGE;
-        } else if ((r = cli_opt(&a, NULL, "--Lq", &val))) {
-            if (r < 0 || parse_list("--Lq", val, 1, (int64_t)1 << 24, Lqs, &nLq) != CLI_OK) return CLI_USAGE;
-        } else if ((r = cli_opt(&a, NULL, "--D", &val))) {
-            if (r < 0 || parse_list("--D", val, 1, 1 << 16, Ds, &nD) != CLI_OK) return CLI_USAGE;
-        } else if ((r = cli_opt(&a, NULL, "--threads", &val))) {
-            if (r < 0 || parse_list("--threads", val, 1, 4096, Ts, &nT) != CLI_OK) return CLI_USAGE;
-        } else if ((r = cli_opt(&a, NULL, "--reps", &val))) {
-            if (r < 0 || cli_parse_i64("bench", "--reps", val, 3, 1000000, &reps) != CLI_OK) return CLI_USAGE;
-        } else if ((r = cli_opt(&a, NULL, "--min-time", &val))) {
-            if (r < 0 || cli_parse_f32("bench", "--min-time", val, &min_time) != CLI_OK) return CLI_USAGE;
-            if (min_time < 0 || min_time > 3600) return cli_usage_error("bench", "--min-time must be in 0..3600");
-        } else if ((r = cli_opt(&a, NULL, "--impl", &val))) {
-            if (r < 0) return CLI_USAGE;
-            if (!strcmp(val, "fused")) impl = ATTN_IMPL_FUSED;
-            else if (!strcmp(val, "reference")) impl = ATTN_IMPL_REFERENCE;
-            else return cli_usage_error("bench", "--impl must be fused or reference, got '%s'", val);
-        } else if ((r = cli_opt(&a, NULL, "--dtype", &val))) {
-            if (r < 0) return CLI_USAGE;
-            char buf[128];
-            if (strlen(val) >= sizeof buf) return cli_usage_error("bench", "--dtype: list too long");
-            if (!*val || val[0] == ',' || val[strlen(val) - 1] == ',' || strstr(val, ",,"))
-                return cli_usage_error("bench", "--dtype: empty value in '%s'", val);
-            strcpy(buf, val);
-            nDt = 0;
-            for (char *tok = strtok(buf, ","); tok && nDt < 16; tok = strtok(NULL, ",")) {
-                if (!strcmp(tok, "fp32") || !strcmp(tok, "float32")) dts[nDt++] = ATTN_F32;
-                else if (!strcmp(tok, "bf16") || !strcmp(tok, "bfloat16")) dts[nDt++] = ATTN_BF16;
-                else if (!strcmp(tok, "fp16") || !strcmp(tok, "float16")) dts[nDt++] = ATTN_F16;
-                else return cli_usage_error("bench", "--dtype must be fp32, bf16 or fp16, got '%s'", tok);
-            }
-            if (nDt == 0) return cli_usage_error("bench", "--dtype: no value");
-        } else {
-            return cli_unknown(&a);
-        }
-    }
+    bench_opts b = {.B = 1, .reps = 100, .H = {{8}, 1}, .L = {{4096}, 1}, .Lq = {{0}, 1}, .D = {{64}, 1}, .T = {{0}, 1},
+                    .dts = {ATTN_F32}, .nDt = 1, .impl = ATTN_IMPL_FUSED, .min_time = 1.0f};
+    int rc = cli_parse(argc, argv, "bench", sdpa_options, &b, NULL, NULL, NULL, usage_sdpa);
+    if (rc != CLI_OK) return cli_parsed(rc);
+    const int64_t Bv = b.B, Hkv = b.Hkv, reps = b.reps, *Hs = b.H.v, *Ls = b.L.v, *Lqs = b.Lq.v, *Ds = b.D.v, *Ts = b.T.v;
+    const int nH = b.H.n, nL = b.L.n, nLq = b.Lq.n, nD = b.D.n, nT = b.T.n, nDt = b.nDt, causal = b.causal;
+    const attn_dtype *dts = b.dts;
+    const attn_impl impl = (attn_impl)b.impl;
+    const float min_time = b.min_time;
     double last = -1;
     for (int iL = 0; iL < nL; iL++)
         for (int iLq = 0; iLq < nLq; iLq++)
@@ -254,32 +271,12 @@ static const char *const bench_words[] = {
 };
 
 static int bench_embed(int argc, char **argv) {
-    const char *model = NULL;
-    int64_t threads = 0, batch = 32, nsent = 256;
-    float min_time = 2.0f;
-    cli_args a = cli_args_start(argc, argv, "bench");
-    while (cli_more(&a)) {
-        const char *val = NULL;
-        int r;
-        if (cli_help(&a)) {
-            usage_sdpa(stdout);
-            return CLI_OK;
-        } else if ((r = cli_opt(&a, NULL, "--model", &val))) {
-            if (r < 0) return CLI_USAGE;
-            model = val;
-        } else if ((r = cli_opt(&a, NULL, "--threads", &val))) {
-            if (r < 0 || cli_parse_i64("bench", "--threads", val, 1, 4096, &threads) != CLI_OK) return CLI_USAGE;
-        } else if ((r = cli_opt(&a, NULL, "--batch", &val))) {
-            if (r < 0 || cli_parse_i64("bench", "--batch", val, 1, 4096, &batch) != CLI_OK) return CLI_USAGE;
-        } else if ((r = cli_opt(&a, NULL, "--sentences", &val))) {
-            if (r < 0 || cli_parse_i64("bench", "--sentences", val, 1, 100000, &nsent) != CLI_OK) return CLI_USAGE;
-        } else if ((r = cli_opt(&a, NULL, "--min-time", &val))) {
-            if (r < 0 || cli_parse_f32("bench", "--min-time", val, &min_time) != CLI_OK) return CLI_USAGE;
-            if (min_time < 0 || min_time > 3600) return cli_usage_error("bench", "--min-time must be in 0..3600");
-        } else {
-            return cli_unknown(&a);
-        }
-    }
+    bench_opts b = {.batch = 32, .nsent = 256, .min_time = 2.0f};
+    int prc = cli_parse(argc, argv, "bench", embed_options, &b, NULL, NULL, NULL, usage_sdpa);
+    if (prc != CLI_OK) return cli_parsed(prc);
+    const char *model = b.model;
+    const int64_t threads = b.threads, batch = b.batch, nsent = b.nsent;
+    const float min_time = b.min_time;
     if (!model) return cli_usage_error("bench", "bench embed needs --model DIR");
     if (threads > 0) attn_set_num_threads((int)threads);
     attn_bert *m = NULL;

@@ -9,6 +9,29 @@
 #include <string.h>
 #include <unistd.h>
 
+typedef struct {
+    const char *model, *system, *tmpl, *message;
+} chat_opts;
+
+#define F(f) offsetof(chat_opts, f)
+static const cli_option options[] = {
+    {"--model", NULL, CLI_STR, F(model), .help = "  --model FILE        GGUF instruct model (e.g. SmolLM2-135M-Instruct)\n"},
+    {"--system", NULL, CLI_STR, F(system), .help = "  --system TEXT       system message (default: the template's own)\n"},
+    {"--template", NULL, CLI_STR, F(tmpl), .help = "  --template NAME     chatml\n"},
+    CLI_HELP_LINE("  -n N                at most N tokens per reply (default 256)\n"
+                  "  --temp T            temperature, 0 = greedy (default 0 for chat)\n"
+                  "  --top-k K, --top-p P, --min-p P, --repeat-penalty R, --seed S, --stop STR, --threads N\n"
+                  "                      as for attn generate\n"
+                  "  -h, --help          this help\n"), /* llm_options (llm.c): the sampling options */
+    {0}};
+
+static int one_message(void *base, const char *verb, const char *arg) {
+    chat_opts *c = (chat_opts *)base;
+    if (c->message) return cli_usage_error(verb, "one MESSAGE only (quote it)");
+    c->message = arg;
+    return CLI_OK;
+}
+
 static void usage(FILE *f) {
     fprintf(f,
             "Usage: attn chat --model FILE.gguf [--system TEXT] [--template chatml] [options] [MESSAGE]\n"
@@ -19,15 +42,8 @@ static void usage(FILE *f) {
             "line or end of input ends it); otherwise the whole standard input is the message.\n"
             "A template attn does not know is an error; --template chatml uses ChatML anyway.\n"
             "\n"
-            "Options:\n"
-            "  --model FILE        GGUF instruct model (e.g. SmolLM2-135M-Instruct)\n"
-            "  --system TEXT       system message (default: the template's own)\n"
-            "  --template NAME     chatml\n"
-            "  -n N                at most N tokens per reply (default 256)\n"
-            "  --temp T            temperature, 0 = greedy (default 0 for chat)\n"
-            "  --top-k K, --top-p P, --min-p P, --repeat-penalty R, --seed S, --stop STR, --threads N\n"
-            "                      as for attn generate\n"
-            "  -h, --help          this help\n");
+            "Options:\n");
+    cli_print_options(f, options);
 }
 
 static int encode_append(llm_ctx *c, const char *text, int32_t **ids, int64_t *n) {
@@ -94,35 +110,13 @@ static int check_message(const char *m, size_t n) {
 }
 
 int cmd_chat(int argc, char **argv) {
-    const char *model = NULL, *system = NULL, *tmpl = NULL, *message = NULL;
+    chat_opts co = {NULL, NULL, NULL, NULL};
     llm_opts o;
     llm_opts_default(&o, 256);
     o.sp.temperature = 0.0f;
-    cli_args a = cli_args_start(argc, argv, "chat");
-    while (cli_more(&a)) {
-        const char *val;
-        int r;
-        if (cli_help(&a)) {
-            usage(stdout);
-            return CLI_OK;
-        } else if ((r = cli_opt(&a, NULL, "--model", &val))) {
-            if (r < 0) return CLI_USAGE;
-            model = val;
-        } else if ((r = cli_opt(&a, NULL, "--system", &val))) {
-            if (r < 0) return CLI_USAGE;
-            system = val;
-        } else if ((r = cli_opt(&a, NULL, "--template", &val))) {
-            if (r < 0) return CLI_USAGE;
-            tmpl = val;
-        } else if ((r = llm_parse_opt(&a, "chat", &o))) {
-            if (r < 0) return CLI_USAGE;
-        } else if (cli_positional(&a, &val)) {
-            if (message) return cli_usage_error("chat", "one MESSAGE only (quote it)");
-            message = val;
-        } else {
-            return cli_unknown(&a);
-        }
-    }
+    int pr = cli_parse(argc, argv, "chat", options, &co, llm_options, &o, one_message, usage);
+    if (pr != CLI_OK) return cli_parsed(pr);
+    const char *model = co.model, *system = co.system, *tmpl = co.tmpl, *message = co.message;
     if (!model) return cli_usage_error("chat", "--model FILE is required");
     if (tmpl && strcmp(tmpl, "chatml") != 0) return cli_usage_error("chat", "unknown --template '%s' (known: chatml)", tmpl);
     llm_ctx c;

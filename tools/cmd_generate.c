@@ -8,6 +8,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+typedef struct {
+    const char *model, *tokp, *prompt;
+} generate_opts;
+
+#define F(f) offsetof(generate_opts, f)
+static const cli_option options[] = {
+    {"--model", NULL, CLI_STR, F(model), .help = "  --model FILE        GGUF (llama architecture) or llama2.c checkpoint\n"},
+    {"--tokenizer", NULL, CLI_STR, F(tokp), .help = "  --tokenizer FILE    llama2.c tokenizer.bin (llama2.c checkpoints only)\n"},
+    {"--prompt", "-p", CLI_STR, F(prompt), .help = "  -p, --prompt TEXT   prompt (UTF-8)\n"},
+    CLI_HELP_LINE("  -n N                tokens to generate (default 128, >= 1)\n"
+                  "  --temp T            temperature, 0 = greedy (default 0.8)\n"
+                  "  --top-k K           keep the K most likely tokens, 0 = off (default 40)\n"
+                  "  --top-p P           nucleus sampling mass in (0, 1] (default 0.95)\n"
+                  "  --min-p P           drop tokens below P x the top probability (default 0.05)\n"
+                  "  --repeat-penalty R  CTRL repetition penalty over the last 64 tokens, 1 = off (default 1)\n"
+                  "  --seed S            random seed (default: the time)\n"
+                  "  --stop STR          stop when the generated text contains STR (not printed)\n"
+                  "  --threads N         worker threads (default: all cores)\n"
+                  "  -h, --help          this help\n"), /* llm_options (llm.c): the sampling options */
+    {0}};
+
 static void usage(FILE *f) {
     fprintf(f,
             "Usage: attn generate --model FILE.gguf [-p PROMPT] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
@@ -20,48 +41,17 @@ static void usage(FILE *f) {
             "end-of-turn token, at the stop string, or when the context is full (said on stderr).\n"
             "A BOS token starts the prompt only when the file says so (llama2.c files: always).\n"
             "\n"
-            "Options:\n"
-            "  --model FILE        GGUF (llama architecture) or llama2.c checkpoint\n"
-            "  --tokenizer FILE    llama2.c tokenizer.bin (llama2.c checkpoints only)\n"
-            "  -p, --prompt TEXT   prompt (UTF-8)\n"
-            "  -n N                tokens to generate (default 128, >= 1)\n"
-            "  --temp T            temperature, 0 = greedy (default 0.8)\n"
-            "  --top-k K           keep the K most likely tokens, 0 = off (default 40)\n"
-            "  --top-p P           nucleus sampling mass in (0, 1] (default 0.95)\n"
-            "  --min-p P           drop tokens below P x the top probability (default 0.05)\n"
-            "  --repeat-penalty R  CTRL repetition penalty over the last 64 tokens, 1 = off (default 1)\n"
-            "  --seed S            random seed (default: the time)\n"
-            "  --stop STR          stop when the generated text contains STR (not printed)\n"
-            "  --threads N         worker threads (default: all cores)\n"
-            "  -h, --help          this help\n");
+            "Options:\n");
+    cli_print_options(f, options);
 }
 
 int cmd_generate(int argc, char **argv) {
-    const char *model = NULL, *tokp = NULL, *prompt = NULL;
+    generate_opts g = {NULL, NULL, NULL};
     llm_opts o;
     llm_opts_default(&o, 128);
-    cli_args a = cli_args_start(argc, argv, "generate");
-    while (cli_more(&a)) {
-        const char *val;
-        int r;
-        if (cli_help(&a)) {
-            usage(stdout);
-            return CLI_OK;
-        } else if ((r = cli_opt(&a, NULL, "--model", &val))) {
-            if (r < 0) return CLI_USAGE;
-            model = val;
-        } else if ((r = cli_opt(&a, NULL, "--tokenizer", &val))) {
-            if (r < 0) return CLI_USAGE;
-            tokp = val;
-        } else if ((r = cli_opt(&a, "-p", "--prompt", &val))) {
-            if (r < 0) return CLI_USAGE;
-            prompt = val;
-        } else if ((r = llm_parse_opt(&a, "generate", &o))) {
-            if (r < 0) return CLI_USAGE;
-        } else {
-            return cli_unknown(&a);
-        }
-    }
+    int pr = cli_parse(argc, argv, "generate", options, &g, llm_options, &o, NULL, usage);
+    if (pr != CLI_OK) return cli_parsed(pr);
+    const char *model = g.model, *tokp = g.tokp, *prompt = g.prompt;
     if (!model) return cli_usage_error("generate", "--model FILE is required");
     char *stdin_text = NULL;
     size_t plen;

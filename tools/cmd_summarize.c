@@ -8,6 +8,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+typedef struct {
+    const char *model, *path;
+} summarize_opts;
+
+#define F(f) offsetof(summarize_opts, f)
+static const cli_option options[] = {
+    {"--model", NULL, CLI_STR, F(model), .help = "  --model FILE      GGUF instruct model\n"},
+    CLI_HELP_LINE("  -n N              at most N summary tokens (default 200)\n"
+                  "  --temp T, --top-k K, --top-p P, --min-p P, --repeat-penalty R, --seed S, --stop STR,\n"
+                  "  --threads N\n"
+                  "                    as for attn generate (default greedy, repeat penalty 1.1)\n"
+                  "  -h, --help        this help\n"), /* llm_options (llm.c): the sampling options */
+    {0}};
+
+static int one_file(void *base, const char *verb, const char *arg) {
+    summarize_opts *so = (summarize_opts *)base;
+    if (so->path) return cli_usage_error(verb, "one input FILE only");
+    so->path = arg;
+    return CLI_OK;
+}
+
 static void usage(FILE *f) {
     fprintf(f,
             "Usage: attn summarize --model FILE.gguf [options] [FILE|-]\n"
@@ -16,42 +37,21 @@ static void usage(FILE *f) {
             "output: the instruct model is asked, through its chat template, to summarise the text.\n"
             "A text longer than the context allows is cut (its beginning is kept) with a note on stderr.\n"
             "\n"
-            "Options:\n"
-            "  --model FILE      GGUF instruct model\n"
-            "  -n N              at most N summary tokens (default 200)\n"
-            "  --temp T, --top-k K, --top-p P, --min-p P, --repeat-penalty R, --seed S, --stop STR,\n"
-            "  --threads N\n"
-            "                    as for attn generate (default greedy, repeat penalty 1.1)\n"
-            "  -h, --help        this help\n");
+            "Options:\n");
+    cli_print_options(f, options);
 }
 
 static const char *INSTR = "Summarize the following text in a few sentences.\n\n";
 
 int cmd_summarize(int argc, char **argv) {
-    const char *model = NULL, *path = NULL;
+    summarize_opts so = {NULL, NULL};
     llm_opts o;
     llm_opts_default(&o, 200);
     o.sp.temperature = 0.0f;
     o.sp.repetition_penalty = 1.1f;
-    cli_args a = cli_args_start(argc, argv, "summarize");
-    while (cli_more(&a)) {
-        const char *val;
-        int r;
-        if (cli_help(&a)) {
-            usage(stdout);
-            return CLI_OK;
-        } else if ((r = cli_opt(&a, NULL, "--model", &val))) {
-            if (r < 0) return CLI_USAGE;
-            model = val;
-        } else if ((r = llm_parse_opt(&a, "summarize", &o))) {
-            if (r < 0) return CLI_USAGE;
-        } else if (cli_positional(&a, &val)) {
-            if (path) return cli_usage_error("summarize", "one input FILE only");
-            path = val;
-        } else {
-            return cli_unknown(&a);
-        }
-    }
+    int pr = cli_parse(argc, argv, "summarize", options, &so, llm_options, &o, one_file, usage);
+    if (pr != CLI_OK) return cli_parsed(pr);
+    const char *model = so.model, *path = so.path;
     if (!model) return cli_usage_error("summarize", "--model FILE is required");
     char *text = NULL;
     size_t len = 0;

@@ -2,6 +2,7 @@
 #include "llm.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -59,61 +60,46 @@ void llm_opts_default(llm_opts *o, int64_t n_predict) {
     o->n_predict = n_predict;
 }
 
-int llm_parse_opt(cli_args *a, const char *verb, llm_opts *o) {
-    const char *val;
-    int r;
-    int64_t i64;
+/* --temp, --top-p, --min-p, --repeat-penalty: a float in the option's range */
+static int sampling_f32(const cli_option *opt, cli_args *a, const char *val, void *field, void *base) {
     float f;
-    if ((r = cli_opt(a, "-n", "--n-predict", &val))) {
-        if (r < 0 || cli_parse_i64(verb, "-n", val, 1, 1 << 24, &o->n_predict) != CLI_OK) return -1;
-        return 1;
-    }
-    if ((r = cli_opt(a, NULL, "--temp", &val))) {
-        if (r < 0 || cli_parse_f32(verb, "--temp", val, &f) != CLI_OK) return -1;
-        if (f < 0) return cli_usage_error(verb, "--temp must be >= 0 (0 = greedy), got %s", val), -1;
-        o->sp.temperature = f;
-        return 1;
-    }
-    if ((r = cli_opt(a, NULL, "--top-k", &val))) {
-        if (r < 0 || cli_parse_i64(verb, "--top-k", val, 0, INT32_MAX, &i64) != CLI_OK) return -1;
-        o->sp.top_k = (int32_t)i64;
-        return 1;
-    }
-    if ((r = cli_opt(a, NULL, "--top-p", &val))) {
-        if (r < 0 || cli_parse_f32(verb, "--top-p", val, &f) != CLI_OK) return -1;
-        if (!(f > 0 && f <= 1)) return cli_usage_error(verb, "--top-p must be in (0, 1], got %s", val), -1;
-        o->sp.top_p = f;
-        return 1;
-    }
-    if ((r = cli_opt(a, NULL, "--min-p", &val))) {
-        if (r < 0 || cli_parse_f32(verb, "--min-p", val, &f) != CLI_OK) return -1;
-        if (!(f >= 0 && f < 1)) return cli_usage_error(verb, "--min-p must be in [0, 1), got %s", val), -1;
-        o->sp.min_p = f;
-        return 1;
-    }
-    if ((r = cli_opt(a, NULL, "--repeat-penalty", &val))) {
-        if (r < 0 || cli_parse_f32(verb, "--repeat-penalty", val, &f) != CLI_OK) return -1;
-        if (!(f >= 1)) return cli_usage_error(verb, "--repeat-penalty must be >= 1, got %s", val), -1;
-        o->sp.repetition_penalty = f;
-        return 1;
-    }
-    if ((r = cli_opt(a, NULL, "--seed", &val))) {
-        if (r < 0 || cli_parse_i64(verb, "--seed", val, 0, INT64_MAX, &i64) != CLI_OK) return -1;
-        o->sp.seed = (uint64_t)i64;
-        return 1;
-    }
-    if ((r = cli_opt(a, NULL, "--threads", &val))) {
-        if (r < 0 || cli_parse_i64(verb, "--threads", val, 1, 4096, &o->threads) != CLI_OK) return -1;
-        return 1;
-    }
-    if ((r = cli_opt(a, NULL, "--stop", &val))) {
-        if (r < 0) return -1;
-        if (!*val) return cli_usage_error(verb, "--stop needs a non-empty string"), -1;
-        o->stop = val;
-        return 1;
-    }
-    return 0;
+    const char *n = opt->name, *verb = a->verb;
+    if (cli_parse_f32(verb, n, val, &f) != CLI_OK) return CLI_USAGE;
+    if (!strcmp(n, "--temp") && f < 0) return cli_usage_error(verb, "--temp must be >= 0 (0 = greedy), got %s", val);
+    if (!strcmp(n, "--top-p") && !(f > 0 && f <= 1)) return cli_usage_error(verb, "--top-p must be in (0, 1], got %s", val);
+    if (!strcmp(n, "--min-p") && !(f >= 0 && f < 1)) return cli_usage_error(verb, "--min-p must be in [0, 1), got %s", val);
+    if (!strcmp(n, "--repeat-penalty") && !(f >= 1))
+        return cli_usage_error(verb, "--repeat-penalty must be >= 1, got %s", val);
+    *(float *)field = f;
+    return CLI_OK;
 }
+
+static int top_k_opt(const cli_option *opt, cli_args *a, const char *val, void *field, void *base) {
+    int64_t v;
+    if (cli_parse_i64(a->verb, "--top-k", val, 0, INT32_MAX, &v) != CLI_OK) return CLI_USAGE;
+    *(int32_t *)field = (int32_t)v;
+    return CLI_OK;
+}
+
+static int stop_opt(const cli_option *opt, cli_args *a, const char *val, void *field, void *base) {
+    if (!*val) return cli_usage_error(a->verb, "--stop needs a non-empty string");
+    *(const char **)field = val;
+    return CLI_OK;
+}
+
+#define F(f) offsetof(llm_opts, f)
+const cli_option llm_options[] = {
+    {"--n-predict", "-n", CLI_I64, F(n_predict), 1, 1 << 24, .label = "-n"},
+    {"--temp", NULL, CLI_CALL, F(sp.temperature), .fn = sampling_f32, .takes_value = 1},
+    {"--top-k", NULL, CLI_CALL, F(sp.top_k), .fn = top_k_opt, .takes_value = 1},
+    {"--top-p", NULL, CLI_CALL, F(sp.top_p), .fn = sampling_f32, .takes_value = 1},
+    {"--min-p", NULL, CLI_CALL, F(sp.min_p), .fn = sampling_f32, .takes_value = 1},
+    {"--repeat-penalty", NULL, CLI_CALL, F(sp.repetition_penalty), .fn = sampling_f32, .takes_value = 1},
+    {"--seed", NULL, CLI_I64, F(sp.seed), 0, INT64_MAX, .help = NULL},
+    {"--threads", NULL, CLI_I64, F(threads), 1, 4096, .help = NULL},
+    {"--stop", NULL, CLI_CALL, F(stop), .fn = stop_opt, .takes_value = 1},
+    {0}};
+#undef F
 
 typedef struct {
     FILE *out;

@@ -31,10 +31,10 @@ typedef struct {
 
 /* llm_opts_default: greedy-free defaults (temperature 0.8, top-k 40, top-p 0.95, min-p 0.05). */
 void llm_opts_default(llm_opts *o, int64_t n_predict);
-/* llm_parse_opt: consume one sampling option (-n, --temp, --top-k, --top-p, --min-p,
- * --repeat-penalty, --seed, --threads, --stop) when the current argument is one.
- * Returns 1 consumed, 0 not an option of this group, -1 usage error (printed). */
-int llm_parse_opt(cli_args *a, const char *verb, llm_opts *o);
+/* llm_options: the sampling options (-n, --temp, --top-k, --top-p, --min-p, --repeat-penalty,
+ * --seed, --threads, --stop) as a cli_parse table over an llm_opts; each verb's own table
+ * carries their help lines. */
+extern const cli_option llm_options[];
 
 typedef struct {
     int64_t n_prompt, n_gen;

@@ -16,10 +16,15 @@
  *
  * Memory, two measures:
  *   heap_kb  the peak of heap bytes allocated during one call beyond those allocated before
- *            it (malloc, calloc, realloc, aligned_alloc, posix_memalign and memalign are
- *            interposed below and counted with malloc_usable_size): the call's working memory,
- *            exact to the byte, independent of what else runs on the machine.
- *   rss      the process first runs the same variant on L = 256 (OpenMP threads and the
+ *            it, from glibc's own statistics (the allocator is not replaced): a child process
+ *            sets M_MMAP_THRESHOLD = 4 KiB before anything is allocated, so that every block of
+ *            a page or more is its own mmap, runs the warm-up and one call, and reports glibc's
+ *            high-water mark of mmapped bytes (malloc_stats' "max mmap bytes") less the bytes
+ *            mapped before the call (mallinfo2().hblkhd): the call's working memory, exact to
+ *            the page for every block of 4 KiB or more (smaller blocks are not counted),
+ *            independent of what else runs on the machine; the timed runs (in the parent) keep
+ *            glibc's default settings.
+ *   rss      the process first runs the same variant on L = min(L, 256) (OpenMP threads and the
  *            OpenBLAS buffers then exist), allocates and touches q, k, v and out, reads
  *            ru_maxrss (base_kb), and after the timed runs reads it again (peak_kb);
  *            work_kb = peak - base (resident KiB; pages reused from the warm-up are not seen).
@@ -34,61 +39,35 @@
 #include <sys/resource.h>
 #include <time.h>
 
-/* ---- heap accounting: interpose the allocator (glibc's __libc_* entry points) */
-#include <errno.h>
+/* ---- heap accounting from glibc's own statistics (nothing is interposed; see heap_kb above) */
 #include <malloc.h>
-extern void *__libc_malloc(size_t);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-extern void *__libc_memalign(size_t, size_t);
-extern void __libc_free(void *);
+#include <sys/wait.h>
+#include <unistd.h>
 
-static size_t heap_cur, heap_peak;
+enum { HEAP_GRAIN = 4096 }; /* blocks of a page or more are counted, each page-rounded */
 
-static void heap_add(void *p) {
-    if (!p) return;
-    size_t now = __atomic_add_fetch(&heap_cur, malloc_usable_size(p), __ATOMIC_RELAXED);
-    size_t pk = __atomic_load_n(&heap_peak, __ATOMIC_RELAXED);
-    while (now > pk && !__atomic_compare_exchange_n(&heap_peak, &pk, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+/* "max mmap bytes" of malloc_stats(), which prints only to stderr: read through a temporary
+ * file; -1 if it cannot be read */
+static long long max_mmap_bytes(void) {
+    long long v = -1;
+    FILE *t = tmpfile();
+    int saved = t ? dup(2) : -1;
+    if (saved < 0) {
+        if (t) fclose(t);
+        return -1;
     }
-}
-static void heap_sub(void *p) {
-    if (p) __atomic_sub_fetch(&heap_cur, malloc_usable_size(p), __ATOMIC_RELAXED);
-}
-void *malloc(size_t n) {
-    void *p = __libc_malloc(n);
-    heap_add(p);
-    return p;
-}
-void *calloc(size_t a, size_t b) {
-    void *p = __libc_calloc(a, b);
-    heap_add(p);
-    return p;
-}
-void *realloc(void *old, size_t n) {
-    size_t before = old ? malloc_usable_size(old) : 0;
-    void *p = __libc_realloc(old, n);
-    if (p || n == 0) {
-        __atomic_sub_fetch(&heap_cur, before, __ATOMIC_RELAXED);
-        heap_add(p);
-    }
-    return p;
-}
-void *memalign(size_t al, size_t n) {
-    void *p = __libc_memalign(al, n);
-    heap_add(p);
-    return p;
-}
-void *aligned_alloc(size_t al, size_t n) { return memalign(al, n); }
-int posix_memalign(void **out, size_t al, size_t n) {
-    void *p = memalign(al, n);
-    if (!p) return ENOMEM;
-    *out = p;
-    return 0;
-}
-void free(void *p) {
-    heap_sub(p);
-    __libc_free(p);
+    fflush(stderr);
+    dup2(fileno(t), 2);
+    malloc_stats();
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    rewind(t);
+    char line[256];
+    while (fgets(line, sizeof line, t))
+        if (sscanf(line, "max mmap bytes = %lld", &v) == 1) break;
+    fclose(t);
+    return v;
 }
 
 static double now_s(void) {
@@ -150,6 +129,63 @@ static int run(bufs *b, const attn_variant_params *p) {
     return attn_variant_attention(&b->to, NULL, &b->tq, &b->tk, &b->tv, p);
 }
 
+/* warm-up on a small problem (at most the measured size): threads, BLAS buffers. 0 or -1 (said) */
+static int warm_up(const attn_variant_params *p, int64_t H, int64_t L, int64_t D) {
+    bufs w;
+    int64_t Lw = L < 256 ? L : 256;
+    if (alloc_bufs(&w, H, Lw, D) < 0) return -1;
+    attn_variant_params pw = *p;
+    if (pw.kind == ATTN_VARIANT_BIGBIRD && Lw % pw.block) pw.block = 64;
+    if (run(&w, &pw) < 0) {
+        fprintf(stderr, "bench_variants: warm-up: %s\n", attn_last_error());
+        free_bufs(&w);
+        return -1;
+    }
+    free_bufs(&w);
+    return 0;
+}
+
+/* heap_kb, measured in a child process so that the timed runs keep glibc's default allocator
+ * settings: there, from the start, every block of HEAP_GRAIN bytes or more is its own mmap
+ * (M_MMAP_THRESHOLD, which also stops glibc from raising the threshold; M_TOP_PAD and
+ * M_TRIM_THRESHOLD 0 keep the arena's free top from serving such blocks); after the warm-up and
+ * the inputs, one call; heap_kb = glibc's high-water mark of mmapped bytes less the bytes mapped
+ * before the call. -1 when it could not be measured. */
+static double heap_kb_child(const attn_variant_params *p, int64_t H, int64_t L, int64_t D) {
+    int fd[2];
+    if (pipe(fd) != 0) return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fd[0]);
+        close(fd[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        close(fd[0]);
+        mallopt(M_MMAP_THRESHOLD, HEAP_GRAIN);
+        mallopt(M_TOP_PAD, 0);
+        mallopt(M_TRIM_THRESHOLD, 0);
+        double kb = -1;
+        bufs b;
+        if (warm_up(p, H, L, D) == 0 && alloc_bufs(&b, H, L, D) == 0) {
+            const long long before = (long long)mallinfo2().hblkhd;
+            if (run(&b, p) == 0) {
+                const long long high = max_mmap_bytes();
+                if (high >= 0) kb = high > before ? (double)(high - before) / 1024.0 : 0.0;
+            }
+        }
+        ssize_t w = write(fd[1], &kb, sizeof kb);
+        _exit(w == (ssize_t)sizeof kb ? 0 : 1);
+    }
+    close(fd[1]);
+    double kb = -1;
+    if (read(fd[0], &kb, sizeof kb) != (ssize_t)sizeof kb) kb = -1;
+    close(fd[0]);
+    waitpid(pid, NULL, 0);
+    return kb;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: bench_variants VARIANT L [options] (see the source)\n");
@@ -200,19 +236,9 @@ int main(int argc, char **argv) {
     case ATTN_VARIANT_PERFORMER: snprintf(params, sizeof params, "M=%lld", (long long)p.features); break;
     default: break;
     }
-    /* warm-up on a small problem: threads, BLAS buffers */
-    {
-        bufs w;
-        int64_t Lw = 256;
-        if (alloc_bufs(&w, H, Lw, D) < 0) return 1;
-        attn_variant_params pw = p;
-        if (pw.kind == ATTN_VARIANT_BIGBIRD && Lw % pw.block) pw.block = 64;
-        if (run(&w, &pw) < 0) {
-            fprintf(stderr, "bench_variants: warm-up: %s\n", attn_last_error());
-            return 1;
-        }
-        free_bufs(&w);
-    }
+    /* heap_kb first: the child is forked before this process starts its OpenMP threads */
+    const double heap_kb = heap_kb_child(&p, H, L, D);
+    if (warm_up(&p, H, L, D) < 0) return 1;
     bufs b;
     if (alloc_bufs(&b, H, L, D) < 0) {
         fprintf(stderr, "bench_variants: out of memory for the inputs\n");
@@ -223,24 +249,19 @@ int main(int argc, char **argv) {
     int reps = 0;
     double t_start = now_s();
     if (max_reps > 64) max_reps = 64;
-    size_t heap_extra = 0;
     while (reps < max_reps && (reps < 2 || now_s() - t_start < min_time)) {
-        size_t before = __atomic_load_n(&heap_cur, __ATOMIC_RELAXED);
-        __atomic_store_n(&heap_peak, before, __ATOMIC_RELAXED);
         double t0 = now_s();
         if (run(&b, &p) < 0) {
             fprintf(stderr, "bench_variants: %s\n", attn_last_error());
             return 1;
         }
         times[reps++] = now_s() - t0;
-        size_t extra = __atomic_load_n(&heap_peak, __ATOMIC_RELAXED) - before;
-        if (extra > heap_extra) heap_extra = extra;
     }
     long peak = maxrss_kb();
     qsort(times, (size_t)reps, sizeof times[0], cmp_d);
     printf("%s,%lld,%lld,%lld,%d,%s,%d,%.3f,%.3f,%d,%ld,%ld,%ld,%.1f\n", attn_variant_name(kind), (long long)L, (long long)H,
            (long long)D, p.is_causal, params, threads, 1e3 * times[0], 1e3 * times[reps / 2], reps, base, peak, peak - base,
-           (double)heap_extra / 1024.0);
+           heap_kb);
     free_bufs(&b);
     return 0;
 }

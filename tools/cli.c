@@ -1,12 +1,15 @@
 /* Shared helpers of the attn command-line tool: option matching, number parsing, messages. */
 #include "cli.h"
+#include "texts.h"
 
 #include "attn_io.h"
 #include "attn_npy.h"
+#include "core/internal.h" /* attn__out_resolve, attn__out_remove_temps */
 
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +152,12 @@ int cli_parse(int argc, char **argv, const char *verb, const cli_option *table, 
     return CLI_OK;
 }
 
+int cli_texts_take(void *base, const char *verb, const char *arg) {
+    (void)verb;
+    if (cli_texts_add((cli_texts *)base, arg) < 0) return cli_error("out of memory");
+    return CLI_OK;
+}
+
 void cli_print_options(FILE *f, const cli_option *table) {
     for (const cli_option *o = table; o->name || o->help; o++)
         if (o->help) fputs(o->help, f);
@@ -250,11 +259,37 @@ static int live_n, live_hooked;
 static void remove_live(void) {
     for (int i = 0; i < live_n; i++)
         if (live[i].stage) {
-            unlink(live[i].stage);
-            free(live[i].stage);
-            live[i].stage = NULL;
+            char *st = live[i].stage;
+            live[i].stage = NULL; /* first: the signal handler reads the list */
+            unlink(st);
+            free(st);
         }
     live_n = 0;
+}
+
+/* SIGINT, SIGTERM, SIGHUP, SIGPIPE: remove the staging files and the library's temporary files,
+ * then die of the signal (its default action), so that the exit status is the signal's */
+static void on_fatal_signal(int sig) {
+    int n = __atomic_load_n(&live_n, __ATOMIC_SEQ_CST);
+    for (int i = 0; i < n && i < (int)(sizeof live / sizeof live[0]); i++) {
+        char *st = live[i].stage;
+        if (st) unlink(st);
+    }
+    attn__out_remove_temps();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void cli_signals_install(void) {
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction sa, old;
+        if (sigaction(sigs[i], NULL, &old) != 0 || old.sa_handler == SIG_IGN) continue; /* an ignored signal stays so */
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_fatal_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(sigs[i], &sa, NULL);
+    }
 }
 
 static void forget_live(const char *stage) {
@@ -351,21 +386,16 @@ int cli_output_input(cli_outputs *s, const char *opt, const char *path) {
     return CLI_OK;
 }
 
-/* where output i ends up: the resolved file (rename) or NULL (stdout / device: copy) */
-static char *rename_target(const char *path) {
-    if (is_stdout(path)) return NULL;
-    struct stat st;
-    if (lstat(path, &st) != 0) return strdup(path); /* new file */
-    if (S_ISLNK(st.st_mode)) {
-        char *real = realpath(path, NULL);
-        if (!real) return strdup(path); /* dangling link: replaced by the file */
-        if (stat(real, &st) != 0 || !S_ISREG(st.st_mode)) {
-            free(real);
-            return NULL;
-        }
-        return real;
-    }
-    return S_ISREG(st.st_mode) ? strdup(path) : NULL;
+/* where output i ends up: the resolved file (rename), or NULL (written through: standard output,
+ * a descriptor link such as /dev/stdout, a device, a pipe) with *fd the descriptor to write to or
+ * -1 (open the path) */
+static char *rename_target(const char *path, int *fd) {
+    char *target = NULL;
+    int kind = attn__out_resolve(path, &target, fd);
+    if (kind == ATTN__OUT_RENAME) return target;
+    free(target);
+    if (kind != ATTN__OUT_STDOUT && kind != ATTN__OUT_FD) *fd = -1;
+    return NULL;
 }
 
 const char *cli_output_path(cli_outputs *s, int i) {
@@ -376,30 +406,35 @@ const char *cli_output_path(cli_outputs *s, int i) {
         live_hooked = 1;
     }
     if (live_n == (int)(sizeof live / sizeof live[0])) return NULL;
-    char *target = rename_target(s->o[i].path);
-    char dir[4096], name[4352];
+    int wfd;
+    char *target = rename_target(s->o[i].path, &wfd);
+    char dir[4096], *name = (char *)malloc(4352);
+    if (!name) {
+        free(target);
+        return NULL;
+    }
     if (target) {
         const char *slash = strrchr(target, '/');
-        snprintf(name, sizeof name, "%s/.%.180s.attn-XXXXXX", dir_of(target, dir, sizeof dir), slash ? slash + 1 : target);
+        snprintf(name, 4352, "%s/.%.180s.attn-XXXXXX", dir_of(target, dir, sizeof dir), slash ? slash + 1 : target);
     } else {
         const char *tmp = getenv("TMPDIR");
-        snprintf(name, sizeof name, "%s/attn-out-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        snprintf(name, 4352, "%s/attn-out-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     }
     free(target);
+    /* listed before the file exists, so that the signal handler cannot miss it */
+    live[live_n].stage = name;
+    live[live_n].user = s->o[i].path;
+    __atomic_store_n(&live_n, live_n + 1, __ATOMIC_SEQ_CST);
     int fd = mkstemp(name); /* reserves the name; the writer replaces the file */
     if (fd < 0) {
-        cli_error("%s '%s': cannot create a file there: %s", s->o[i].opt, s->o[i].path, strerror(errno));
+        int e = errno;
+        live[--live_n].stage = NULL;
+        free(name);
+        cli_error("%s '%s': cannot create a file there: %s", s->o[i].opt, s->o[i].path, strerror(e));
         return NULL;
     }
     close(fd);
-    s->o[i].stage = strdup(name);
-    if (!s->o[i].stage) {
-        unlink(name);
-        return NULL;
-    }
-    live[live_n].stage = s->o[i].stage;
-    live[live_n].user = s->o[i].path;
-    live_n++;
+    s->o[i].stage = name;
     return s->o[i].stage;
 }
 
@@ -444,7 +479,8 @@ int cli_outputs_finish(cli_outputs *s, int rc) {
     for (int pass = 0; pass < 2; pass++)
     for (int i = 0; rc == CLI_OK && i < s->n; i++) {
         const char *path = s->o[i].path;
-        char *target = rename_target(path);
+        int wfd;
+        char *target = rename_target(path, &wfd);
         if ((target != NULL) != (pass == 1)) { /* pass 0: copies; pass 1: renames */
             free(target);
             continue;
@@ -468,9 +504,9 @@ int cli_outputs_finish(cli_outputs *s, int rc) {
                 s->o[i].stage = NULL;
             }
             free(target);
-        } else if (is_stdout(path)) {
+        } else if (wfd >= 0) { /* standard output or a descriptor link (/dev/stdout, /dev/fd/N) */
             if (fflush(stdout) != 0) err = errno ? errno : EIO;
-            if (!err) err = copy_file(s->o[i].stage, 1);
+            if (!err) err = copy_file(s->o[i].stage, wfd);
         } else {
             int fd = open(path, O_WRONLY | O_CLOEXEC);
             if (fd < 0) err = errno;

@@ -41,9 +41,11 @@
  *     ... load, compute; nothing written yet ...
  *     attn_npy_save(cli_output_path(&outs, 0), &t);                   (any library writer)
  *     return cli_outputs_finish(&outs, rc);                           (commit all, or remove all)
- * Each output is staged in a temporary file beside its target (standard output and devices:
- * in $TMPDIR) and renamed over the target only when every output of the run is complete; on
- * any failure no target is touched. Two outputs naming one file (same device and inode, or
+ * Each output is staged in a temporary file beside its target (standard output, devices,
+ * pipes and descriptor links such as /dev/stdout or /dev/fd/N: in $TMPDIR) and renamed over the
+ * target only when every output of the run is complete; what cannot be renamed over (stdout,
+ * /dev/stdout, /dev/fd/N, a device, a FIFO) is written through, never replaced. On any failure
+ * no target is touched; on SIGINT / SIGTERM the staging files are removed (cli_signals_install). Two outputs naming one file (same device and inode, or
  * the same canonical path), an output naming an input, and binary data to a terminal ("-")
  * are refused before any work. Library messages that name a staging file are shown with the
  * user's path.
@@ -210,6 +212,11 @@ int cli_output_input(cli_outputs *s, const char *opt, const char *path);
 /* cli_output_path: the path the library writer must write output i to (its staging file);
  * NULL when out of memory. */
 const char *cli_output_path(cli_outputs *s, int i);
+
+/* cli_signals_install: on SIGINT, SIGTERM, SIGHUP and SIGPIPE (unless ignored), remove every
+ * staging file and the library's temporary files, then die of the signal (exit status 128 + N
+ * in a shell). Called once by main. */
+void cli_signals_install(void);
 
 /* cli_outputs_finish: if rc == CLI_OK, move every staged output onto its target (rename, or
  * copy to stdout / a device) and return CLI_OK, or CLI_FAIL with a message; otherwise remove

@@ -110,6 +110,7 @@ static int run_verb(int argc, char **argv);
  * is a full disk or a closed pipe would otherwise be lost at exit with status 0. */
 int main(int argc, char **argv) {
     blas_coretype(argv);
+    cli_signals_install(); /* a Ctrl-C leaves no staging file behind */
     int rc = run_verb(argc, argv);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         int e = errno ? errno : EIO;

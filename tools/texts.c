@@ -1,5 +1,4 @@
 #include "texts.h"
-#include "cli.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -62,10 +61,4 @@ void cli_texts_free(cli_texts *t) {
     free(t->items);
     free(t->lens);
     memset(t, 0, sizeof *t);
-}
-
-int cli_texts_take(void *base, const char *verb, const char *arg) {
-    (void)verb;
-    if (cli_texts_add((cli_texts *)base, arg) < 0) return cli_error("out of memory");
-    return CLI_OK;
 }

@@ -29,8 +29,8 @@ int cli_texts_read_stdin(cli_texts *t);
 
 void cli_texts_free(cli_texts *t);
 
-/* cli_texts_take: the positional-argument callback of cli_parse for verbs whose option struct
- * begins with a cli_texts: appends arg. CLI_OK, or CLI_FAIL (out of memory, said). */
+/* cli_texts_take (in cli.c): the positional-argument callback of cli_parse for verbs whose
+ * option struct begins with a cli_texts: appends arg. CLI_OK, or CLI_FAIL (out of memory, said). */
 int cli_texts_take(void *base, const char *verb, const char *arg);
 
 #endif

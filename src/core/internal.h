@@ -60,4 +60,22 @@ static inline float *attn__f32_at4(const attn_tensor *t, int64_t a, int64_t b, i
     return (float *)t->data + a * t->stride[0] + b * t->stride[1] + c * t->stride[2] + d * t->stride[3];
 }
 
+/* attn__out_resolve (core/io.c): where output `path` goes, for attn_out_open and the CLI.
+ *   ATTN__OUT_STDOUT  "-" (*fd = 1);
+ *   ATTN__OUT_FD      path, or a symbolic link on the way to its file, names one of this
+ *                     process's descriptors: /dev/stdout, /dev/fd/N, /proc/self/fd/N, bash's
+ *                     >(cmd). *fd = N: written through to it, never replaced;
+ *   ATTN__OUT_DEVICE  an existing file that is not a regular file (a device, a FIFO, a socket):
+ *                     written through by opening *target (malloc'ed);
+ *   ATTN__OUT_RENAME  a regular file, a new path or a dangling link: *target (malloc'ed) is the
+ *                     file to rename a complete temporary over (a link's file; the link is kept).
+ * Errors (negative status, message set): a directory, an unreadable path, out of memory. */
+enum { ATTN__OUT_RENAME = 0, ATTN__OUT_STDOUT = 1, ATTN__OUT_DEVICE = 2, ATTN__OUT_FD = 3 };
+int attn__out_resolve(const char *path, char **target, int *fd);
+
+/* attn__out_remove_temps: unlink every temporary output file of attn_out that exists now (the
+ * library's ".NAME.XXXXXX.tmp" files). Async-signal-safe: for a SIGINT / SIGTERM handler,
+ * which then re-raises the signal. */
+void attn__out_remove_temps(void);
+
 #endif

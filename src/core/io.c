@@ -1,10 +1,13 @@
 /* Atomic output files (attn_io.h): write to a temporary file beside the target, rename it
  * over the target only when every byte is written and synced; remove it on any failure. */
 #include "attn_io.h"
+#include "core/internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,13 +16,15 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { OUT_RENAME, OUT_STDOUT, OUT_DEVICE };
+enum { OUT_RENAME = ATTN__OUT_RENAME, OUT_STDOUT = ATTN__OUT_STDOUT, OUT_DEVICE = ATTN__OUT_DEVICE, OUT_FD = ATTN__OUT_FD };
 
 struct attn_out {
     char *path;   /* as given, for messages */
     char *target; /* the file renamed over (OUT_RENAME) or opened at commit (OUT_DEVICE) */
     char *tmp;    /* the temporary file's path (OUT_RENAME); NULL for an anonymous buffer */
     int kind;
+    int out_fd; /* OUT_FD: the descriptor written through (1 for OUT_STDOUT) */
+    int slot;   /* the temporary file's entry in the list of live temporaries (-1: none) */
     int fd; /* the temporary file's descriptor (owned by f) */
     FILE *f;
     int keep_mode;
@@ -117,6 +122,154 @@ static int fail_open(attn_out *o, int status, const char *fmt, const char *path,
     return attn_set_error(status, fmt, path, why);
 }
 
+/* ------------------------------------------------------------------ where an output goes */
+
+/* 1 when s is a non-empty string of decimal digits; *n its value */
+static int all_digits(const char *s, long *n) {
+    if (!*s) return 0;
+    long v = 0;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9' || v > 100000000L) return 0;
+        v = v * 10 + (*p - '0');
+    }
+    *n = v;
+    return 1;
+}
+
+/* the descriptor N when p names this process's /proc/PID/fd/N (or its thread's
+ * /proc/PID/task/TID/fd/N), its directory resolved (/dev/fd, /proc/self/fd, ...); else -1 */
+static int proc_fd_of(const char *p) {
+    const char *base;
+    char *dir = dir_of(p, &base);
+    long n;
+    if (!dir || !all_digits(base, &n)) {
+        free(dir);
+        return -1;
+    }
+    char *rd = realpath(dir, NULL);
+    free(dir);
+    if (!rd) return -1;
+    long pid = -1, tid = -1;
+    int k = -1;
+    int own = (sscanf(rd, "/proc/%ld/fd%n", &pid, &k) == 1 && k > 0 && rd[k] == '\0' && pid == (long)getpid()) ||
+              (sscanf(rd, "/proc/%ld/task/%ld/fd%n", &pid, &tid, &k) == 2 && k > 0 && rd[k] == '\0' && pid == (long)getpid());
+    free(rd);
+    return own && n <= INT_MAX ? (int)n : -1;
+}
+
+/* the descriptor when path, or a link on the way to its file, names one of this process's open
+ * descriptors (/dev/stdout -> /proc/self/fd/1, /dev/fd/63 from bash's >(cmd), ...); else -1.
+ * Such a link is "magic": it leads to a pipe or a socket that no path names, so realpath fails. */
+static int fd_link(const char *path) {
+    char *cur = dup_str(path, strlen(path));
+    for (int hop = 0; cur && hop < 40; hop++) {
+        int fd = proc_fd_of(cur);
+        struct stat st;
+        char buf[PATH_MAX];
+        ssize_t k;
+        if (fd >= 0) {
+            free(cur);
+            return fd;
+        }
+        if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode) || (k = readlink(cur, buf, sizeof buf - 1)) < 0) break;
+        buf[k] = '\0';
+        char *next;
+        if (buf[0] == '/') {
+            next = dup_str(buf, (size_t)k);
+        } else { /* relative to the link's directory */
+            const char *b;
+            char *d = dir_of(cur, &b);
+            size_t n = (d ? strlen(d) : 0) + (size_t)k + 2;
+            next = d ? (char *)malloc(n) : NULL;
+            if (next) snprintf(next, n, "%s/%s", d, buf);
+            free(d);
+        }
+        free(cur);
+        cur = next;
+    }
+    free(cur);
+    return -1;
+}
+
+int attn__out_resolve(const char *path, char **target, int *fd) {
+    struct stat st;
+    *target = NULL;
+    *fd = -1;
+    if (strcmp(path, "-") == 0) {
+        *fd = 1;
+        return ATTN__OUT_STDOUT;
+    }
+    if ((*fd = fd_link(path)) >= 0) {
+        if (fstat(*fd, &st) != 0) {
+            *fd = -1;
+            return attn_set_error(ATTN_E_IO, "%s: cannot open for writing: %s", path, strerror(errno));
+        }
+        return ATTN__OUT_FD;
+    }
+    if (lstat(path, &st) != 0) {
+        if (errno != ENOENT) return attn_set_error(ATTN_E_IO, "%s: cannot open for writing: %s", path, strerror(errno));
+        *target = dup_str(path, strlen(path)); /* a new file */
+    } else if (S_ISLNK(st.st_mode)) {
+        char *real = realpath(path, NULL);
+        if (!real) {
+            *target = dup_str(path, strlen(path)); /* dangling link: replaced by the file */
+        } else if (stat(real, &st) != 0) {
+            int e = errno;
+            free(real);
+            return attn_set_error(ATTN_E_IO, "%s: cannot open for writing: %s", path, strerror(e));
+        } else if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+            free(real);
+            *target = dup_str(path, strlen(path));
+            return *target ? ATTN__OUT_DEVICE : attn_set_error(ATTN_E_NOMEM, "%s: out of memory", path);
+        } else {
+            *target = real;
+        }
+    } else {
+        *target = dup_str(path, strlen(path));
+    }
+    if (!*target) return attn_set_error(ATTN_E_NOMEM, "%s: out of memory", path);
+    if (stat(*target, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            free(*target);
+            *target = NULL;
+            return attn_set_error(ATTN_E_IO, "%s: cannot open for writing: %s", path, strerror(EISDIR));
+        }
+        if (!S_ISREG(st.st_mode)) return ATTN__OUT_DEVICE;
+    }
+    return ATTN__OUT_RENAME;
+}
+
+/* ------------------------------------------------------------------ temporary files alive
+ * Every temporary file is listed here from just before it is created until it is renamed or
+ * removed, so that a signal handler can remove them (attn__out_remove_temps). Fixed slots: no
+ * allocation, nothing a handler could see half-freed. */
+enum { N_TEMPS = 32, TEMP_CAP = 4096 };
+static char temp_path[N_TEMPS][TEMP_CAP];
+static volatile sig_atomic_t temp_used[N_TEMPS];
+
+/* claim a slot for path (copied); -1 when every slot is taken (the file is then not listed) */
+static int temp_register(const char *path) {
+    if (strlen(path) >= TEMP_CAP) return -1;
+    for (int i = 0; i < N_TEMPS; i++) {
+        int expect = 0;
+        if (__atomic_compare_exchange_n((int *)&temp_used[i], &expect, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+            memcpy(temp_path[i], path, strlen(path) + 1);
+            __atomic_store_n((int *)&temp_used[i], 1, __ATOMIC_RELEASE); /* 1: the path is complete */
+            return i;
+        }
+    }
+    return -1;
+}
+
+static void temp_forget(int slot) {
+    if (slot >= 0) __atomic_store_n((int *)&temp_used[slot], 0, __ATOMIC_RELEASE);
+}
+
+void attn__out_remove_temps(void) {
+    for (int i = 0; i < N_TEMPS; i++)
+        if (temp_used[i] == 1) unlink(temp_path[i]);
+}
+
 /* create "<dir>/.<base>.XXXXXX.tmp" with O_EXCL; returns the fd or -1 (errno set) */
 static int make_temp(attn_out *o, const char *dir, const char *base) {
     static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyz";
@@ -141,8 +294,14 @@ static int make_temp(attn_out *o, const char *dir, const char *base) {
         }
         suf[6] = '\0';
         snprintf(o->tmp, cap, "%s/.%.*s.%s.tmp", dir, (int)blen, base, suf);
+        o->slot = temp_register(o->tmp); /* listed before it exists: a signal cannot miss it */
         int fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd >= 0 || errno != EEXIST) return fd;
+        if (fd >= 0) return fd;
+        int e = errno;
+        temp_forget(o->slot);
+        o->slot = -1;
+        errno = e;
+        if (e != EEXIST) return -1;
     }
     errno = EEXIST;
     return -1;
@@ -159,43 +318,20 @@ int attn_out_open(attn_out **out, const char *path, int flags) {
         return attn_set_error(ATTN_E_NOMEM, "%s: out of memory", path);
     }
     o->fd = -1;
+    o->slot = -1;
     struct stat st;
-    int dangling = 0;
-    if (strcmp(path, "-") == 0) {
-        if ((flags & ATTN_OUT_BINARY) && isatty(1))
-            return fail_open(o, ATTN_E_INVALID, "%s: %s", "-",
-                             "refusing to write binary data to a terminal (redirect standard output or give a file name)");
-        o->kind = OUT_STDOUT;
-    } else if (lstat(path, &st) == 0) {
-        if (S_ISLNK(st.st_mode)) {
-            char *real = realpath(path, NULL);
-            if (real) {
-                o->target = real;
-                if (stat(real, &st) != 0) return fail_open(o, ATTN_E_IO, "%s: cannot open for writing: %s", path, strerror(errno));
-            } else {
-                o->target = dup_str(path, strlen(path)); /* dangling link: replaced by the file */
-                dangling = 1;
-            }
-        } else {
-            o->target = dup_str(path, strlen(path));
-        }
-        if (!o->target) return fail_open(o, ATTN_E_NOMEM, "%s: %s", path, "out of memory");
-        if (dangling) {
-            o->kind = OUT_RENAME;
-        } else if (S_ISDIR(st.st_mode)) {
-            return fail_open(o, ATTN_E_IO, "%s: cannot open for writing: %s", path, strerror(EISDIR));
-        } else if (S_ISREG(st.st_mode)) {
-            o->kind = OUT_RENAME;
-            o->keep_mode = 1;
-            o->mode = st.st_mode & 07777;
-        } else {
-            o->kind = OUT_DEVICE;
-        }
-    } else if (errno == ENOENT) {
-        o->kind = OUT_RENAME;
-        if (!(o->target = dup_str(path, strlen(path)))) return fail_open(o, ATTN_E_NOMEM, "%s: %s", path, "out of memory");
-    } else {
-        return fail_open(o, ATTN_E_IO, "%s: cannot open for writing: %s", path, strerror(errno));
+    if (strcmp(path, "-") == 0 && (flags & ATTN_OUT_BINARY) && isatty(1))
+        return fail_open(o, ATTN_E_INVALID, "%s: %s", "-",
+                         "refusing to write binary data to a terminal (redirect standard output or give a file name)");
+    o->kind = attn__out_resolve(path, &o->target, &o->out_fd);
+    if (o->kind < 0) {
+        int rc = o->kind;
+        free_out(o);
+        return rc;
+    }
+    if (o->kind == OUT_RENAME && stat(o->target, &st) == 0) {
+        o->keep_mode = 1;
+        o->mode = st.st_mode & 07777;
     }
     if (o->kind == OUT_RENAME) {
         const char *base;
@@ -221,6 +357,7 @@ int attn_out_open(attn_out **out, const char *path, int flags) {
         int e = errno;
         close(o->fd);
         if (o->tmp) unlink(o->tmp);
+        temp_forget(o->slot);
         return fail_open(o, ATTN_E_IO, "%s: cannot open for writing: %s", path, strerror(e));
     }
     *out = o;
@@ -236,6 +373,7 @@ void attn_out_abort(attn_out *o) {
     int e = errno;
     if (o->f) fclose(o->f);
     if (o->tmp) unlink(o->tmp);
+    temp_forget(o->slot);
     free_out(o);
     errno = e;
 }
@@ -278,9 +416,9 @@ int attn_out_commit(attn_out *o) {
         if (fsync(o->fd) != 0 && errno != EINVAL && errno != EROFS) err = errno;
     }
     if (!err && o->kind != OUT_RENAME) {
-        if (o->kind == OUT_STDOUT) {
+        if (o->kind == OUT_STDOUT || o->kind == OUT_FD) { /* written through to the descriptor */
             if (fflush(stdout) != 0) err = errno ? errno : EIO;
-            if (!err) err = copy_out(o, 1);
+            if (!err) err = copy_out(o, o->out_fd);
         } else {
             int dst = open(o->target, O_WRONLY | O_CLOEXEC);
             if (dst < 0) err = errno;
@@ -294,8 +432,9 @@ int attn_out_commit(attn_out *o) {
     if (fclose(o->f) != 0 && !err) err = o->err ? o->err : errno ? errno : EIO;
     o->f = NULL;
     if (!err && o->kind == OUT_RENAME && rename(o->tmp, o->target) != 0) err = errno;
+    if (err && o->tmp) unlink(o->tmp);
+    temp_forget(o->slot);
     if (err) {
-        if (o->tmp) unlink(o->tmp);
         int rc = attn_set_error(ATTN_E_IO, "%s: write failed: %s", o->path, strerror(err));
         free_out(o);
         return rc;

@@ -1,5 +1,6 @@
 /* attn classify: image classification with a Hugging Face ViT checkpoint. */
 #include "cli.h"
+#include "progress.h"
 
 #include "attn_image.h"
 #include "attn_npy.h"
@@ -11,11 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct {
     const char *model, *eval_img, *eval_lab, *confusion, *attention, *logits_out;
     int64_t top, batch, threads, index, limit;
-    int native;
+    int native, progress;
     const char **paths;
     int npaths;
 } classify_opts;
@@ -52,6 +54,7 @@ static const cli_option options[] = {
     {"--logits", NULL, CLI_STR, F(logits_out), .help = "  --logits OUT.npy     write the logits, float32 [N, n_labels]\n"},
     {"--batch", NULL, CLI_I64, F(batch), 1, 4096, .help = "  --batch N            images per forward pass (default 64)\n"},
     {"--threads", NULL, CLI_I64, F(threads), 1, 4096, .help = "  --threads N          worker threads (default: all cores)\n"},
+    CLI_PROGRESS_OPTIONS(F(progress), "           ", "        "),
     CLI_HELP_LINE("  -h, --help           this help\n"),
     {0}};
 
@@ -218,6 +221,7 @@ typedef struct {
     int64_t done;
     const char **names;    /* per item, for printing (NULL in eval mode) */
     int64_t *pred;         /* per item argmax */
+    cli_progress bar;      /* items done */
 } results;
 
 static void softmax_sorted(const float *lg, int64_t n, double *prob, int64_t *order) {
@@ -260,6 +264,7 @@ static void on_logits(const float *logits, int64_t n, void *user) {
         }
     }
     res->done += n;
+    cli_progress_update(&res->bar, (double)res->done);
 }
 
 static double now_s(void) {
@@ -439,6 +444,7 @@ static int run_eval(runner *r, results *res, const char *img_path, const char *l
         if (!res->pred || (logits_out && !res->all_logits)) rc = cli_error("out of memory");
     }
     double t0 = now_s();
+    cli_progress_restart(&res->bar, (double)N);
     for (int64_t i = 0; i < N && rc == CLI_OK; i++) {
         attn_image view;
         char name[64];
@@ -447,6 +453,7 @@ static int run_eval(runner *r, results *res, const char *img_path, const char *l
         rc = runner_add(r, &view, name, on_logits, res);
     }
     if (rc == CLI_OK) rc = runner_flush(r, on_logits, res);
+    cli_progress_end(&res->bar);
     double dt = now_s() - t0;
     if (rc == CLI_OK) rc = eval_report(r, res, &lb, N, dt, confusion, cfmt, logits_out);
     attn_idx_free(&im);
@@ -568,6 +575,8 @@ static int classify_images(runner *r, results *res, const classify_opts *c, cons
         goto done;
     }
     res->names = names;
+    cli_progress_restart(&res->bar, (double)total);
+    if (c->progress == CLI_PROGRESS_AUTO && isatty(1)) res->bar.on = 0; /* the labels go to that terminal as they come */
     int64_t k = 0;
     for (int i = 0; i < in.n && rc == CLI_OK; i++)
         for (int64_t j = 0; j < in.in[i].n && rc == CLI_OK; j++, k++) {
@@ -578,6 +587,7 @@ static int classify_images(runner *r, results *res, const classify_opts *c, cons
                 rc = write_attention(r, &img, names[k], f->attention, f->heads, f->user_attention, f->user_heads, afmt);
         }
     if (rc == CLI_OK) rc = runner_flush(r, on_logits, res);
+    cli_progress_end(&res->bar);
     if (rc == CLI_OK && c->logits_out) {
         attn_tensor t = attn_tensor_f32_2d(res->all_logits, total, res->n_labels);
         if (attn_npy_save(f->logits, &t) < 0) rc = cli_lib_error(NULL);
@@ -596,6 +606,7 @@ static int classify_run(const classify_opts *c, const classify_files *f, attn_vi
     results res;
     memset(&res, 0, sizeof res);
     attn_arena_init(&r.arena, 4 << 20);
+    cli_progress_start(&res.bar, c->progress, "classify", "images", 0); /* total: when known */
     int rc = runner_start(&r, &res, c);
     if (rc == CLI_OK && c->eval_img) rc = run_eval(&r, &res, c->eval_img, c->eval_lab, c->limit, f->confusion, cfmt, f->logits);
     else if (rc == CLI_OK) rc = classify_images(&r, &res, c, f, afmt);
@@ -611,7 +622,7 @@ static int classify_run(const classify_opts *c, const classify_files *f, attn_vi
 int cmd_classify(int argc, char **argv) {
     classify_opts c;
     memset(&c, 0, sizeof c);
-    c.top = 5, c.batch = 64, c.index = -1, c.limit = -1;
+    c.top = 5, c.batch = 64, c.index = -1, c.limit = -1, c.progress = CLI_PROGRESS_AUTO;
     c.paths = (const char **)calloc((size_t)argc + 1, sizeof(char *));
     if (!c.paths) return cli_error("out of memory");
     attn_viz_format afmt = ATTN_VIZ_PNG, cfmt = ATTN_VIZ_PNG;

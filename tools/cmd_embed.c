@@ -1,5 +1,6 @@
 /* attn embed: sentence embeddings with a BERT sentence-transformers model. */
 #include "cli.h"
+#include "progress.h"
 #include "texts.h"
 
 #include "attn_bert.h"
@@ -8,13 +9,13 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 typedef struct {
     cli_texts texts; /* first: cli_texts_take */
     const char *model, *outp;
     int64_t batch, threads;
+    int progress;
 } embed_opts;
 
 #define F(f) offsetof(embed_opts, f)
@@ -26,6 +27,7 @@ static const cli_option options[] = {
              "                     terminal); otherwise one JSON array per line\n"},
     {"--batch", NULL, CLI_I64, F(batch), 1, 4096, .help = "  --batch N          sentences per forward pass (default 32)\n"},
     {"--threads", NULL, CLI_I64, F(threads), 1, 4096, .help = "  --threads N        worker threads (default: all cores)\n"},
+    CLI_PROGRESS_OPTIONS(F(progress), "         ", "      "),
     CLI_HELP_LINE("  -h, --help         this help\n"
                   "  --                 end of options: TEXTs that start with '-' follow\n"),
     {0}};
@@ -46,27 +48,13 @@ static void usage(FILE *f) {
             "Input lines must be UTF-8 (invalid UTF-8 is an error naming the line and byte); a NUL is\n"
             "removed, as the reference tokenizer does; a read error stops the run with exit 1 and\n"
             "nothing written.\n"
-            "A progress line (done/total, sentences/s) goes to stderr when it is a terminal.\n");
-}
-
-typedef struct {
-    struct timespec t0;
-} progress_state;
-
-static void progress(int64_t done, int64_t total, void *user) {
-    progress_state *s = (progress_state *)user;
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    double dt = (double)(t.tv_sec - s->t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - s->t0.tv_nsec);
-    fprintf(stderr, "\rembedded %lld/%lld sentences (%.1f sentences/s)", (long long)done, (long long)total,
-            dt > 0 ? (double)done / dt : 0.0);
-    if (done == total) fputc('\n', stderr);
-    fflush(stderr);
+            "A progress bar (done/total, sentences/s, time left) goes to stderr when it is a terminal.\n");
 }
 
 int cmd_embed(int argc, char **argv) {
     embed_opts o = {0};
     o.batch = 32;
+    o.progress = CLI_PROGRESS_AUTO;
     int rc = cli_parse(argc, argv, "embed", options, &o, NULL, NULL, cli_texts_take, usage);
     cli_texts texts = o.texts;
     const char *model = o.model, *outp = o.outp;
@@ -102,10 +90,13 @@ int cmd_embed(int argc, char **argv) {
         rc = cli_error("out of memory");
         goto done;
     }
-    progress_state ps;
-    clock_gettime(CLOCK_MONOTONIC, &ps.t0);
-    int show = isatty(2) && texts.n > batch;
-    if (attn_bert_embed_n(m, emb, (const char *const *)texts.items, texts.lens, texts.n, batch, show ? progress : NULL, &ps) < 0) {
+    cli_progress bar;
+    cli_progress_start(&bar, o.progress == CLI_PROGRESS_AUTO && texts.n <= batch ? 0 : o.progress, "embed", "sentences",
+                       (double)texts.n);
+    int er = attn_bert_embed_n(m, emb, (const char *const *)texts.items, texts.lens, texts.n, batch,
+                               bar.on ? cli_progress_cb : NULL, &bar);
+    cli_progress_end(&bar);
+    if (er < 0) {
         rc = cli_lib_error("embedding");
         goto done;
     }

@@ -1,5 +1,6 @@
 /* attn transcribe: speech to text with Whisper (CTranslate2 model directory). */
 #include "cli.h"
+#include "progress.h"
 
 #include "attn_audio.h"
 #include "attn_whisper.h"
@@ -8,11 +9,12 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct {
     const char *model;
     const char *files[256];
-    int n_files, ts, no_fallback, no_rules;
+    int n_files, ts, no_fallback, no_rules, progress;
     int64_t beam, threads;
     attn_whisper_opts w;
     float temps[32];
@@ -41,6 +43,7 @@ static const cli_option options[] = {
     {"--timestamps", NULL, CLI_FLAG, F(ts), 1, .help = "  --timestamps    segments with start and end times\n"},
     {"--beam", NULL, CLI_I64, F(beam), 1, 64, .help = "  --beam N        beam size 1..64 (default 5, as faster-whisper; 1 = greedy)\n"},
     {"--threads", NULL, CLI_I64, F(threads), 1, 4096, .help = "  --threads N     worker threads (default: all cores)\n"},
+    CLI_PROGRESS_OPTIONS(F(progress), "      ", "   "),
     {"--no-speech-threshold", NULL, CLI_CALL, F(w.no_speech_threshold), .fn = threshold_opt, .takes_value = 1,
      .help = "  --no-speech-threshold P        0..1 (default 0.6); 'none': never skip a window\n"},
     {"--log-prob-threshold", NULL, CLI_CALL, F(w.log_prob_threshold), .fn = threshold_opt, .takes_value = 1,
@@ -152,6 +155,13 @@ static int transcribe_run(const transcribe_opts *t, const attn_whisper_opts *o) 
     }
     attn_whisper *m = NULL;
     if (rc == CLI_OK && attn_whisper_load(&m, t->model) < 0) rc = cli_lib_error("loading the model");
+    /* the bar counts seconds of audio, file by file (the windows of a file are one library call);
+     * by default not while the transcripts go to the same terminal */
+    double total = 0, done = 0;
+    for (int i = 0; i < t->n_files; i++) total += (double)len[i] / ATTN_WHISPER_RATE;
+    cli_progress bar;
+    cli_progress_start(&bar, t->progress == CLI_PROGRESS_AUTO && isatty(1) ? 0 : t->progress, "transcribe", "s of audio",
+                       rc == CLI_OK ? total : 0);
     for (int i = 0; i < t->n_files && rc == CLI_OK; i++) {
         attn_whisper_result res;
         if (attn_whisper_transcribe(m, &res, audio[i], len[i], o) < 0) {
@@ -162,7 +172,9 @@ static int transcribe_run(const transcribe_opts *t, const attn_whisper_opts *o) 
         }
         print_result(t->files[i], &res, t->ts);
         attn_whisper_result_free(&res);
+        cli_progress_update(&bar, done += (double)len[i] / ATTN_WHISPER_RATE);
     }
+    cli_progress_end(&bar);
     for (int i = 0; i < t->n_files; i++) free(audio[i]);
     if (rc == CLI_OK && fflush(stdout) != 0) rc = cli_error("writing standard output failed");
     attn_whisper_free(m);
@@ -173,6 +185,7 @@ int cmd_transcribe(int argc, char **argv) {
     transcribe_opts t;
     memset(&t, 0, sizeof t);
     t.beam = 5;
+    t.progress = CLI_PROGRESS_AUTO;
     t.w = attn_whisper_opts_default();
     int rc = cli_parse(argc, argv, "transcribe", options, &t, NULL, NULL, audio_file, usage);
     if (rc != CLI_OK) return cli_parsed(rc);

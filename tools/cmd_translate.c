@@ -1,10 +1,13 @@
 /* attn translate: CTranslate2 Transformer encoder-decoder translation (greedy / beam search). */
 #include "cli.h"
+#include "progress.h"
 #include "texts.h"
 
 #include "attn_npy.h"
+#include "attn_tokenizer.h"
 #include "attn_translate.h"
 #include "attn_viz.h"
+#include "ct2compat/ct2compat.h" /* attn__ct2_batch_order: the library's batches, driven here for the bar */
 
 #include <errno.h>
 #include <stdlib.h>
@@ -15,7 +18,7 @@ typedef struct {
     const char *model, *prefix, *end_tok, *attn_path;
     int64_t beam, n_best, max_len, max_in, min_len, batch, threads;
     float lp, rep;
-    int gnmt, scores, repl;
+    int gnmt, scores, repl, progress;
     const char *supp[256];
     int n_supp;
 } translate_opts;
@@ -65,6 +68,7 @@ static const cli_option options[] = {
     {"--batch", NULL, CLI_I64, F(batch), 1, 4096,
      .help = "  --batch N               sentences per batch, longest first as CTranslate2 batches them (default 32)\n"},
     {"--threads", NULL, CLI_I64, F(threads), 1, 4096, .help = "  --threads N             worker threads (default: all cores)\n"},
+    CLI_PROGRESS_OPTIONS(F(progress), "              ", "           "),
     CLI_HELP_LINE("  -h, --help              this help\n"),
     {0}};
 
@@ -121,16 +125,16 @@ static int to_ids(attn_translator *m, const char *s, int32_t **ids, int64_t *n, 
     return CLI_OK;
 }
 
-/* more than max whitespace-separated tokens in s (the library's split rule)? */
-static int longer_than(const char *s, int64_t max) {
+/* whitespace-separated tokens of s (the library's split rule) */
+static int64_t count_tokens(const char *s) {
     int64_t n = 0;
     for (const char *p = s; *p;) {
         while (*p && strchr(" \t\n\r\v\f", *p)) p++;
         if (!*p) break;
-        if (++n > max) return 1;
+        n++;
         while (*p && !strchr(" \t\n\r\v\f", *p)) p++;
     }
-    return 0;
+    return n;
 }
 
 /* path: where to write (the staging file of --attention); png: PNG, else .npy (from the user's name) */
@@ -251,7 +255,7 @@ static void print_translations(FILE *f, const translate_opts *t, const attn_tran
     const cli_texts *texts = &t->texts;
     const int64_t max_in = t->max_in;
     for (int64_t i = 0; i < texts->n; i++) {
-        if (max_in > 0 && longer_than(texts->items[i], max_in))
+        if (max_in > 0 && count_tokens(texts->items[i]) > max_in)
             fprintf(stderr, "attn: note: sentence %lld has more than %lld token%s: truncated to its first %lld (--max-input-length)\n",
                     (long long)(i + 1), (long long)max_in, max_in == 1 ? "" : "s", (long long)max_in);
         for (int64_t h = 0; h < out[i].n; h++) {
@@ -260,6 +264,45 @@ static void print_translations(FILE *f, const translate_opts *t, const attn_tran
             fputc('\n', f);
         }
     }
+}
+
+/* attn_translate over every sentence, one library call per batch so that the bar moves: the
+ * batches are the library's own (CTranslate2's order, attn__ct2_batch_order), each given whole
+ * to attn_translate, so the results are those of one call. Sources that are not UTF-8: one call,
+ * for the library's message. */
+static int translate_batches(attn_translator *m, attn_translation *out, const cli_texts *texts, const attn_decode_opts *o,
+                             int repl, cli_progress *bar) {
+    const int64_t n = texts->n, bs = o->max_batch_size;
+    int bad = 0;
+    for (int64_t i = 0; i < n && !bad; i++) bad = attn_tokenizer_validate_utf8(texts->items[i], strlen(texts->items[i]), NULL) < 0;
+    if (bad || bs <= 0 || n <= bs) {
+        int rc = attn_translate(m, out, (const char *const *)texts->items, n, o, repl);
+        if (rc == 0) cli_progress_update(bar, (double)n);
+        return rc;
+    }
+    int64_t *len = (int64_t *)malloc(sizeof(int64_t) * (size_t)n), *idx = (int64_t *)malloc(sizeof(int64_t) * (size_t)n);
+    const char **src = (const char **)malloc(sizeof(char *) * (size_t)bs);
+    attn_translation *tmp = (attn_translation *)calloc((size_t)bs, sizeof *tmp);
+    int rc = ATTN_OK;
+    if (!len || !idx || !src || !tmp) rc = attn_set_error(ATTN_E_NOMEM, "out of memory");
+    if (rc == 0) {
+        for (int64_t i = 0; i < n; i++) len[i] = count_tokens(texts->items[i]);
+        attn__ct2_batch_order(idx, n, len);
+        for (int64_t i0 = 0; i0 < n && rc == 0; i0 += bs) {
+            const int64_t nb = n - i0 < bs ? n - i0 : bs;
+            for (int64_t i = 0; i < nb; i++) src[i] = texts->items[idx[i0 + i]];
+            rc = attn_translate(m, tmp, src, nb, o, repl);
+            if (rc == 0)
+                for (int64_t i = 0; i < nb; i++) out[idx[i0 + i]] = tmp[i];
+            cli_progress_update(bar, (double)(i0 + nb));
+        }
+        if (rc < 0) attn_translations_free(out, n);
+    }
+    free(len);
+    free(idx);
+    free(src);
+    free(tmp);
+    return rc;
 }
 
 /* translate every sentence; standard output is kept in memory until everything succeeded */
@@ -282,7 +325,11 @@ static int translate_run(const translate_opts *t, cli_outputs *outs) {
         rc = cli_error("out of memory");
         goto done;
     }
-    if (attn_translate(m, out, (const char *const *)t->texts.items, n, &o, t->repl) < 0) {
+    cli_progress bar;
+    cli_progress_start(&bar, t->progress, "translate", "sentences", (double)n);
+    int tr = translate_batches(m, out, &t->texts, &o, t->repl, &bar);
+    cli_progress_end(&bar);
+    if (tr < 0) {
         rc = cli_lib_error("translating");
         goto done;
     }
@@ -309,7 +356,7 @@ int cmd_translate(int argc, char **argv) {
     translate_opts t;
     memset(&t, 0, sizeof t);
     t.beam = 1, t.n_best = 1, t.max_len = 256, t.max_in = 1024, t.min_len = 1, t.batch = 32;
-    t.lp = 1.0f, t.rep = 1.0f;
+    t.lp = 1.0f, t.rep = 1.0f, t.progress = CLI_PROGRESS_AUTO;
     int rc = cli_parse(argc, argv, "translate", options, &t, NULL, NULL, cli_texts_take, usage);
     if (rc == CLI_OK) rc = check_options(&t);
     /* the --attention file: refused up front when it clashes, written only after the work */

@@ -99,6 +99,13 @@ typedef struct {
 int attn_translate(attn_translator *m, attn_translation *out, const char *const *sources, int64_t n,
                    const attn_decode_opts *o, int replace_unknowns);
 
+/* attn_translate_progress: attn_translate, calling progress(done, total = n, user) after each
+ * batch (o->max_batch_size sources; one call at the end when there is one batch), as
+ * attn_bert_embed does; progress may be NULL. Same results and errors. */
+int attn_translate_progress(attn_translator *m, attn_translation *out, const char *const *sources, int64_t n,
+                            const attn_decode_opts *o, int replace_unknowns,
+                            void (*progress)(int64_t done, int64_t total, void *user), void *user);
+
 /* attn_translations_free: free n results (NULL-safe). */
 void attn_translations_free(attn_translation *t, int64_t n);
 

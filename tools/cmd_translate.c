@@ -4,10 +4,8 @@
 #include "texts.h"
 
 #include "attn_npy.h"
-#include "attn_tokenizer.h"
 #include "attn_translate.h"
 #include "attn_viz.h"
-#include "ct2compat/ct2compat.h" /* attn__ct2_batch_order: the library's batches, driven here for the bar */
 
 #include <errno.h>
 #include <stdlib.h>
@@ -266,45 +264,6 @@ static void print_translations(FILE *f, const translate_opts *t, const attn_tran
     }
 }
 
-/* attn_translate over every sentence, one library call per batch so that the bar moves: the
- * batches are the library's own (CTranslate2's order, attn__ct2_batch_order), each given whole
- * to attn_translate, so the results are those of one call. Sources that are not UTF-8: one call,
- * for the library's message. */
-static int translate_batches(attn_translator *m, attn_translation *out, const cli_texts *texts, const attn_decode_opts *o,
-                             int repl, cli_progress *bar) {
-    const int64_t n = texts->n, bs = o->max_batch_size;
-    int bad = 0;
-    for (int64_t i = 0; i < n && !bad; i++) bad = attn_tokenizer_validate_utf8(texts->items[i], strlen(texts->items[i]), NULL) < 0;
-    if (bad || bs <= 0 || n <= bs) {
-        int rc = attn_translate(m, out, (const char *const *)texts->items, n, o, repl);
-        if (rc == 0) cli_progress_update(bar, (double)n);
-        return rc;
-    }
-    int64_t *len = (int64_t *)malloc(sizeof(int64_t) * (size_t)n), *idx = (int64_t *)malloc(sizeof(int64_t) * (size_t)n);
-    const char **src = (const char **)malloc(sizeof(char *) * (size_t)bs);
-    attn_translation *tmp = (attn_translation *)calloc((size_t)bs, sizeof *tmp);
-    int rc = ATTN_OK;
-    if (!len || !idx || !src || !tmp) rc = attn_set_error(ATTN_E_NOMEM, "out of memory");
-    if (rc == 0) {
-        for (int64_t i = 0; i < n; i++) len[i] = count_tokens(texts->items[i]);
-        attn__ct2_batch_order(idx, n, len);
-        for (int64_t i0 = 0; i0 < n && rc == 0; i0 += bs) {
-            const int64_t nb = n - i0 < bs ? n - i0 : bs;
-            for (int64_t i = 0; i < nb; i++) src[i] = texts->items[idx[i0 + i]];
-            rc = attn_translate(m, tmp, src, nb, o, repl);
-            if (rc == 0)
-                for (int64_t i = 0; i < nb; i++) out[idx[i0 + i]] = tmp[i];
-            cli_progress_update(bar, (double)(i0 + nb));
-        }
-        if (rc < 0) attn_translations_free(out, n);
-    }
-    free(len);
-    free(idx);
-    free(src);
-    free(tmp);
-    return rc;
-}
-
 /* translate every sentence; standard output is kept in memory until everything succeeded */
 static int translate_run(const translate_opts *t, cli_outputs *outs) {
     attn_translator *m = NULL;
@@ -327,7 +286,8 @@ static int translate_run(const translate_opts *t, cli_outputs *outs) {
     }
     cli_progress bar;
     cli_progress_start(&bar, t->progress, "translate", "sentences", (double)n);
-    int tr = translate_batches(m, out, &t->texts, &o, t->repl, &bar);
+    int tr = attn_translate_progress(m, out, (const char *const *)t->texts.items, n, &o, t->repl,
+                                     bar.on ? cli_progress_cb : NULL, &bar);
     cli_progress_end(&bar);
     if (tr < 0) {
         rc = cli_lib_error("translating");

@@ -558,6 +558,12 @@ static int64_t attn__count_tokens(const char *s) {
 
 int attn_translate(attn_translator *m, attn_translation *out, const char *const *sources, int64_t n, const attn_decode_opts *o,
                    int replace_unknowns) {
+    return attn_translate_progress(m, out, sources, n, o, replace_unknowns, NULL, NULL);
+}
+
+int attn_translate_progress(attn_translator *m, attn_translation *out, const char *const *sources, int64_t n,
+                            const attn_decode_opts *o, int replace_unknowns,
+                            void (*progress)(int64_t done, int64_t total, void *user), void *user) {
     if (!m || (!out && n > 0) || (!sources && n > 0) || !o) return attn_set_error(ATTN_E_INVALID, "translate: NULL argument");
     if (n < 0) return attn_set_error(ATTN_E_INVALID, "translate: n < 0");
     if (o->max_input_length < 0) return attn_set_error(ATTN_E_INVALID, "translate: max_input_length < 0");
@@ -569,7 +575,11 @@ int attn_translate(attn_translator *m, attn_translation *out, const char *const 
             return attn_set_error(ATTN_E_INVALID, "translate: source %lld is not valid UTF-8 (byte offset %zu, byte 0x%02X)", (long long)(i + 1),
                                   bad, (unsigned)(unsigned char)sources[i][bad]);
     }
-    if (o->max_batch_size == 0 || n <= o->max_batch_size) return attn__translate_batch(m, out, sources, n, o, replace_unknowns);
+    if (o->max_batch_size == 0 || n <= o->max_batch_size) {
+        int rc = attn__translate_batch(m, out, sources, n, o, replace_unknowns);
+        if (rc == 0 && progress) progress(n, n, user);
+        return rc;
+    }
     /* CTranslate2's rebatching: sources sorted from the longest to the shortest, then batches of
      * max_batch_size; results in input order. */
     const int64_t bs = o->max_batch_size;
@@ -588,6 +598,7 @@ int attn_translate(attn_translator *m, attn_translation *out, const char *const 
             rc = attn__translate_batch(m, tmp, src, nb, o, replace_unknowns);
             if (rc == 0)
                 for (int64_t i = 0; i < nb; i++) out[idx[i0 + i]] = tmp[i];
+            if (rc == 0 && progress) progress(i0 + nb, n, user);
         }
         if (rc < 0) attn_translations_free(out, n);
     }

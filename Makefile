@@ -48,6 +48,9 @@ $(BUILD)/obj/%.o: %.c $(wildcard include/*.h) $(wildcard src/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+# the CLI's objects also depend on its own headers (tools/cli.h's option table layout, ...)
+$(TOOL_OBJ): $(wildcard tools/*.h)
+
 $(BUILD)/libattn.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^

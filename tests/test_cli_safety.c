@@ -7,9 +7,14 @@
  *   2. SIGTERM or SIGINT while a verb runs with staged outputs (classify --eval --logits
  *      --confusion) leaves no temporary file, the old outputs untouched, and the process dies of
  *      that signal.
+ *   3. the library itself (attn_out, which every writer uses): a link to /proc/self/fd/N of a pipe
+ *      is written through, the link kept; attn__out_remove_temps (what the CLI's signal handler
+ *      calls) removes a temporary file that is being written, and only that one.
  * /dev/stdout itself is tried only after the same check passed on a link of our own, so that a
  * broken build cannot replace the machine's /dev/stdout by a regular file. */
+#include "attn_io.h"
 #include "attn_npy.h"
+#include "core/internal.h" /* attn__out_remove_temps */
 #include "testutil.h"
 
 #include <dirent.h>
@@ -230,6 +235,51 @@ static void test_signal(int sig, const char *name) {
     CHECK(k == 11 && !memcmp(buf, "OLD PICTURE", 11), "%s: --confusion file untouched", name);
 }
 
+/* 3: attn_out directly */
+static void test_library(void) {
+    int p[2];
+    CHECK(pipe(p) == 0, "pipe");
+    char link[600], target[64];
+    snprintf(link, sizeof link, "%s/lib-link", tmpdir);
+    snprintf(target, sizeof target, "/proc/self/fd/%d", p[1]);
+    unlink(link);
+    CHECK(symlink(target, link) == 0, "symlink -> %s", target);
+    attn_out *o = NULL;
+    CHECK_OK(attn_out_open(&o, link, ATTN_OUT_TEXT));
+    if (o) {
+        fputs("through the pipe\n", attn_out_file(o));
+        CHECK_OK(attn_out_commit(o));
+    }
+    close(p[1]);
+    char buf[64] = "";
+    ssize_t n = read(p[0], buf, sizeof buf - 1);
+    close(p[0]);
+    CHECK(n == 17 && !memcmp(buf, "through the pipe\n", 17), "attn_out through a link to a pipe's descriptor: %zd bytes '%s'",
+          n, buf);
+    CHECK(is_link(link), "attn_out: the link to /proc/self/fd/N is still a link");
+    /* the temporaries of attn_out: listed, removed by attn__out_remove_temps, forgotten once committed */
+    char od[512], keep[600], lost[600], first[256] = "";
+    snprintf(od, sizeof od, "%s/lib", tmpdir);
+    mkdir(od, 0755);
+    snprintf(keep, sizeof keep, "%s/keep.txt", od);
+    snprintf(lost, sizeof lost, "%s/lost.txt", od);
+    attn_out *a = NULL, *b = NULL;
+    CHECK_OK(attn_out_open(&a, keep, ATTN_OUT_TEXT));
+    if (a) {
+        fputs("kept\n", attn_out_file(a));
+        CHECK_OK(attn_out_commit(a));
+    }
+    CHECK_OK(attn_out_open(&b, lost, ATTN_OUT_TEXT));
+    if (b) fputs("never committed\n", attn_out_file(b));
+    CHECK(hidden_entries(od, first, sizeof first) == 1, "attn_out: one temporary file while writing (%s)", first);
+    attn__out_remove_temps();
+    CHECK(hidden_entries(od, first, sizeof first) == 0, "attn__out_remove_temps removed it (%s)", first);
+    char text[64] = "";
+    CHECK(read_file(keep, text, sizeof text - 1) == 5 && !strcmp(text, "kept\n"), "the committed file is untouched");
+    attn_out_abort(b);
+    CHECK(access(lost, F_OK) != 0, "the aborted target does not exist");
+}
+
 int main(void) {
     attn_test_name = "cli_safety";
     attn_bin = attn_test_cli_path();
@@ -247,6 +297,7 @@ int main(void) {
     mkdir(td, 0755);
     setenv("TMPDIR", td, 1); /* staging for stdout / devices lands here, where it is checked */
     test_write_through();
+    test_library();
     if (access(VIT "/model.safetensors", R_OK) == 0 && access(FMNIST "t10k-images-idx3-ubyte.gz", R_OK) == 0) {
         test_signal(SIGTERM, "SIGTERM");
         test_signal(SIGINT, "SIGINT");

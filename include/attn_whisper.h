@@ -162,6 +162,12 @@ typedef struct {
  * attn_whisper_generate. */
 int attn_whisper_transcribe(attn_whisper *m, attn_whisper_result *out, const float *samples, int64_t n,
                             const attn_whisper_opts *o);
+/* attn_whisper_transcribe_progress: attn_whisper_transcribe, calling progress(done, total, user)
+ * after each 30 s window is decoded, in feature frames (done of total; 100 frames a second);
+ * progress may be NULL. Same results and errors. */
+int attn_whisper_transcribe_progress(attn_whisper *m, attn_whisper_result *out, const float *samples, int64_t n,
+                                     const attn_whisper_opts *o, void (*progress)(int64_t done, int64_t total, void *user),
+                                     void *user);
 /* attn_whisper_result_free: NULL-safe. */
 void attn_whisper_result_free(attn_whisper_result *r);
 

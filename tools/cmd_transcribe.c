@@ -144,6 +144,17 @@ static void print_result(const char *file, const attn_whisper_result *res, int t
     }
 }
 
+/* the bar in seconds of audio: the files before this one, and this one's windows */
+typedef struct {
+    cli_progress *bar;
+    double before, seconds; /* seconds of the files already done; of this file */
+} file_progress;
+
+static void on_window(int64_t done, int64_t total, void *user) {
+    file_progress *f = (file_progress *)user;
+    cli_progress_update(f->bar, f->before + (total > 0 ? f->seconds * ((double)done / (double)total) : 0));
+}
+
 /* decode every file first (a bad file is reported before the model is loaded), then transcribe */
 static int transcribe_run(const transcribe_opts *t, const attn_whisper_opts *o) {
     float *audio[256] = {0};
@@ -155,8 +166,8 @@ static int transcribe_run(const transcribe_opts *t, const attn_whisper_opts *o) 
     }
     attn_whisper *m = NULL;
     if (rc == CLI_OK && attn_whisper_load(&m, t->model) < 0) rc = cli_lib_error("loading the model");
-    /* the bar counts seconds of audio, file by file (the windows of a file are one library call);
-     * by default not while the transcripts go to the same terminal */
+    /* the bar counts seconds of audio, window by window; by default not while the transcripts go
+     * to the same terminal */
     double total = 0, done = 0;
     for (int i = 0; i < t->n_files; i++) total += (double)len[i] / ATTN_WHISPER_RATE;
     cli_progress bar;
@@ -164,7 +175,8 @@ static int transcribe_run(const transcribe_opts *t, const attn_whisper_opts *o) 
                        rc == CLI_OK ? total : 0);
     for (int i = 0; i < t->n_files && rc == CLI_OK; i++) {
         attn_whisper_result res;
-        if (attn_whisper_transcribe(m, &res, audio[i], len[i], o) < 0) {
+        file_progress fp = {&bar, done, (double)len[i] / ATTN_WHISPER_RATE};
+        if (attn_whisper_transcribe_progress(m, &res, audio[i], len[i], o, bar.on ? on_window : NULL, &fp) < 0) {
             char ctx[600];
             snprintf(ctx, sizeof ctx, "%s", t->files[i]);
             rc = cli_lib_error(ctx);

@@ -38,11 +38,11 @@ static void draw(cli_progress *p, double now) {
     for (int i = 0; i < W; i++) bar[i] = i < fill ? '#' : ' ';
     bar[W] = '\0';
     double dt = now - p->t0, rate = dt > 0 ? p->done / dt : 0;
-    if (p->done < p->total && rate > 0) {
+    if (p->done < p->total * (1 - 1e-9) && rate > 0) {
         char c[24];
         clock_str(c, sizeof c, (p->total - p->done) / rate);
         snprintf(eta, sizeof eta, "  ETA %s", c);
-    } else if (p->done >= p->total) {
+    } else if (p->done >= p->total * (1 - 1e-9)) {
         char c[24];
         clock_str(c, sizeof c, dt);
         snprintf(eta, sizeof eta, "  %s", c);
@@ -63,7 +63,8 @@ void cli_progress_update(cli_progress *p, double done) {
     if (!p->on) return;
     p->done = done;
     double now = now_s();
-    if (done < p->total && now - p->last >= (p->tty ? 0.1 : 1.0)) draw(p, now); /* the last state: cli_progress_end */
+    int last = done >= p->total * (1 - 1e-9); /* drawn by cli_progress_end */
+    if (!last && now - p->last >= (p->tty ? 0.1 : 1.0)) draw(p, now);
 }
 
 void cli_progress_restart(cli_progress *p, double total) {

@@ -876,6 +876,12 @@ static int attn__add_segment(attn_whisper_result *r, double t0, double t1, char 
 }
 
 int attn_whisper_transcribe(attn_whisper *m, attn_whisper_result *out, const float *samples, int64_t n, const attn_whisper_opts *o) {
+    return attn_whisper_transcribe_progress(m, out, samples, n, o, NULL, NULL);
+}
+
+int attn_whisper_transcribe_progress(attn_whisper *m, attn_whisper_result *out, const float *samples, int64_t n,
+                                     const attn_whisper_opts *o, void (*progress)(int64_t done, int64_t total, void *user),
+                                     void *user) {
     if (!m || !out || !o || (n > 0 && !samples)) return attn_set_error(ATTN_E_INVALID, "whisper_transcribe: NULL argument");
     memset(out, 0, sizeof *out);
     if (n <= 0) return attn_set_error(ATTN_E_INVALID, "the audio is empty (no samples)");
@@ -896,6 +902,7 @@ int attn_whisper_transcribe(attn_whisper *m, attn_whisper_result *out, const flo
         wo.seed = o->seed + (uint64_t)w;
         rc = attn_whisper_decode(m, &d, win, &wo);
         if (rc < 0) break;
+        if (progress) progress(seek + len, content, user);
         if (d.no_speech) { /* faster-whisper: "No speech threshold is met": skip the window */
             attn_whisper_decoding_free(&d);
             continue;

@@ -114,6 +114,10 @@ typedef struct {
                                    * before the first of them, which is not part of the text */
     int64_t n_stop;
     int n_threads;                /* <= 0: attn_get_num_threads() */
+    /* NULL, or called as the prompt is read, after each chunk of up to 256 tokens, with
+     * (tokens done, prompt tokens, user) (a long prompt: attn summarize's text) */
+    void (*progress)(int64_t done, int64_t total, void *user);
+    void *progress_user;
 } attn_generate_opts;
 
 /* attn_generate_opts_default: attn_sampler_params_default(), max_tokens 128, no stop string. */

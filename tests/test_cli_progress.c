@@ -17,6 +17,7 @@
 #define AREN "../shared/models/aren-transliteration"
 #define FMNIST "/usr/share/datasets/fashion-mnist/"
 #define WAV "/usr/share/sounds/alsa/Front_Center.wav"
+#define TINY "tests/fuzz/seeds_fuzz_gguf/tiny_llama.gguf"
 
 static char tmpdir[256];
 static const char *attn_bin;
@@ -112,6 +113,17 @@ int main(void) {
         check_verb("transcribe", NULL, a, "1.4/1.4 s of audio");
     } else {
         CHECK(0, "%s or %s missing (scripts/setup.sh)", WHISPER, WAV);
+    }
+    /* summarize: the bar while the text (the prompt) is read, 184 tokens in chunks */
+    snprintf(in, sizeof in, "%s/long.txt", tmpdir);
+    f = fopen(in, "w");
+    for (int i = 0; f && i < 60; i++) fputs("the cat sat on the mat. ", f);
+    if (f) fclose(f);
+    if (access(TINY, R_OK) == 0) {
+        const char *a[] = {"summarize", "--model", TINY, "-n", "4", "--threads", "1", in, NULL};
+        check_verb("summarize", NULL, a, "184/184");
+    } else {
+        CHECK(0, "%s missing", TINY);
     }
     return attn_test_finish();
 }

@@ -1,6 +1,7 @@
 /* attn summarize: abstractive summary of a text with an instruct model. */
 #include "cli.h"
 #include "llm.h"
+#include "progress.h"
 
 #include "attn_tokenizer.h"
 
@@ -10,11 +11,13 @@
 
 typedef struct {
     const char *model, *path;
+    int progress;
 } summarize_opts;
 
 #define F(f) offsetof(summarize_opts, f)
 static const cli_option options[] = {
     {"--model", NULL, CLI_STR, F(model), .help = "  --model FILE      GGUF instruct model\n"},
+    CLI_PROGRESS_OPTIONS(F(progress), "        ", "     "),
     CLI_HELP_LINE("  -n N              at most N summary tokens (default 200)\n"
                   "  --temp T, --top-k K, --top-p P, --min-p P, --repeat-penalty R, --seed S, --stop STR,\n"
                   "  --threads N\n"
@@ -44,7 +47,7 @@ static void usage(FILE *f) {
 static const char *INSTR = "Summarize the following text in a few sentences.\n\n";
 
 int cmd_summarize(int argc, char **argv) {
-    summarize_opts so = {NULL, NULL};
+    summarize_opts so = {NULL, NULL, CLI_PROGRESS_AUTO};
     llm_opts o;
     llm_opts_default(&o, 200);
     o.sp.temperature = 0.0f;
@@ -52,6 +55,8 @@ int cmd_summarize(int argc, char **argv) {
     int pr = cli_parse(argc, argv, "summarize", options, &so, llm_options, &o, one_file, usage);
     if (pr != CLI_OK) return cli_parsed(pr);
     const char *model = so.model, *path = so.path;
+    o.progress = so.progress; /* a bar while the text is read (the prompt's prefill) */
+    o.progress_label = "summarize";
     if (!model) return cli_usage_error("summarize", "--model FILE is required");
     char *text = NULL;
     size_t len = 0;

@@ -1,5 +1,6 @@
 /* Shared code of the language-model verbs (see llm.h). */
 #include "llm.h"
+#include "progress.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -104,12 +105,17 @@ const cli_option llm_options[] = {
 typedef struct {
     FILE *out;
     int failed; /* errno of a failed write */
+    cli_progress *bar; /* the prompt's bar: ended before the first piece of text */
 } llm_sink;
 
 /* write a piece of the reply through (a closed pipe or a full disk: stop, do not generate on) */
 static int llm_write(void *ctx, const char *text, size_t len, int32_t token) {
     (void)token;
     llm_sink *k = (llm_sink *)ctx;
+    if (k->bar) {
+        cli_progress_end(k->bar);
+        k->bar = NULL;
+    }
     errno = 0;
     if (fwrite(text, 1, len, k->out) != len || fflush(k->out) != 0 || ferror(k->out)) {
         k->failed = errno ? errno : EIO;
@@ -129,9 +135,16 @@ int llm_generate(llm_ctx *c, attn_llama_state *st, const int32_t *ids, int64_t n
     go.stop = o->stop ? stops : NULL;
     go.n_stop = o->stop ? 1 : 0;
     attn_token_list h = {*hist, *n_hist, *cap_hist};
-    llm_sink sink = {out, 0};
+    cli_progress bar;
+    cli_progress_start(&bar, o->progress, o->progress_label ? o->progress_label : "reading", "tokens", (double)n);
+    llm_sink sink = {out, 0, bar.on ? &bar : NULL};
+    if (bar.on) {
+        go.progress = cli_progress_cb;
+        go.progress_user = &bar;
+    }
     attn_generate_stats gs;
     int rc = attn_llama_generate(st, c->tok, ids, n, &go, &h, llm_write, &sink, &gs);
+    if (sink.bar) cli_progress_end(sink.bar);
     *hist = h.ids;
     *n_hist = h.n;
     *cap_hist = h.cap;

@@ -27,6 +27,8 @@ typedef struct {
     int64_t n_predict;
     int64_t threads;
     const char *stop; /* stop string or NULL */
+    int progress;     /* a bar while the prompt is read: 0 off (default), 1 on, CLI_PROGRESS_AUTO */
+    const char *progress_label; /* the bar's label (the verb) */
 } llm_opts;
 
 /* llm_opts_default: greedy-free defaults (temperature 0.8, top-k 40, top-p 0.95, min-p 0.05). */

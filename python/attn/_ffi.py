@@ -341,6 +341,8 @@ typedef struct {
     const char *const *stop;
     int64_t n_stop;
     int n_threads;
+    void (*progress)(int64_t done, int64_t total, void *user);
+    void *progress_user;
 } attn_generate_opts;
 attn_generate_opts attn_generate_opts_default(void);
 typedef struct {

@@ -109,7 +109,15 @@ int attn_generation_start(attn_generation **out, attn_llama_state *st, const att
     const int64_t h0 = g->hist->n;
     for (int64_t i = 0; rc == 0 && i < n_prompt; i++) rc = attn__push(g->hist, prompt[i]);
     const double t0 = attn__now();
-    if (rc == 0) rc = attn_llama_forward(st, g->logits, prompt, n_prompt, 0, o->n_threads);
+    /* in chunks of 256 when progress is wanted (the same arithmetic: attn_llama_forward runs
+     * chunks of 256 anyway, and only the last position's logits are kept) */
+    const int64_t step = o->progress ? 256 : n_prompt;
+    for (int64_t i = 0; rc == 0 && i < n_prompt; i += step) {
+        const int64_t k = n_prompt - i < step ? n_prompt - i : step;
+        rc = attn_llama_forward(st, g->logits, prompt + i, k, 0, o->n_threads);
+        if (rc == 0 && o->progress) o->progress(i + k, n_prompt, o->progress_user);
+    }
+    if (rc < 0) attn_llama_state_truncate(st, used);
     if (rc < 0) {
         if (g->hist->n > h0) g->hist->n = h0;
         attn_generation_free(g);

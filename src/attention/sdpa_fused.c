@@ -48,7 +48,7 @@
  * ---- Vectorised exp --------------------------------------------------------------------------
  * exp(x) = 2^n · p(r), n = round(x·log2 e), r = x - n·ln2 with ln2 split in two constants
  * (0.693359375 - 2.12194440e-4; Cody & Waite), |r| <= ln2/2, p = a degree-6 polynomial fitted for
- * minimum maximum relative error (2e-9 in exact arithmetic; coefficients in fused_internal.h).
+ * minimum maximum relative error (2e-9 in exact arithmetic; coefficients and code in core/simd_math.h).
  * x < -87 gives 0 (results stay normal floats: no denormal slow-downs), exp(0) = 1 exactly,
  * exp(-inf) = 0; arguments above 88 are outside the contract (the kernel only uses x <= 0). The maximum
  * relative error over [-87, 0] — the range used: arguments are always score - running max — is
@@ -73,6 +73,7 @@
  */
 #include "attention/fused_internal.h"
 #include "attention/sdpa_internal.h"
+#include "core/cpu.h"
 #include "core/internal.h"
 
 #include <float.h>
@@ -336,14 +337,6 @@ static void attn__store_out_portable(float *o, int64_t osi, const float *OT, int
     }
 }
 
-static void attn__exp_n_portable(float *y, const float *x, int64_t n) {
-    int64_t j = 0;
-    for (; j + PB <= n; j += PB)
-        PSIMD
-        for (int u = 0; u < PB; u++) y[j + u] = attn__exp_scalar(x[j + u]);
-    for (; j < n; j++) y[j] = attn__exp_scalar(x[j]);
-}
-
 static const attn__fused_kernels attn__kernels_portable = {
     ATTN__SIMD_PORTABLE,        "portable",
     attn__s_block_portable,     attn__softmax_block_portable,
@@ -364,11 +357,9 @@ int attn__fused_path_supported(int path) {
         return 1;
 #if defined(__x86_64__) || defined(__i386__)
     case ATTN__SIMD_AVX2:
-        __builtin_cpu_init();
-        return attn__fused_kernels_avx2() != NULL && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        return attn__fused_kernels_avx2() != NULL && attn__cpu_has(ATTN__CPU_AVX2 | ATTN__CPU_FMA);
     case ATTN__SIMD_AVX512:
-        __builtin_cpu_init();
-        return attn__fused_kernels_avx512() != NULL && __builtin_cpu_supports("avx512f");
+        return attn__fused_kernels_avx512() != NULL && attn__cpu_has(ATTN__CPU_AVX512F);
 #endif
     default:
         return 0;

@@ -3,6 +3,7 @@
 #define ATTN_INTERNAL_H
 
 #include "attn_core.h"
+#include "core/cpu.h" /* attn__cpu_has: every SIMD dispatcher asks the CPU through it */
 #include <stdint.h>
 
 /* Propagate a failing status: ATTN_TRY(expr) returns expr's status when negative. */

@@ -52,6 +52,12 @@ static inline void attn__store_f32(void *p, attn_dtype dt, float x) {
  * Errors: ATTN_E_IO "cannot open PATH: ...", "PATH is not a regular file", "cannot map PATH: ...". */
 int attn__map_readonly(const char *path, void **map, size_t *size);
 
+/* attn__read_file: the whole file at path (at most max_bytes) into a malloc'ed buffer *data with a
+ * NUL after the last byte (*len excludes it; free with free()). Errors: ATTN_E_IO "cannot open PATH:
+ * ..." / "cannot read PATH: ..." (also for a directory), the status too_large (ATTN_E_RANGE or
+ * ATTN_E_FORMAT, as the caller documents it) "PATH is larger than N bytes", ATTN_E_NOMEM. */
+int attn__read_file(const char *path, size_t max_bytes, int too_large, char **data, size_t *len);
+
 /* attn__printable: s for an error message: printable ASCII kept, every other byte written as
  * \xNN (and a backslash as \\); cut with "..." to fit dst[cap] (cap >= 8). Returns dst. */
 const char *attn__printable(char *dst, size_t cap, const char *s);

@@ -322,7 +322,7 @@ int attn_bpe_load_llama2c(attn_bpe **out, const char *path, int64_t vocab_size) 
         return attn_set_error(ATTN_E_INVALID, "llama2.c tokenizer: vocab_size %lld out of range", (long long)vocab_size);
     char *data = NULL;
     size_t len = 0;
-    ATTN_TRY(attn__tok_read_file(path, &data, &len));
+    ATTN_TRY(attn__read_file(path, TOK_MAX_FILE, ATTN_E_FORMAT, &data, &len));
     int rc = ATTN_OK;
     char **toks = (char **)calloc((size_t)vocab_size, sizeof(char *));
     uint32_t *lens = (uint32_t *)calloc((size_t)vocab_size, sizeof(uint32_t));

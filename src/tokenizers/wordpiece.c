@@ -491,7 +491,7 @@ int attn_tokenizer_load_vocab(attn_tokenizer **out, const char *vocab_path, int 
     if (!vocab_path) return attn_set_error(ATTN_E_INVALID, "tokenizer_load_vocab: NULL path");
     char *data;
     size_t len;
-    int rc = attn__tok_read_file(vocab_path, &data, &len);
+    int rc = attn__read_file(vocab_path, TOK_MAX_FILE, ATTN_E_FORMAT, &data, &len);
     if (rc < 0) return rc;
     size_t bad;
     if (attn_tokenizer_validate_utf8(data, len, &bad) < 0) {
@@ -738,7 +738,7 @@ int attn_tokenizer_load_json(attn_tokenizer **out, const char *path) {
     if (!path) return attn_set_error(ATTN_E_INVALID, "tokenizer_load_json: NULL path");
     char *data;
     size_t len;
-    int rc = attn__tok_read_file(path, &data, &len);
+    int rc = attn__read_file(path, TOK_MAX_FILE, ATTN_E_FORMAT, &data, &len);
     if (rc < 0) return rc;
     rc = attn_tokenizer_load_json_buffer(out, data, len);
     free(data);

@@ -6,7 +6,7 @@
  * greedy and beam paths differ by ~1e-7 on the same word; float32 rounding in a 12-layer model
  * is ~1e-6).
  * Cross-attention (greedy, float32, 20 words) within 1e-5. Then the CLI on bad input. */
-#include "attn_translate.h"
+#include "attn_ct2_transformer.h"
 #include "testutil.h"
 
 #include <math.h>

@@ -3,7 +3,7 @@
 #include "texts.h"
 
 #include "attn_npy.h"
-#include "attn_translate.h"
+#include "attn_ct2_transformer.h"
 #include "attn_viz.h"
 
 #include <errno.h>

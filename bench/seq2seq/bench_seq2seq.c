@@ -3,7 +3,7 @@
  * decoding included), best of R runs, on T threads.
  * Usage: bench_seq2seq THREADS REPEATS WORDS_FILE WAV... */
 #include "attn_audio.h"
-#include "attn_translate.h"
+#include "attn_ct2_transformer.h"
 #include "attn_whisper.h"
 
 #include <stdio.h>

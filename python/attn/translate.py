@@ -56,7 +56,7 @@ def _source(s: Any, i: int) -> bytes:
 class Translator:
     """A CTranslate2 Transformer encoder-decoder (model.bin versions 2-6 plus vocabularies:
     OpenNMT / Marian / Fairseq conversions, float32 / float16 / bfloat16 / int8 weights) run by
-    libattn (include/attn_translate.h), with greedy or beam search that follows CTranslate2's.
+    libattn (include/attn_ct2_transformer.h), with greedy or beam search that follows CTranslate2's.
 
     ``Translator(model_dir)``; then ``translate_batch([["t", "o", "k"], ...])`` as in
     ctranslate2. Calls on one Translator are serialised by a lock; the GIL is released

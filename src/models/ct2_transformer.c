@@ -1,6 +1,6 @@
-/* CTranslate2 Transformer encoder-decoder and translation (see include/attn_translate.h). */
-#include "attn_translate.h"
-#include "attn_tokenizer.h"
+/* CTranslate2 Transformer encoder-decoder and translation (see include/attn_ct2_transformer.h). */
+#include "attn_ct2_transformer.h"
+#include "attn_utf8.h"
 #include "attn_attention.h"
 #include "attn_layers.h"
 #include "core/internal.h"

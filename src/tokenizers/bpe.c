@@ -6,7 +6,7 @@
  * per word, so a pathological 1 MB "word" cannot hang the tokenizer. */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "attn_bpe.h"
-#include "attn_tokenizer.h"
+#include "attn_utf8.h"
 #include "core/internal.h"
 #include "tokenizers/tok_common.h"
 

@@ -1,5 +1,5 @@
 /* UTF-8 and file helpers shared by every tokenizer (WordPiece, byte-level BPE, SentencePiece BPE). */
-#include "attn_tokenizer.h"
+#include "attn_utf8.h"
 #include "core/internal.h"
 #include "tokenizers/tok_common.h"
 

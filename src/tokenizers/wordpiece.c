@@ -2,7 +2,7 @@
  *
  * Matches the behaviour of the Hugging Face `tokenizers` library (normalizers/bert.rs,
  * pre_tokenizers/bert.rs, models/wordpiece, processors/template.rs, added_vocabulary.rs);
- * see include/attn_tokenizer.h for the pipeline. The text is processed as a stream: each
+ * see include/attn_wordpiece.h for the pipeline. The text is processed as a stream: each
  * input character is normalized on its own (every BertNormalizer step is per character,
  * except the canonical reordering of NFD, which holds back a run of combining marks until
  * the next starter), the characters are grouped into words, and each finished word goes
@@ -10,7 +10,7 @@
  * still split, max_input_chars_per_word, and the longest reordered run), whatever the input
  * size, and encoding stops as soon as the truncation length is reached. Every character
  * carries the byte span of the input character it came from, which gives HF's offsets. */
-#include "attn_tokenizer.h"
+#include "attn_wordpiece.h"
 #include "core/internal.h"
 #include "tokenizers/tok_common.h"
 #include "tokenizers/tok_json.h"

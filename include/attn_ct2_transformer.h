@@ -1,5 +1,5 @@
 /*
- * attn_translate.h — CTranslate2 Transformer encoder-decoders (OpenNMT / Marian / Fairseq
+ * attn_ct2_transformer.h — CTranslate2 Transformer encoder-decoders (OpenNMT / Marian / Fairseq
  * conversions: spec "TransformerBase", "TransformerBig", "TransformerSpec") and translation
  * with greedy or beam search (attn_beam.h).
  *
@@ -26,8 +26,8 @@
  * tokens (tests/test_translate.c: 275 words, greedy and beam search, scores within 1e-5;
  * scripts/probe_ct2_attention.c); float models use attn's SDPA kernel.
  */
-#ifndef ATTN_TRANSLATE_H
-#define ATTN_TRANSLATE_H
+#ifndef ATTN_CT2_TRANSFORMER_H
+#define ATTN_CT2_TRANSFORMER_H
 
 #include "attn_beam.h"
 #include "attn_ops.h"
@@ -105,4 +105,4 @@ void attn_translations_free(attn_translation *t, int64_t n);
 #ifdef __cplusplus
 }
 #endif
-#endif /* ATTN_TRANSLATE_H */
+#endif /* ATTN_CT2_TRANSFORMER_H */

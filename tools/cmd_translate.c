@@ -243,14 +243,14 @@ int cmd_translate(int argc, char **argv) {
     int64_t n_pre = 0, n_end = 0, *slen = NULL, n_stok = 0, n_sseq = 0;
     attn_translation *out = NULL;
     int64_t n_out = 0;
-    attn_decode_opts o = attn_decode_opts_default();
+    attn_translate_opts to = attn_translate_opts_default();
+    attn_decode_opts o = to.decode;
     o.beam_size = beam;
     o.n_best = n_best;
     o.length_penalty = lp;
     o.length_penalty_form = gnmt ? ATTN_LP_GNMT : ATTN_LP_POWER;
     o.max_length = max_len;
     o.min_length = min_len;
-    o.max_input_length = max_in;
     o.repetition_penalty = rep;
     o.return_prefix = 1; /* CTranslate2's Translator returns the prefix with the hypothesis */
     o.return_attention = attn_path != NULL;
@@ -297,8 +297,11 @@ int cmd_translate(int argc, char **argv) {
         goto done;
     }
     /* CTranslate2's batching: sentences sorted by length, batches of --batch, output in order */
-    o.max_batch_size = batch;
-    if (attn_translate(m, out, (const char *const *)texts.items, texts.n, &o, repl) < 0) {
+    to.decode = o;
+    to.max_input_length = max_in;
+    to.max_batch_size = batch;
+    to.replace_unknowns = repl;
+    if (attn_translate(m, out, (const char *const *)texts.items, texts.n, &to) < 0) {
         rc = cli_lib_error("translating");
         goto done;
     }

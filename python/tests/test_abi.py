@@ -23,7 +23,7 @@ DECLS = {
     "attn_bert.h": ["attn_bert_config", "attn_bert_extra", "attn_pooling"],
     "attn_wordpiece.h": [],
     "attn_beam.h": ["attn_decode_opts", "attn_length_penalty_form"],
-    "attn_ct2_transformer.h": ["attn_translator_config", "attn_translation_hyp", "attn_translation"],
+    "attn_ct2_transformer.h": ["attn_translator_config", "attn_translation_hyp", "attn_translation", "attn_translate_opts"],
     "attn_audio.h": [],
     "attn_whisper.h": ["attn_whisper_config", "attn_whisper_opts", "attn_whisper_segment", "attn_whisper_result",
                        "attn_whisper_decoding"],

@@ -59,6 +59,14 @@ typedef struct {
     void (*exp_n)(float *y, const float *x, int64_t n);
 } attn__fused_kernels;
 
+/* Lanes of a fixed-width loop are independent: let the vectoriser have them (-fopenmp is part of
+ * the build; without OpenMP the pragma is simply absent and the loops stay scalar). */
+#ifdef _OPENMP
+#define ATTN__PSIMD _Pragma("omp simd")
+#else
+#define ATTN__PSIMD
+#endif
+
 /* Kernel tables. The SIMD ones return NULL when not compiled in (non-x86 builds); they do not
  * check the CPU: use attn__fused_path_supported first. */
 const attn__fused_kernels *attn__fused_kernels_portable(void);

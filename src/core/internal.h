@@ -58,6 +58,10 @@ int attn__map_readonly(const char *path, void **map, size_t *size);
  * ATTN_E_FORMAT, as the caller documents it) "PATH is larger than N bytes", ATTN_E_NOMEM. */
 int attn__read_file(const char *path, size_t max_bytes, int too_large, char **data, size_t *len);
 
+/* attn__error_prefix: the current message becomes "PREFIX: message" (e.g. the path of the file a
+ * parser failed on); returns status. */
+int attn__error_prefix(int status, const char *prefix);
+
 /* attn__printable: s for an error message: printable ASCII kept, every other byte written as
  * \xNN (and a backslash as \\); cut with "..." to fit dst[cap] (cap >= 8). Returns dst. */
 const char *attn__printable(char *dst, size_t cap, const char *s);

@@ -35,11 +35,7 @@ int attn__hf_json_load(attn__hf_json *c, const char *who, const char *dir, const
     char *txt = NULL;
     size_t len = 0;
     int rc = attn__read_file(c->path, ATTN__HF_JSON_MAX, ATTN_E_RANGE, &txt, &len);
-    if (rc < 0) {
-        char msg[4600];
-        snprintf(msg, sizeof msg, "%s", attn_last_error());
-        return attn_set_error(rc, "%s%s%s", WHO(c), msg);
-    }
+    if (rc < 0) return c->who ? attn__error_prefix(rc, c->who) : rc;
     size_t off = 0;
     c->root = attn__json_parse(txt, len, &off);
     free(txt);

@@ -43,29 +43,14 @@ int attn_llama2c_parse(attn_llama2c *out, const void *data, size_t size, const c
         return attn_set_error(ATTN_E_FORMAT,
                               "%s: the header implies %llu bytes of weights, the file has %zu (truncated or not a llama2.c checkpoint)",
                               name, (unsigned long long)need * 4, size - 28);
+    /* the tensors in file order, each after the previous one */
+    const float **views[] = {&c.tok_embd, &c.attn_norm, &c.wq, &c.wk, &c.wv, &c.wo, &c.ffn_norm, &c.w1, &c.w2, &c.w3, &c.final_norm};
+    const int64_t counts[] = {V * D, L * D, L * D * D, L * kvd * D, L * kvd * D, L * D * D, L * D, L * F * D, L * D * F, L * F * D, D};
     const float *w = (const float *)((const char *)data + ATTN_LLAMA2C_HEADER_BYTES);
-    c.tok_embd = w;
-    w += V * D;
-    c.attn_norm = w;
-    w += L * D;
-    c.wq = w;
-    w += L * D * D;
-    c.wk = w;
-    w += L * kvd * D;
-    c.wv = w;
-    w += L * kvd * D;
-    c.wo = w;
-    w += L * D * D;
-    c.ffn_norm = w;
-    w += L * D;
-    c.w1 = w;
-    w += L * F * D;
-    c.w2 = w;
-    w += L * D * F;
-    c.w3 = w;
-    w += L * F * D;
-    c.final_norm = w;
-    w += D;
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        *views[i] = w;
+        w += counts[i];
+    }
     w += c.context * c.head_dim; /* legacy freq_cis_real + freq_cis_imag */
     c.output = shared ? c.tok_embd : w;
     *out = c;

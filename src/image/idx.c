@@ -154,12 +154,7 @@ int attn_idx_load(attn_idx *out, const char *path) {
     ATTN_TRY(attn__read_file(path, (size_t)1 << 31, ATTN_E_RANGE, &buf, &len));
     int rc = attn_idx_decode(out, buf, len, 0);
     free(buf);
-    if (rc < 0) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", attn_last_error());
-        return attn_set_error(rc, "%s: %s", path, msg);
-    }
-    return rc;
+    return rc < 0 ? attn__error_prefix(rc, path) : rc;
 }
 
 int attn_idx_image(attn_image *out, const attn_idx *idx, int64_t i) {

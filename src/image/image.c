@@ -221,12 +221,7 @@ int attn_image_load(attn_image *out, const char *path) {
     ATTN_TRY(attn__read_file(path, (size_t)1 << 30, ATTN_E_RANGE, &buf, &len));
     int rc = attn_image_decode(out, buf, len, 0);
     free(buf);
-    if (rc < 0) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", attn_last_error());
-        return attn_set_error(rc, "%s: %s", path, msg);
-    }
-    return rc;
+    return rc < 0 ? attn__error_prefix(rc, path) : rc;
 }
 
 /* ---------------------------------------------------------------- convert */

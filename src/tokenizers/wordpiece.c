@@ -307,11 +307,7 @@ int attn_tokenizer_load_vocab(attn_tokenizer **out, const char *vocab_path, int 
         start = end + 1;
     }
     rc = finish_plain(out, t, e, k, lowercase, strip_accents);
-    if (rc < 0 && rc != ATTN_E_NOMEM) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", attn_last_error());
-        attn_set_error(rc, "%s: %s", vocab_path, msg);
-    }
+    if (rc < 0 && rc != ATTN_E_NOMEM) attn__error_prefix(rc, vocab_path);
     free(e);
     free(data);
     return rc;

@@ -201,10 +201,6 @@ int attn_tokenizer_load_json(attn_tokenizer **out, const char *path) {
     if (rc < 0) return rc;
     rc = attn_tokenizer_load_json_buffer(out, data, len);
     free(data);
-    if (rc < 0 && rc != ATTN_E_NOMEM) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", attn_last_error());
-        attn_set_error(rc, "%s: %s", path, msg);
-    }
+    if (rc < 0 && rc != ATTN_E_NOMEM) attn__error_prefix(rc, path);
     return rc;
 }

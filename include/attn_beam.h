@@ -86,13 +86,6 @@ typedef struct {
     int return_attention;     /* fill attn_hypothesis.attention */
     attn_logits_hook hook;    /* NULL or a hook (see above) */
     void *hook_ctx;
-    int64_t max_input_length; /* >= 0: sources longer than this are truncated to their first
-                                 max_input_length tokens before encoding (0 = no limit); used by
-                                 attn_translate (CTranslate2's max_input_length, default 1024) */
-    int64_t max_batch_size;   /* >= 0: attn_translate sorts its sources from the longest to the
-                                 shortest and translates them in batches of this many (0 = one
-                                 batch), as CTranslate2's translate_batch does with
-                                 max_batch_size; results stay in input order (default 0) */
     int length_excludes_end;  /* 1: an ended hypothesis's length penalty counts only its returned
                                  tokens, not the end token, as CTranslate2 4.8.5's
                                  Whisper.generate scores (checked: its score * n_tokens equals the
@@ -101,8 +94,9 @@ typedef struct {
 } attn_decode_opts;
 
 /* attn_decode_opts_default: greedy, n_best 1, alpha 1 (power form, CTranslate2's default),
- * max_length 256, min_length 0, repetition penalty 1, no prefix / suppression,
- * max_input_length 1024. end_ids must still be set. */
+ * max_length 256, min_length 0, repetition penalty 1, no prefix / suppression. end_ids must
+ * still be set. (Translation's batching and input-length options: attn_translate_opts,
+ * attn_ct2_transformer.h.) */
 attn_decode_opts attn_decode_opts_default(void);
 
 typedef struct {

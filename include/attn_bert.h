@@ -19,7 +19,7 @@
 #include "attn_core.h"
 #include "attn_attention.h"
 #include "attn_ops.h"
-#include "attn_tokenizer.h"
+#include "attn_wordpiece.h"
 #include "attn_variants.h"
 
 #ifdef __cplusplus

@@ -4,6 +4,7 @@
 #include "attn.h"
 #include "attn_bpe.h"
 #include "attn_llama.h"
+#include "attn_llama2c.h"
 #include "attn_npy.h"
 #include "attn_sampling.h"
 #include "testutil.h"
@@ -179,6 +180,54 @@ static void test_stories(void) {
     attn_llama_state_free(st);
     attn_bpe_free(tok);
     attn_llama_free(m);
+}
+
+/* The checkpoint reader on a hand-built file: every tensor is filled with its own number (1 =
+ * token embedding ... 12 = classifier, in llama2.c's export order), so each view must start and
+ * end on its number; the legacy RoPE tables (value 99) must be skipped. */
+static void test_llama2c_reader(void) {
+    const int64_t D = 4, F = 6, L = 2, H = 2, KV = 1, V = 3, T = 2, hd = D / H, kvd = KV * hd;
+    const int64_t counts[13] = {V * D, L * D, L * D * D, L * kvd * D, L * kvd * D, L * D * D, L * D,
+                                L * F * D, L * D * F, L * F * D, D, T * hd, V * D};
+    const float values[13] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 99, 12};
+    int64_t total = 0;
+    for (int i = 0; i < 13; i++) total += counts[i];
+    size_t size = 28 + 4 * (size_t)total;
+    float *file = (float *)malloc(size);
+    CHECK(file != NULL, "alloc");
+    if (!file) return;
+    int32_t h[7] = {(int32_t)D, (int32_t)F, (int32_t)L, (int32_t)H, (int32_t)KV, -(int32_t)V, (int32_t)T}; /* < 0: own classifier */
+    memcpy(file, h, sizeof h);
+    float *w = file + 7;
+    for (int i = 0; i < 13; i++)
+        for (int64_t j = 0; j < counts[i]; j++) *w++ = values[i];
+    attn_llama2c c;
+    CHECK_OK(attn_llama2c_parse(&c, file, size, "hand.bin"));
+    CHECK(c.dim == D && c.hidden_dim == F && c.n_layers == L && c.n_heads == H && c.n_kv_heads == KV && c.vocab_size == V &&
+              c.context == T && c.head_dim == hd && c.shared_classifier == 0,
+          "hand-built header");
+    const float *views[12] = {c.tok_embd, c.attn_norm, c.wq, c.wk, c.wv, c.wo, c.ffn_norm, c.w1, c.w2, c.w3, c.final_norm, c.output};
+    const int idx[12] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12};
+    for (int i = 0; i < 12; i++)
+        CHECK(views[i] && views[i][0] == values[idx[i]] && views[i][counts[idx[i]] - 1] == values[idx[i]],
+              "view %d holds tensor %g at both ends", i, (double)values[idx[i]]);
+    CHECK(c.output + V * D == (const float *)((const char *)file + size), "the classifier ends the file");
+    /* shared classifier: the same bytes without the last tensor, vocab_size > 0 */
+    h[5] = (int32_t)V;
+    memcpy(file, h, sizeof h);
+    CHECK_OK(attn_llama2c_parse(&c, file, size - 4 * (size_t)(V * D), "hand.bin"));
+    CHECK(c.shared_classifier == 1 && c.output == c.tok_embd, "shared classifier is the embedding");
+    CHECK_ERR(attn_llama2c_parse(&c, file, size, "hand.bin"), ATTN_E_FORMAT); /* one tensor too many */
+    CHECK(strstr(attn_last_error(), "hand.bin: the header implies") != NULL, "size message: %s", attn_last_error());
+    CHECK(c.tok_embd == NULL && c.dim == 0, "output zeroed on error");
+    h[3] = 3; /* 4 is not a multiple of 3 heads */
+    memcpy(file, h, sizeof h);
+    CHECK_ERR(attn_llama2c_parse(&c, file, size, "hand.bin"), ATTN_E_FORMAT);
+    CHECK(strstr(attn_last_error(), "hyper-parameters") != NULL || strstr(attn_last_error(), "multiple") != NULL, "heads message: %s",
+          attn_last_error());
+    CHECK_ERR(attn_llama2c_parse(&c, file, 27, "hand.bin"), ATTN_E_FORMAT);
+    CHECK_ERR(attn_llama2c_parse(NULL, file, size, "hand.bin"), ATTN_E_INVALID);
+    free(file);
 }
 
 static void test_bad_llama2c(void) {
@@ -551,6 +600,7 @@ int main(void) {
     test_stories();
     test_generate_api();
     test_chat_format();
+    test_llama2c_reader();
     test_bad_llama2c();
     test_sampling();
     test_cli();

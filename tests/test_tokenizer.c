@@ -1,4 +1,4 @@
-/* Tests for the BERT WordPiece tokenizer (include/attn_tokenizer.h).
+/* Tests for the BERT WordPiece tokenizer (include/attn_wordpiece.h).
  *   - toy vocabularies (written by this test) for WordPiece splitting, specials, truncation,
  *     offsets, buffer handling and loader errors;
  *   - normalisation and invalid UTF-8;
@@ -7,7 +7,7 @@
  *   - tests/fixtures/tokenizer_cases.tsv: ids and byte offsets of Hugging Face tokenizers for
  *     all-MiniLM-L6-v2 (needs models/all-MiniLM-L6-v2 from scripts/fetch_minilm.sh; fails
  *     when it is missing). */
-#include "attn_tokenizer.h"
+#include "attn_wordpiece.h"
 #include "testutil.h"
 
 #include <stdlib.h>

@@ -6,7 +6,7 @@
  * greedy and beam paths differ by ~1e-7 on the same word; float32 rounding in a 12-layer model
  * is ~1e-6).
  * Cross-attention (greedy, float32, 20 words) within 1e-5. Then the CLI on bad input. */
-#include "attn_translate.h"
+#include "attn_ct2_transformer.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -49,6 +49,15 @@ static void free_lines(char **l, int64_t n) {
 static char **words;
 static int64_t n_words;
 
+/* attn_translate with default translation options around decoding options o. */
+static int translate_d(attn_translator *m, attn_translation *out, const char *const *sources, int64_t n, const attn_decode_opts *o,
+                       int replace_unknowns) {
+    attn_translate_opts to = attn_translate_opts_default();
+    to.decode = *o;
+    to.replace_unknowns = replace_unknowns;
+    return attn_translate(m, out, sources, n, &to);
+}
+
 /* Compare attn_translate with the fixture file for one case. */
 /* min_same: words that must be identical (n_words for exact cases); n_use: words decoded. */
 static void run_case_n(attn_translator *m, const char *file, attn_decode_opts o, int n_prefix_a_l, int64_t n_use, int64_t min_same,
@@ -73,8 +82,10 @@ static void run_case_n(attn_translator *m, const char *file, attn_decode_opts o,
     char first_bad[512] = "";
     /* as the fixtures were made: translate_batch(max_batch_size=32), which sorts the sources by
      * length before batching (the int8 model's attention arithmetic depends on the padding) */
-    o.max_batch_size = 32;
-    int rc = attn_translate(m, out, (const char *const *)words, n_use, &o, 0);
+    attn_translate_opts to = attn_translate_opts_default();
+    to.decode = o;
+    to.max_batch_size = 32;
+    int rc = attn_translate(m, out, (const char *const *)words, n_use, &to);
     CHECK(rc == 0, "%s: attn_translate: %s", file, attn_last_error());
     for (int64_t w = 0; w < n_use; w++) {
         int same = 1;
@@ -147,7 +158,7 @@ static void test_attention(attn_translator *m) {
     o.min_length = 1;
     o.return_attention = 1;
     attn_translation out[20];
-    CHECK_OK(attn_translate(m, out, (const char *const *)words, 20, &o, 0));
+    CHECK_OK(translate_d(m, out, (const char *const *)words, 20, &o, 0));
     int64_t li = 0, rows = 0;
     double md = 0, row_sum_err = 0;
     int shape_ok = 1;
@@ -193,8 +204,8 @@ static void test_replace_unknowns(attn_translator *m) {
     o.return_attention = 1;
     const char *src[1] = {"ك ت ا ب"};
     attn_translation a, b;
-    CHECK_OK(attn_translate(m, &a, src, 1, &o, 0));
-    CHECK_OK(attn_translate(m, &b, src, 1, &o, 1));
+    CHECK_OK(translate_d(m, &a, src, 1, &o, 0));
+    CHECK_OK(translate_d(m, &b, src, 1, &o, 1));
     if (a.n > 0 && b.n > 0 && a.hyps[0].len > 0) {
         CHECK(strcmp(a.hyps[0].tokens[0], "<unk>") == 0, "forced <unk> kept without replacement: %s", a.hyps[0].tokens[0]);
         int64_t best = 0;
@@ -213,15 +224,15 @@ static void test_replace_unknowns(attn_translator *m) {
  * source). The default limit is 1024 tokens: CTranslate2 gives the same "m e r m e r" (score
  * -0.2749818, max_decoding_length 6) for 1100 tokens "ر م ر م ..." as for their first 1024. */
 static void test_max_input_length(attn_translator *m) {
-    attn_decode_opts o = attn_decode_opts_default();
-    o.min_length = 1;
-    o.return_attention = 1;
+    attn_translate_opts o = attn_translate_opts_default();
+    o.decode.min_length = 1;
+    o.decode.return_attention = 1;
     CHECK(o.max_input_length == 1024, "default max_input_length 1024 (got %lld)", (long long)o.max_input_length);
     const char *src[2] = {"\xd8\xa8 \xd8\xa4 \xd9\x86 \xd8\xb2 \xd8\xaa \xd8\xb0 \xd8\xa2 \xd9\x89 \xd8\xab \xd8\xb4",
                           "\xd8\xa8 \xd8\xa4 \xd9\x86 \xd8\xb2"};
     attn_translation t[2];
     o.max_input_length = 4;
-    int r = attn_translate(m, t, src, 2, &o, 0);
+    int r = attn_translate(m, t, src, 2, &o);
     CHECK(r == 0, "translate with max_input_length 4: %s", attn_last_error());
     if (r == 0) {
         CHECK(t[0].src_len == 4 && t[0].n == 1 && t[0].hyps[0].len == 5, "truncated to 4 tokens (src_len %lld)", (long long)t[0].src_len);
@@ -244,9 +255,9 @@ static void test_max_input_length(attn_translator *m) {
     memcpy(cut, longsrc, 1024 * 3);
     cut[1024 * 3 - 1] = 0;
     const char *two[2] = {longsrc, cut};
-    o = attn_decode_opts_default();
-    o.max_length = 6;
-    r = attn_translate(m, t, two, 2, &o, 0);
+    o = attn_translate_opts_default();
+    o.decode.max_length = 6;
+    r = attn_translate(m, t, two, 2, &o);
     CHECK(r == 0, "translate 1100 tokens: %s", attn_last_error());
     if (r == 0) {
         CHECK(t[0].src_len == 1024 && t[1].src_len == 1024, "1100 tokens truncated to 1024 (got %lld)", (long long)t[0].src_len);
@@ -262,7 +273,7 @@ static void test_max_input_length(attn_translator *m) {
         attn_translations_free(t, 2);
     }
     o.max_input_length = -1;
-    CHECK_ERR(attn_translate(m, t, two, 1, &o, 0), ATTN_E_INVALID);
+    CHECK_ERR(attn_translate(m, t, two, 1, &o), ATTN_E_INVALID);
 }
 
 /* GNMT length penalty: beam 1 gives the same hypothesis as the power form; its score is the raw
@@ -272,10 +283,10 @@ static void test_gnmt(attn_translator *m) {
     o.min_length = 1;
     const char *src[1] = {"م ر ح ب ا"};
     attn_translation p, g;
-    CHECK_OK(attn_translate(m, &p, src, 1, &o, 0));
+    CHECK_OK(translate_d(m, &p, src, 1, &o, 0));
     o.length_penalty_form = ATTN_LP_GNMT;
     o.length_penalty = 0.6f;
-    CHECK_OK(attn_translate(m, &g, src, 1, &o, 0));
+    CHECK_OK(translate_d(m, &g, src, 1, &o, 0));
     if (p.n && g.n) {
         double len = (double)p.hyps[0].len + 1; /* the end token counts */
         double raw = (double)p.hyps[0].score * len;
@@ -290,38 +301,38 @@ static void test_bad_options(attn_translator *m) {
     attn_translation t;
     const char *src[1] = {"م"};
     o.beam_size = 0;
-    CHECK_ERR(attn_translate(m, &t, src, 1, &o, 0), ATTN_E_INVALID);
+    CHECK_ERR(translate_d(m, &t, src, 1, &o, 0), ATTN_E_INVALID);
     o = attn_decode_opts_default();
     o.n_best = 3;
-    CHECK_ERR(attn_translate(m, &t, src, 1, &o, 0), ATTN_E_INVALID);
+    CHECK_ERR(translate_d(m, &t, src, 1, &o, 0), ATTN_E_INVALID);
     o = attn_decode_opts_default();
     int32_t bad = 1000;
     o.suppress = &bad;
     o.n_suppress = 1;
-    CHECK_ERR(attn_translate(m, &t, src, 1, &o, 0), ATTN_E_INVALID);
+    CHECK_ERR(translate_d(m, &t, src, 1, &o, 0), ATTN_E_INVALID);
     o = attn_decode_opts_default();
     o.min_length = 300;
-    CHECK_ERR(attn_translate(m, &t, src, 1, &o, 0), ATTN_E_INVALID);
+    CHECK_ERR(translate_d(m, &t, src, 1, &o, 0), ATTN_E_INVALID);
     o = attn_decode_opts_default();
     o.repetition_penalty = 0;
-    CHECK_ERR(attn_translate(m, &t, src, 1, &o, 0), ATTN_E_INVALID);
+    CHECK_ERR(translate_d(m, &t, src, 1, &o, 0), ATTN_E_INVALID);
     /* empty source and whitespace-only source: n_best empty hypotheses with score 0
      * (CTranslate2 4.8.5: translate_batch([[]], beam_size=4, num_hypotheses=3) -> [[], [], []]) */
     o = attn_decode_opts_default();
     const char *empty[2] = {"", "   "};
     attn_translation e[2];
-    CHECK_OK(attn_translate(m, e, empty, 2, &o, 0));
+    CHECK_OK(translate_d(m, e, empty, 2, &o, 0));
     CHECK(e[0].n == 1 && e[0].hyps[0].len == 0 && e[1].n == 1 && e[1].hyps[0].len == 0, "empty sources give empty hypotheses");
     attn_translations_free(e, 2);
     o.beam_size = 4;
     o.n_best = 3;
-    CHECK_OK(attn_translate(m, e, empty, 1, &o, 0));
+    CHECK_OK(translate_d(m, e, empty, 1, &o, 0));
     CHECK(e[0].n == 3 && e[0].hyps[0].len == 0 && e[0].hyps[2].len == 0 && e[0].hyps[2].score == 0.0f,
           "an empty source gives n_best (3) empty hypotheses, got %lld", (long long)e[0].n);
     attn_translations_free(e, 1);
     /* a source that is not UTF-8 is refused (it would silently become <unk>) */
     const char *bad_utf8[2] = {"\xd9\x83 \xd8\xaa", "\xd9\x83 \xff\xfe"};
-    CHECK_ERR(attn_translate(m, e, bad_utf8, 2, &o, 0), ATTN_E_INVALID);
+    CHECK_ERR(translate_d(m, e, bad_utf8, 2, &o, 0), ATTN_E_INVALID);
     CHECK(strstr(attn_last_error(), "source 2 is not valid UTF-8 (byte offset 3, byte 0xFF)") != NULL, "UTF-8 message: %s", attn_last_error());
 }
 
@@ -457,11 +468,11 @@ int main(void) {
              * beam-4 outputs and scores of 64 words bit-identical */
             attn_translation *a = (attn_translation *)calloc(64, sizeof *a), *pb = (attn_translation *)calloc(64, sizeof *pb);
             int same = 1;
-            CHECK_OK(attn_translate(q, a, (const char *const *)words, 32, &b4, 0));
-            CHECK_OK(attn_translate(q, a + 32, (const char *const *)words + 32, 32, &b4, 0));
+            CHECK_OK(translate_d(q, a, (const char *const *)words, 32, &b4, 0));
+            CHECK_OK(translate_d(q, a + 32, (const char *const *)words + 32, 32, &b4, 0));
             setenv("ATTN_QUANT_KERNEL", "portable", 1);
-            CHECK_OK(attn_translate(q, pb, (const char *const *)words, 32, &b4, 0));
-            CHECK_OK(attn_translate(q, pb + 32, (const char *const *)words + 32, 32, &b4, 0));
+            CHECK_OK(translate_d(q, pb, (const char *const *)words, 32, &b4, 0));
+            CHECK_OK(translate_d(q, pb + 32, (const char *const *)words + 32, 32, &b4, 0));
             unsetenv("ATTN_QUANT_KERNEL");
             for (int w = 0; w < 64 && same; w++) {
                 same = a[w].n == pb[w].n;

@@ -2,7 +2,7 @@
 #include "cli.h"
 #include "llm.h"
 
-#include "attn_tokenizer.h"
+#include "attn_utf8.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
 #include "llm.h"
 #include "progress.h"
 
-#include "attn_tokenizer.h"
+#include "attn_utf8.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* attn tokenize: the word pieces and ids of a text under a model's tokenizer. */
 #include "cli.h"
 
-#include "attn_tokenizer.h"
+#include "attn_wordpiece.h"
 
 #include <stdlib.h>
 #include <string.h>

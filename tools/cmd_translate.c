@@ -4,7 +4,7 @@
 #include "texts.h"
 
 #include "attn_npy.h"
-#include "attn_translate.h"
+#include "attn_ct2_transformer.h"
 #include "attn_viz.h"
 
 #include <errno.h>
@@ -233,11 +233,9 @@ static int decode_options(attn_translator *m, const translate_opts *t, attn_deco
     o->length_penalty_form = t->gnmt ? ATTN_LP_GNMT : ATTN_LP_POWER;
     o->max_length = t->max_len;
     o->min_length = t->min_len;
-    o->max_input_length = t->max_in;
     o->repetition_penalty = t->rep;
     o->return_prefix = 1; /* CTranslate2's Translator returns the prefix with the hypothesis */
     o->return_attention = t->attn_path != NULL;
-    o->max_batch_size = t->batch; /* CTranslate2's batching: sorted by length, output in order */
     if (t->prefix && (rc = to_ids(m, t->prefix, &d->pre, &n_pre, 1, "--prefix")) != CLI_OK) return rc;
     o->prefix = d->pre;
     o->prefix_len = n_pre;
@@ -286,8 +284,12 @@ static int translate_run(const translate_opts *t, cli_outputs *outs) {
     }
     cli_progress bar;
     cli_progress_start(&bar, t->progress, "translate", "sentences", (double)n);
-    int tr = attn_translate_progress(m, out, (const char *const *)t->texts.items, n, &o, t->repl,
-                                     bar.on ? cli_progress_cb : NULL, &bar);
+    attn_translate_opts to = attn_translate_opts_default();
+    to.decode = o;
+    to.max_input_length = t->max_in;
+    to.max_batch_size = t->batch; /* CTranslate2's batching: sorted by length, output in order */
+    to.replace_unknowns = t->repl;
+    int tr = attn_translate_progress(m, out, (const char *const *)t->texts.items, n, &to, bar.on ? cli_progress_cb : NULL, &bar);
     cli_progress_end(&bar);
     if (tr < 0) {
         rc = cli_lib_error("translating");

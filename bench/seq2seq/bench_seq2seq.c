@@ -3,7 +3,7 @@
  * decoding included), best of R runs, on T threads.
  * Usage: bench_seq2seq THREADS REPEATS WORDS_FILE WAV... */
 #include "attn_audio.h"
-#include "attn_translate.h"
+#include "attn_ct2_transformer.h"
 #include "attn_whisper.h"
 
 #include <stdio.h>
@@ -40,15 +40,15 @@ int main(int argc, char **argv) {
         return 1;
     }
     for (int beam = 1; beam <= 4; beam += 3) {
-        attn_decode_opts o = attn_decode_opts_default();
-        o.beam_size = beam;
-        o.min_length = 1;
+        attn_translate_opts o = attn_translate_opts_default();
+        o.decode.beam_size = beam;
+        o.decode.min_length = 1;
         double best = 1e30;
         for (int r = 0; r < reps; r++) {
             double t0 = now();
             for (int i = 0; i < n; i += 32) {
                 int b = n - i < 32 ? n - i : 32;
-                if (attn_translate(m, out, (const char *const *)words + i, b, &o, 0) < 0) return 1;
+                if (attn_translate(m, out, (const char *const *)words + i, b, &o) < 0) return 1;
                 attn_translations_free(out, b);
             }
             double dt = now() - t0;

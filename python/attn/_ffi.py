@@ -169,8 +169,6 @@ typedef struct {
     int return_attention;
     attn_logits_hook hook;
     void *hook_ctx;
-    int64_t max_input_length;
-    int64_t max_batch_size;
     int length_excludes_end;
 } attn_decode_opts;
 attn_decode_opts attn_decode_opts_default(void);
@@ -204,8 +202,15 @@ typedef struct {
     char **src_tokens;
     int64_t src_len;
 } attn_translation;
+typedef struct {
+    attn_decode_opts decode;
+    int64_t max_input_length;
+    int64_t max_batch_size;
+    int replace_unknowns;
+} attn_translate_opts;
+attn_translate_opts attn_translate_opts_default(void);
 int attn_translate(attn_translator *m, attn_translation *out, const char *const *sources, int64_t n,
-                   const attn_decode_opts *o, int replace_unknowns);
+                   const attn_translate_opts *o);
 void attn_translations_free(attn_translation *t, int64_t n);
 
 void free(void *p);

@@ -56,7 +56,7 @@ def _source(s: Any, i: int) -> bytes:
 class Translator:
     """A CTranslate2 Transformer encoder-decoder (model.bin versions 2-6 plus vocabularies:
     OpenNMT / Marian / Fairseq conversions, float32 / float16 / bfloat16 / int8 weights) run by
-    libattn (include/attn_translate.h), with greedy or beam search that follows CTranslate2's.
+    libattn (include/attn_ct2_transformer.h), with greedy or beam search that follows CTranslate2's.
 
     ``Translator(model_dir)``; then ``translate_batch([["t", "o", "k"], ...])`` as in
     ctranslate2. Calls on one Translator are serialised by a lock; the GIL is released
@@ -148,7 +148,8 @@ class Translator:
             raise TypeError("translate_batch: source must be a list of sources (each a list of tokens)")
         srcs = [_source(s, i) for i, s in enumerate(source)]
         fn = "translate_batch"
-        o = ffi.new("attn_decode_opts *", lib.attn_decode_opts_default())
+        to = ffi.new("attn_translate_opts *", lib.attn_translate_opts_default())
+        o = to.decode  # the decoding options, inside `to`
         o.beam_size = check_int(beam_size, "beam_size", fn)
         o.n_best = check_int(num_hypotheses, "num_hypotheses", fn)
         o.length_penalty = check_float(length_penalty, "length_penalty", fn)
@@ -157,8 +158,9 @@ class Translator:
         o.repetition_penalty = check_float(repetition_penalty, "repetition_penalty", fn)
         o.return_attention = 1 if return_attention else 0
         o.return_prefix = 1
-        o.max_input_length = check_int(max_input_length, "max_input_length", fn, minimum=0)
-        o.max_batch_size = check_int(max_batch_size, "max_batch_size", fn, minimum=0)
+        to.max_input_length = check_int(max_input_length, "max_input_length", fn, minimum=0)
+        to.max_batch_size = check_int(max_batch_size, "max_batch_size", fn, minimum=0)
+        to.replace_unknowns = 1 if replace_unknowns else 0
         keep: List[Any] = []
         prefix = self._target_ids(target_prefix, "target_prefix")
         if prefix:
@@ -197,7 +199,7 @@ class Translator:
                 bufs = [ffi.new("char[]", b) for b in srcs]
                 texts = ffi.new("const char *[]", bufs)
                 out = ffi.new("attn_translation[]", n)
-                raise_for(lib.attn_translate(self._m, out, texts, n, o, 1 if replace_unknowns else 0))
+                raise_for(lib.attn_translate(self._m, out, texts, n, to))
                 try:
                     for t in out:
                         src = [ffi.string(t.src_tokens[i]).decode("utf-8", "replace") for i in range(t.src_len)]

@@ -12,6 +12,7 @@
 #define ATTN_FUSED_INTERNAL_H
 
 #include "attn_attention.h"
+#include "core/simd_math.h"
 #include <stdint.h>
 
 /* SIMD paths. */
@@ -58,6 +59,14 @@ typedef struct {
     void (*exp_n)(float *y, const float *x, int64_t n);
 } attn__fused_kernels;
 
+/* Lanes of a fixed-width loop are independent: let the vectoriser have them (-fopenmp is part of
+ * the build; without OpenMP the pragma is simply absent and the loops stay scalar). */
+#ifdef _OPENMP
+#define ATTN__PSIMD _Pragma("omp simd")
+#else
+#define ATTN__PSIMD
+#endif
+
 /* Kernel tables. The SIMD ones return NULL when not compiled in (non-x86 builds); they do not
  * check the CPU: use attn__fused_path_supported first. */
 const attn__fused_kernels *attn__fused_kernels_portable(void);
@@ -73,53 +82,9 @@ int attn__fused_best_path(void);
  * path this CPU cannot run. An explicit path is checked the same way. */
 int attn__fused_resolve_path(int path);
 
-/* Coefficients of p(r) = 1 + r + C2 r^2 + ... + C6 r^6 ~ exp(r) on |r| <= ln2/2, fitted for minimum
- * maximum relative error (Lawson's iteratively reweighted least squares; 2.0e-9 in exact
- * arithmetic, i.e. well below float32 rounding), shared by all paths. */
-#define ATTN__EXP_C2 4.999999404e-01f
-#define ATTN__EXP_C3 1.666643173e-01f
-#define ATTN__EXP_C4 4.166800156e-02f
-#define ATTN__EXP_C5 8.374155499e-03f
-#define ATTN__EXP_C6 1.384365372e-03f
-
-typedef union {
-    float f;
-    uint32_t u;
-    int32_t i;
-} attn__fbits;
-
-/* Scalar exp with the same algorithm as the SIMD ones (no FMA needed: n·0.693359375 is exact).
- * Branch-free, with the clamps and the underflow-to-0 done on the bit patterns (integer
- * compares, which the vectoriser can if-convert); round-to-nearest-even of t through the
- * 1.5·2^23 trick, whose low bits also give n as an integer (|t| < 2^22 here). */
-/* Shared with the efficient variants (variants_internal.h). */
-static inline float attn__exp_scalar(float x) {
-    attn__fbits in, xc, tb, sc, y;
-    in.f = x;
-    const uint32_t under = 0u - (uint32_t)(in.u > 0xC2AE0000u); /* x < -87 (-87.0f = 0xC2AE0000), -inf */
-    const uint32_t over = 0u - (uint32_t)(in.i > 0x42B00000);   /* x > 88 (88.0f = 0x42B00000) */
-    xc.u = (0xC2AE0000u & under) | (0x42B00000u & over) | (in.u & ~(under | over));
-    tb.f = xc.f * 1.44269504088896341f + 12582912.0f;
-    const float n = tb.f - 12582912.0f;
-    float r = xc.f - n * 0.693359375f;
-    r = r + n * 2.12194440054690583e-4f;
-    float p = ATTN__EXP_C6;
-    p = p * r + ATTN__EXP_C5;
-    p = p * r + ATTN__EXP_C4;
-    p = p * r + ATTN__EXP_C3;
-    p = p * r + ATTN__EXP_C2;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    sc.u = (tb.u - 0x4B400000u + 127u) << 23; /* 2^n */
-    y.f = p * sc.f;
-    y.u &= ~under; /* exactly 0 below -87 and for -inf */
-    return y.f;
-}
-
-/* Accuracy bound of the vectorised exp of every path on [-87, 0] (the range the kernel uses:
- * arguments are score - running max <= 0; below -87 the result is flushed to 0 rather than
- * becoming denormal): max |exp_n(x) - exp(x)| / exp(x). Measured by tests/test_fused.c. */
-#define ATTN__FUSED_EXP_MAX_REL_ERR 1.5e-7
+/* The vectorised exp of every path is the shared one (core/simd_math.h); its accuracy bound on
+ * [-87, 0], max |exp_n(x) - exp(x)| / exp(x), measured by tests/test_fused.c. */
+#define ATTN__FUSED_EXP_MAX_REL_ERR ATTN__EXP_MAX_REL_ERR
 
 /* Knobs for tests and benchmarks; zero-initialise and set what you need. */
 typedef struct {

@@ -12,7 +12,8 @@
  *   V_TRANSPOSE(r)      transpose the VW x VW matrix held in VEC r[VW] (r[u] = row u) in place
  *   V_HSUM(x) V_HMAX(x)  horizontal sum / max to a float
  *   V_NEGINF_TO_ZERO(x)  lanes equal to -inf become 0, others unchanged
- *   V_EXP(x)            the path's exp (see sdpa_fused.c for the algorithm and error bound)
+ *   V_EXP(x)            the path's exp (core/simd_math.h; see sdpa_fused.c for the error bound)
+ *   FS_EXP_N            the path's array exp from core/simd_math.h (the table's exp_n)
  *   S_MR, S_NV          register block of the score kernel: S_MR keys x S_NV vectors of queries
  *   P_MR, P_NV          register block of the P·V kernel: P_MR value columns x P_NV query vectors
  *   FS_PATH, FS_NAME    the ATTN__SIMD_* value and name of the kernel table FS(kernels)
@@ -406,20 +407,8 @@ static void FS(store_out)(float *o, int64_t osi, const float *OT, int ld, int nq
     }
 }
 
-static void FS(exp_n)(float *y, const float *x, int64_t n) {
-    int64_t j = 0;
-    for (; j + VW <= n; j += VW) V_STOREU(y + j, V_EXP(V_LOADU(x + j)));
-    if (j < n) {
-        float buf[VW];
-        const int t = (int)(n - j);
-        for (int u = 0; u < VW; u++) buf[u] = u < t ? x[j + u] : 0.0f;
-        V_STOREU(buf, V_EXP(V_LOADU(buf)));
-        memcpy(y + j, buf, sizeof(float) * (size_t)t);
-    }
-}
-
 static const attn__fused_kernels FS(kernels) = {
     FS_PATH,         FS_NAME,     FS(s_block),   FS(softmax_block), FS(pv_block),
     FS(row_dots),    FS(row_max), FS(row_exp_sum), FS(row_pv),      FS(exp_scale),
-    FS(pack_qt),     FS(store_out), FS(exp_n),
+    FS(pack_qt),     FS(store_out), FS_EXP_N,
 };

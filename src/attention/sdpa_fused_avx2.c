@@ -1,6 +1,6 @@
 /* AVX2 + FMA kernels of the fused SDPA (8 float lanes). Compiled for AVX2 through a target
  * pragma (clang: target attribute), so no special Makefile flags are needed; sdpa_fused.c only hands this table out after
- * __builtin_cpu_supports("avx2") and ("fma") said yes. The kernels are in fused_simd_tmpl.h. */
+ * attn__cpu_has (core/cpu.h) said the CPU has AVX2 and FMA. The kernels are in fused_simd_tmpl.h. */
 #include "attention/fused_internal.h"
 
 #include <math.h>
@@ -19,26 +19,6 @@
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
 #endif
-
-/* Same algorithm and constants as the AVX-512 exp (see sdpa_fused.c); 2^n is built in the
- * exponent field since AVX2 has no vscalefps (n is in [-126, 127] after the clamps). */
-static inline __m256 attn__exp256(__m256 x) {
-    const __m256 keep = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_NLT_UQ);
-    x = _mm256_min_ps(x, _mm256_set1_ps(88.0f));
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440054690583e-4f), r);
-    __m256 p = _mm256_set1_ps(ATTN__EXP_C6);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(ATTN__EXP_C5));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(ATTN__EXP_C4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(ATTN__EXP_C3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(ATTN__EXP_C2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);
-}
 
 static inline float attn__hsum256(__m256 v) {
     __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -111,7 +91,8 @@ static inline __m256 attn__inv_pos256(__m256 x) {
 #define V_HSUM(x) attn__hsum256(x)
 #define V_HMAX(x) attn__hmax256(x)
 #define V_NEGINF_TO_ZERO(x) attn__neginf_to_zero256(x)
-#define V_EXP(x) attn__exp256(x)
+#define V_EXP(x) attn__exp256(x) /* core/simd_math.h */
+#define FS_EXP_N attn__exp_n_avx2
 #define S_MR 6
 #define S_NV 2
 #define P_MR 6

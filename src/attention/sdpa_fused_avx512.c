@@ -1,6 +1,6 @@
 /* AVX-512F kernels of the fused SDPA (16 float lanes). Compiled for AVX-512 through a target
  * pragma (clang: target attribute), so no special Makefile flags are needed; sdpa_fused.c only hands this table out after
- * __builtin_cpu_supports("avx512f") said yes. The kernels themselves are in fused_simd_tmpl.h. */
+ * attn__cpu_has (core/cpu.h) said the CPU has AVX-512F. The kernels themselves are in fused_simd_tmpl.h. */
 #include "attention/fused_internal.h"
 
 #include <math.h>
@@ -19,27 +19,6 @@
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx2,fma")
 #endif
-
-/* exp(x) for float32, see sdpa_fused.c ("vectorised exp") for the algorithm and the error bound:
- * n = round(x·log2 e), r = x - n·ln2 (Cody–Waite, two constants), exp(r) by the degree-6
- * polynomial ATTN__EXP_C* on |r| <= ln2/2, result 2^n·p(r) by vscalefps. Arguments below -87 give
- * 0 (never a denormal); -inf gives 0; above ~88.7 the result overflows to +inf (the kernel only
- * evaluates exp at arguments <= 0). exp(0) == 1 exactly. */
-static inline __m512 attn__exp512(__m512 x) {
-    const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_NLT_UQ);
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440054690583e-4f), r);
-    __m512 p = _mm512_set1_ps(ATTN__EXP_C6);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(ATTN__EXP_C5));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(ATTN__EXP_C4));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(ATTN__EXP_C3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(ATTN__EXP_C2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_maskz_mov_ps(keep, _mm512_scalef_ps(p, n));
-}
 
 static inline __m512 attn__neginf_to_zero512(__m512 x) {
     const __mmask16 inf = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ);
@@ -101,7 +80,8 @@ static inline __m512 attn__inv_pos512(__m512 x) {
 #define V_HSUM(x) _mm512_reduce_add_ps(x)
 #define V_HMAX(x) _mm512_reduce_max_ps(x)
 #define V_NEGINF_TO_ZERO(x) attn__neginf_to_zero512(x)
-#define V_EXP(x) attn__exp512(x)
+#define V_EXP(x) attn__exp512(x) /* core/simd_math.h */
+#define FS_EXP_N attn__exp_n_avx512
 #define S_MR 6
 #define S_NV 4
 #define P_MR 6

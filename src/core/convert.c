@@ -12,13 +12,13 @@
  * time) and a portable C path; both give bit-identical results (tests/test_convert.c checks all
  * 65536 half patterns and 2^24 random float32 patterns on each path). */
 #include "attn_core.h"
+#include "core/cpu.h"
 #include "core/internal.h"
 
 #include <math.h>
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <cpuid.h>
 #include <immintrin.h>
 #define ATTN__HAVE_X86 1
 #endif
@@ -159,17 +159,7 @@ __attribute__((target("avx2,f16c"))) static void attn__f32_to_f16_avx2(uint16_t 
 
 int attn__convert_simd_supported(void) {
 #ifdef ATTN__HAVE_X86
-    static int cached = -1; /* every thread computes the same value; relaxed atomics keep it race-free */
-    int c = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-    if (c < 0) {
-        __builtin_cpu_init();
-        /* F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports has no "f16c" */
-        unsigned int eax, ebx, ecx = 0, edx;
-        int f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
-        c = __builtin_cpu_supports("avx2") && f16c;
-        __atomic_store_n(&cached, c, __ATOMIC_RELAXED);
-    }
-    return c;
+    return attn__cpu_has(ATTN__CPU_AVX2 | ATTN__CPU_F16C);
 #else
     return 0;
 #endif

@@ -3,6 +3,7 @@
 #define ATTN_INTERNAL_H
 
 #include "attn_core.h"
+#include "core/cpu.h" /* attn__cpu_has: every SIMD dispatcher asks the CPU through it */
 #include <stdint.h>
 
 /* Propagate a failing status: ATTN_TRY(expr) returns expr's status when negative. */
@@ -50,6 +51,16 @@ static inline void attn__store_f32(void *p, attn_dtype dt, float x) {
  * reader. *map = NULL for an empty file (nothing mapped), else release with munmap(*map, *size).
  * Errors: ATTN_E_IO "cannot open PATH: ...", "PATH is not a regular file", "cannot map PATH: ...". */
 int attn__map_readonly(const char *path, void **map, size_t *size);
+
+/* attn__read_file: the whole file at path (at most max_bytes) into a malloc'ed buffer *data with a
+ * NUL after the last byte (*len excludes it; free with free()). Errors: ATTN_E_IO "cannot open PATH:
+ * ..." / "cannot read PATH: ..." (also for a directory), the status too_large (ATTN_E_RANGE or
+ * ATTN_E_FORMAT, as the caller documents it) "PATH is larger than N bytes", ATTN_E_NOMEM. */
+int attn__read_file(const char *path, size_t max_bytes, int too_large, char **data, size_t *len);
+
+/* attn__error_prefix: the current message becomes "PREFIX: message" (e.g. the path of the file a
+ * parser failed on); returns status. */
+int attn__error_prefix(int status, const char *prefix);
 
 /* attn__printable: s for an error message: printable ASCII kept, every other byte written as
  * \xNN (and a backslash as \\); cut with "..." to fit dst[cap] (cap >= 8). Returns dst. */

@@ -35,6 +35,12 @@ int attn_set_error(int status, const char *fmt, ...) {
     return status;
 }
 
+int attn__error_prefix(int status, const char *prefix) {
+    char msg[sizeof attn__errbuf];
+    snprintf(msg, sizeof msg, "%s", attn__errbuf);
+    return attn_set_error(status, "%s: %s", prefix, msg);
+}
+
 const char *attn_version(void) { return "0.1.0"; }
 
 const char *attn__printable(char *dst, size_t cap, const char *s) {

@@ -65,7 +65,7 @@ __attribute__((target("avx2"))) static void attn__u8s8_rows_avx2(int32_t *out, c
 int attn__ct2_have_avx2(void) {
     const char *e = getenv("ATTN_QUANT_KERNEL");
     if (e && strcmp(e, "portable") == 0) return 0;
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
+    return attn__cpu_has(ATTN__CPU_AVX2 | ATTN__CPU_FMA);
 }
 
 /* quantise one row like the C loop in attn__ct2_lin_apply (max|x| is exact in any order; the

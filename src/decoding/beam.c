@@ -16,7 +16,6 @@ attn_decode_opts attn_decode_opts_default(void) {
     o.length_penalty_form = ATTN_LP_POWER;
     o.max_length = 256;
     o.repetition_penalty = 1.0f;
-    o.max_input_length = 1024;
     return o;
 }
 

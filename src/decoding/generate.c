@@ -1,7 +1,7 @@
 /* Generation with streamed text for the decoder LLMs, and the ChatML chat template (see
  * include/attn_llama.h): the one loop the CLI, the Python package and the server share. */
 #include "attn_llama.h"
-#include "attn_tokenizer.h"
+#include "attn_utf8.h"
 #include "core/internal.h"
 
 #include <stdio.h>

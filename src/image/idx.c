@@ -7,8 +7,6 @@
 #include <string.h>
 #include <zlib.h>
 
-int attn__read_whole_file(uint8_t **out, size_t *len, const char *path, size_t max_bytes);
-
 void attn_idx_free(attn_idx *idx) {
     if (!idx) return;
     free(idx->data);
@@ -151,17 +149,12 @@ int attn_idx_decode(attn_idx *out, const void *data, size_t size, int64_t max_by
 int attn_idx_load(attn_idx *out, const char *path) {
     if (!out || !path) return attn_set_error(ATTN_E_INVALID, "idx_load: NULL argument");
     memset(out, 0, sizeof *out);
-    uint8_t *buf;
+    char *buf;
     size_t len;
-    ATTN_TRY(attn__read_whole_file(&buf, &len, path, (size_t)1 << 31));
+    ATTN_TRY(attn__read_file(path, (size_t)1 << 31, ATTN_E_RANGE, &buf, &len));
     int rc = attn_idx_decode(out, buf, len, 0);
     free(buf);
-    if (rc < 0) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", attn_last_error());
-        return attn_set_error(rc, "%s: %s", path, msg);
-    }
-    return rc;
+    return rc < 0 ? attn__error_prefix(rc, path) : rc;
 }
 
 int attn_idx_image(attn_image *out, const attn_idx *idx, int64_t i) {

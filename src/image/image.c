@@ -213,67 +213,15 @@ int attn_image_decode(attn_image *out, const void *data, size_t size, int64_t ma
     return attn_set_error(ATTN_E_FORMAT, "not a PNG or JPEG file (unknown signature)");
 }
 
-/* Read a whole file (at most max_bytes). */
-int attn__read_whole_file(uint8_t **out, size_t *len, const char *path, size_t max_bytes);
-
-int attn__read_whole_file(uint8_t **out, size_t *len, const char *path, size_t max_bytes) {
-    *out = NULL;
-    *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return attn_set_error(ATTN_E_IO, "cannot open %s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    uint8_t *buf = (uint8_t *)malloc(cap);
-    if (!buf) {
-        fclose(f);
-        return attn_set_error(ATTN_E_NOMEM, "out of memory reading %s", path);
-    }
-    for (;;) {
-        if (n == cap) {
-            if (cap >= max_bytes) {
-                free(buf);
-                fclose(f);
-                return attn_set_error(ATTN_E_RANGE, "%s is larger than %zu bytes", path, max_bytes);
-            }
-            size_t nc = cap * 2 > max_bytes ? max_bytes : cap * 2;
-            uint8_t *nb = (uint8_t *)realloc(buf, nc);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return attn_set_error(ATTN_E_NOMEM, "out of memory reading %s", path);
-            }
-            buf = nb;
-            cap = nc;
-        }
-        errno = 0;
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0) break;
-    }
-    int err = ferror(f) ? (errno ? errno : EIO) : 0;
-    fclose(f);
-    if (err) {
-        free(buf);
-        return attn_set_error(ATTN_E_IO, "cannot read %s: %s", path, strerror(err));
-    }
-    *out = buf;
-    *len = n;
-    return ATTN_OK;
-}
-
 int attn_image_load(attn_image *out, const char *path) {
     if (!out || !path) return attn_set_error(ATTN_E_INVALID, "image_load: NULL argument");
     memset(out, 0, sizeof *out);
-    uint8_t *buf;
+    char *buf;
     size_t len;
-    ATTN_TRY(attn__read_whole_file(&buf, &len, path, (size_t)1 << 30));
+    ATTN_TRY(attn__read_file(path, (size_t)1 << 30, ATTN_E_RANGE, &buf, &len));
     int rc = attn_image_decode(out, buf, len, 0);
     free(buf);
-    if (rc < 0) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", attn_last_error());
-        return attn_set_error(rc, "%s: %s", path, msg);
-    }
-    return rc;
+    return rc < 0 ? attn__error_prefix(rc, path) : rc;
 }
 
 /* ---------------------------------------------------------------- convert */

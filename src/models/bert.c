@@ -4,6 +4,7 @@
 #include "attn_ops.h"
 #include "attn_safetensors.h"
 #include "core/internal.h"
+#include "formats/hf_config.h"
 
 #include <cJSON.h>
 #include <errno.h>
@@ -27,147 +28,56 @@ struct attn_bert {
 
 /* ---------------------------------------------------------------- loading */
 
-static char *attn__read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    struct stat st;
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-        fclose(f);
-        errno = EISDIR;
-        return NULL;
-    }
-    if (fseek(f, 0, SEEK_END) != 0) {
-        fclose(f);
-        return NULL;
-    }
-    long n = ftell(f);
-    if (n < 0 || n > (64L << 20)) {
-        int e = n < 0 ? errno : EFBIG;
-        fclose(f);
-        errno = e;
-        return NULL;
-    }
-    rewind(f);
-    char *buf = (char *)malloc((size_t)n + 1);
-    if (!buf) errno = ENOMEM;
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        int e = ferror(f) ? errno : EIO; /* a short read without an error: the file shrank */
-        free(buf);
-        buf = NULL;
-        errno = e;
-    }
-    int e = errno;
-    fclose(f);
-    errno = e;
-    if (buf) {
-        buf[n] = 0;
-        if (len) *len = (size_t)n;
-    }
-    return buf;
-}
-
-/* Parse a JSON file; *out NULL and ATTN_OK when optional and absent. */
-static int attn__load_json(cJSON **out, const char *dir, const char *name, int optional) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    *out = NULL;
-    size_t len = 0;
-    errno = 0;
-    char *txt = attn__read_file(path, &len);
-    if (!txt) {
-        int e = errno ? errno : EIO;
-        if (optional && e == ENOENT) return ATTN_OK; /* absent is fine; unreadable is an error */
-        if (e == ENOENT)
-            return attn_set_error(ATTN_E_IO, "bert: cannot read %s: %s (is the model directory complete? run scripts/fetch_minilm.sh)",
-                                  path, strerror(e));
-        return attn_set_error(ATTN_E_IO, "bert: cannot read %s: %s", path, strerror(e));
-    }
-    *out = cJSON_ParseWithLength(txt, len);
-    free(txt);
-    if (!*out) return attn_set_error(ATTN_E_FORMAT, "bert: %s is not valid JSON", path);
-    return ATTN_OK;
-}
-
-/* Integer `key` of the JSON object o read from the file `file` (named in the errors). */
-static int attn__json_int(const cJSON *o, const char *file, const char *key, int64_t *v, int64_t lo, int64_t hi,
-                          int required) {
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!it) {
-        if (required) return attn_set_error(ATTN_E_FORMAT, "bert: %s lacks \"%s\"", file, key);
-        return ATTN_OK;
-    }
-    if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < (double)lo ||
-        it->valuedouble > (double)hi)
-        return attn_set_error(ATTN_E_FORMAT, "bert: %s \"%s\" must be an integer in [%lld, %lld]", file, key,
-                              (long long)lo, (long long)hi);
-    *v = (int64_t)it->valuedouble;
-    return ATTN_OK;
-}
-
 static int attn__parse_config(attn_bert_config *c, const char *dir) {
-    cJSON *j = NULL;
-    ATTN_TRY(attn__load_json(&j, dir, "config.json", 0));
-    int rc = ATTN_OK;
+    attn__hf_json j;
+    int rc = attn__hf_json_load(&j, "bert", dir, "config.json", 0,
+                                " (is the model directory complete? run scripts/fetch_minilm.sh)");
     memset(c, 0, sizeof *c);
     c->type_vocab_size = 2;
     c->act = ATTN_ACT_GELU;
     c->eps = 1e-12f;
-    if (rc == 0) rc = attn__json_int(j, "config.json", "hidden_size", &c->d_model, 1, 1 << 16, 1);
-    if (rc == 0) rc = attn__json_int(j, "config.json", "num_hidden_layers", &c->n_layers, 1, 1024, 1);
-    if (rc == 0) rc = attn__json_int(j, "config.json", "num_attention_heads", &c->n_heads, 1, 1024, 1);
-    if (rc == 0) rc = attn__json_int(j, "config.json", "intermediate_size", &c->d_ff, 1, 1 << 20, 1);
-    if (rc == 0) rc = attn__json_int(j, "config.json", "vocab_size", &c->vocab_size, 1, 1 << 24, 1);
-    if (rc == 0) rc = attn__json_int(j, "config.json", "max_position_embeddings", &c->max_positions, 1, 1 << 20, 1);
-    if (rc == 0) rc = attn__json_int(j, "config.json", "type_vocab_size", &c->type_vocab_size, 1, 1 << 16, 0);
+    if (rc == 0) rc = attn__hf_int(&j, NULL, "hidden_size", &c->d_model, 1, 1 << 16, 1);
+    if (rc == 0) rc = attn__hf_int(&j, NULL, "num_hidden_layers", &c->n_layers, 1, 1024, 1);
+    if (rc == 0) rc = attn__hf_int(&j, NULL, "num_attention_heads", &c->n_heads, 1, 1024, 1);
+    if (rc == 0) rc = attn__hf_int(&j, NULL, "intermediate_size", &c->d_ff, 1, 1 << 20, 1);
+    if (rc == 0) rc = attn__hf_int(&j, NULL, "vocab_size", &c->vocab_size, 1, 1 << 24, 1);
+    if (rc == 0) rc = attn__hf_int(&j, NULL, "max_position_embeddings", &c->max_positions, 1, 1 << 20, 1);
+    if (rc == 0) rc = attn__hf_int(&j, NULL, "type_vocab_size", &c->type_vocab_size, 1, 1 << 16, 0);
     if (rc == 0 && c->d_model % c->n_heads != 0)
         rc = attn_set_error(ATTN_E_FORMAT, "bert: hidden_size %lld is not a multiple of num_attention_heads %lld",
                             (long long)c->d_model, (long long)c->n_heads);
-    const cJSON *eps = cJSON_GetObjectItemCaseSensitive(j, "layer_norm_eps");
-    if (rc == 0 && eps) {
-        if (!cJSON_IsNumber(eps) || !(eps->valuedouble >= 0) || eps->valuedouble > 1)
-            rc = attn_set_error(ATTN_E_FORMAT, "bert: layer_norm_eps must be a number in [0, 1]");
-        else
-            c->eps = (float)eps->valuedouble;
-    }
-    const cJSON *act = cJSON_GetObjectItemCaseSensitive(j, "hidden_act");
-    if (rc == 0 && act) {
-        const char *a = cJSON_IsString(act) ? act->valuestring : "";
-        if (!strcmp(a, "gelu")) c->act = ATTN_ACT_GELU;
-        else if (!strcmp(a, "gelu_new") || !strcmp(a, "gelu_pytorch_tanh")) c->act = ATTN_ACT_GELU_TANH;
-        else if (!strcmp(a, "relu")) c->act = ATTN_ACT_RELU;
-        else rc = attn_set_error(ATTN_E_UNSUPPORTED, "bert: hidden_act \"%s\" is not supported", a);
-    }
-    const cJSON *pe = cJSON_GetObjectItemCaseSensitive(j, "position_embedding_type");
+    if (rc == 0) rc = attn__hf_float(&j, NULL, "layer_norm_eps", &c->eps, 0, 1);
+    if (rc == 0) rc = attn__hf_activation(&j, NULL, "hidden_act", &c->act);
+    const cJSON *pe = j.root ? cJSON_GetObjectItemCaseSensitive(j.root, "position_embedding_type") : NULL;
     if (rc == 0 && pe && !(cJSON_IsString(pe) && !strcmp(pe->valuestring, "absolute")))
         rc = attn_set_error(ATTN_E_UNSUPPORTED, "bert: only absolute position embeddings are supported");
-    cJSON_Delete(j);
+    attn__hf_json_free(&j);
     ATTN_TRY(rc);
 
     c->max_seq_len = c->max_positions;
-    ATTN_TRY(attn__load_json(&j, dir, "sentence_bert_config.json", 1));
-    if (j) {
-        rc = attn__json_int(j, "sentence_bert_config.json", "max_seq_length", &c->max_seq_len, 2, c->max_positions, 0);
-        cJSON_Delete(j);
-        ATTN_TRY(rc);
-    }
+    rc = attn__hf_json_load(&j, "bert", dir, "sentence_bert_config.json", ATTN__HF_OPTIONAL, NULL);
+    if (rc == 0 && j.root) rc = attn__hf_int(&j, NULL, "max_seq_length", &c->max_seq_len, 2, c->max_positions, 0);
+    attn__hf_json_free(&j);
+    ATTN_TRY(rc);
     c->pooling = ATTN_POOL_MEAN;
-    ATTN_TRY(attn__load_json(&j, dir, "1_Pooling/config.json", 1));
-    if (j) {
-        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "pooling_mode_cls_token"))) c->pooling = ATTN_POOL_CLS;
-        else if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "pooling_mode_max_tokens"))) c->pooling = ATTN_POOL_MAX;
-        cJSON_Delete(j);
+    rc = attn__hf_json_load(&j, "bert", dir, "1_Pooling/config.json", ATTN__HF_OPTIONAL, NULL);
+    if (rc == 0 && j.root) {
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j.root, "pooling_mode_cls_token"))) c->pooling = ATTN_POOL_CLS;
+        else if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j.root, "pooling_mode_max_tokens"))) c->pooling = ATTN_POOL_MAX;
     }
+    attn__hf_json_free(&j);
+    ATTN_TRY(rc);
     c->normalize = 0;
-    ATTN_TRY(attn__load_json(&j, dir, "modules.json", 1));
-    if (j) {
+    rc = attn__hf_json_load(&j, "bert", dir, "modules.json", ATTN__HF_OPTIONAL | ATTN__HF_ANY, NULL);
+    if (rc == 0 && j.root) {
         const cJSON *mod;
-        cJSON_ArrayForEach(mod, j) {
+        cJSON_ArrayForEach(mod, j.root) {
             const cJSON *t = cJSON_GetObjectItemCaseSensitive(mod, "type");
             if (cJSON_IsString(t) && strstr(t->valuestring, "Normalize")) c->normalize = 1;
         }
-        cJSON_Delete(j);
     }
-    return ATTN_OK;
+    attn__hf_json_free(&j);
+    return rc;
 }
 
 /* Fetch a weight by name, trying the "bert." prefix too, and check its shape. */

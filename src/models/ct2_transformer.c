@@ -1,6 +1,6 @@
-/* CTranslate2 Transformer encoder-decoder and translation (see include/attn_translate.h). */
-#include "attn_translate.h"
-#include "attn_tokenizer.h"
+/* CTranslate2 Transformer encoder-decoder and translation (see include/attn_ct2_transformer.h). */
+#include "attn_ct2_transformer.h"
+#include "attn_utf8.h"
 #include "attn_attention.h"
 #include "attn_layers.h"
 #include "core/internal.h"
@@ -414,7 +414,7 @@ static int attn__split(char ***out, int64_t *n, const char *s) {
 
 /* Translate n sources as one batch (padded to the longest). */
 static int attn__translate_batch(attn_translator *m, attn_translation *out, const char *const *sources, int64_t n,
-                                 const attn_decode_opts *o_in, int replace_unknowns) {
+                                 const attn_decode_opts *o_in, int64_t max_input_length, int replace_unknowns) {
     attn_decode_opts o = *o_in;
     if (!o.end_ids || o.n_end == 0) {
         o.end_ids = &m->eos;
@@ -432,11 +432,11 @@ static int attn__translate_batch(attn_translator *m, attn_translation *out, cons
     int64_t Ls = 0, B = 0;
     for (int64_t i = 0; i < n && rc == 0; i++) {
         rc = attn__split(&out[i].src_tokens, &out[i].src_len, sources[i]);
-        if (rc == 0 && o.max_input_length > 0 && out[i].src_len > o.max_input_length) {
+        if (rc == 0 && max_input_length > 0 && out[i].src_len > max_input_length) {
             /* CTranslate2 keeps the first max_input_length tokens (this family adds no end
              * token to the source, so all of them are the user's) */
-            for (int64_t t = o.max_input_length; t < out[i].src_len; t++) free(out[i].src_tokens[t]);
-            out[i].src_len = o.max_input_length;
+            for (int64_t t = max_input_length; t < out[i].src_len; t++) free(out[i].src_tokens[t]);
+            out[i].src_len = max_input_length;
         }
         if (out[i].src_len > Ls) Ls = out[i].src_len;
         if (out[i].src_len > 0) B++;
@@ -556,13 +556,19 @@ static int64_t attn__count_tokens(const char *s) {
 }
 
 
-int attn_translate(attn_translator *m, attn_translation *out, const char *const *sources, int64_t n, const attn_decode_opts *o,
-                   int replace_unknowns) {
-    return attn_translate_progress(m, out, sources, n, o, replace_unknowns, NULL, NULL);
+attn_translate_opts attn_translate_opts_default(void) {
+    attn_translate_opts o;
+    memset(&o, 0, sizeof o);
+    o.decode = attn_decode_opts_default();
+    o.max_input_length = 1024;
+    return o;
 }
 
-int attn_translate_progress(attn_translator *m, attn_translation *out, const char *const *sources, int64_t n,
-                            const attn_decode_opts *o, int replace_unknowns,
+int attn_translate(attn_translator *m, attn_translation *out, const char *const *sources, int64_t n, const attn_translate_opts *o) {
+    return attn_translate_progress(m, out, sources, n, o, NULL, NULL);
+}
+
+int attn_translate_progress(attn_translator *m, attn_translation *out, const char *const *sources, int64_t n, const attn_translate_opts *o,
                             void (*progress)(int64_t done, int64_t total, void *user), void *user) {
     if (!m || (!out && n > 0) || (!sources && n > 0) || !o) return attn_set_error(ATTN_E_INVALID, "translate: NULL argument");
     if (n < 0) return attn_set_error(ATTN_E_INVALID, "translate: n < 0");
@@ -576,7 +582,7 @@ int attn_translate_progress(attn_translator *m, attn_translation *out, const cha
                                   bad, (unsigned)(unsigned char)sources[i][bad]);
     }
     if (o->max_batch_size == 0 || n <= o->max_batch_size) {
-        int rc = attn__translate_batch(m, out, sources, n, o, replace_unknowns);
+        int rc = attn__translate_batch(m, out, sources, n, &o->decode, o->max_input_length, o->replace_unknowns);
         if (rc == 0 && progress) progress(n, n, user);
         return rc;
     }
@@ -595,7 +601,7 @@ int attn_translate_progress(attn_translator *m, attn_translation *out, const cha
         for (int64_t i0 = 0; i0 < n && rc == 0; i0 += bs) {
             const int64_t nb = n - i0 < bs ? n - i0 : bs;
             for (int64_t i = 0; i < nb; i++) src[i] = sources[idx[i0 + i]];
-            rc = attn__translate_batch(m, tmp, src, nb, o, replace_unknowns);
+            rc = attn__translate_batch(m, tmp, src, nb, &o->decode, o->max_input_length, o->replace_unknowns);
             if (rc == 0)
                 for (int64_t i = 0; i < nb; i++) out[idx[i0 + i]] = tmp[i];
             if (rc == 0 && progress) progress(i0 + nb, n, user);

@@ -4,6 +4,7 @@
 #include "attn_attention.h"
 #include "attn_gguf.h"
 #include "attn_layers.h"
+#include "attn_llama2c.h"
 #include "attn_quant.h"
 #include "core/internal.h"
 
@@ -93,9 +94,11 @@ int attn_llama_load_llama2c(attn_llama **out, const char *path) {
     void *p;
     size_t size;
     ATTN_TRY(attn__map_readonly(path, &p, &size));
-    if (size < 28) {
+    attn_llama2c ck;
+    int rc = attn_llama2c_parse(&ck, p, size, path);
+    if (rc < 0) {
         if (p) munmap(p, size);
-        return attn_set_error(ATTN_E_FORMAT, "%s: not a llama2.c checkpoint (%zu bytes, the header alone is 28)", path, size);
+        return rc;
     }
     attn_llama *m = (attn_llama *)calloc(1, sizeof *m);
     if (!m) {
@@ -104,21 +107,18 @@ int attn_llama_load_llama2c(attn_llama **out, const char *path) {
     }
     m->map = p;
     m->map_size = size;
-    int32_t h[7];
-    memcpy(h, p, sizeof h);
     attn_llama_config *c = &m->cfg;
-    int shared = h[5] > 0;
-    c->dim = h[0];
-    c->hidden_dim = h[1];
-    c->n_layers = h[2];
-    c->n_heads = h[3];
-    c->n_kv_heads = h[4];
-    c->vocab_size = h[5] > 0 ? h[5] : (h[5] == INT32_MIN ? 0 : -(int64_t)h[5]);
-    c->context = h[6];
-    c->head_dim = c->n_heads > 0 ? c->dim / c->n_heads : 0;
+    c->dim = ck.dim;
+    c->hidden_dim = ck.hidden_dim;
+    c->n_layers = ck.n_layers;
+    c->n_heads = ck.n_heads;
+    c->n_kv_heads = ck.n_kv_heads;
+    c->vocab_size = ck.vocab_size;
+    c->context = ck.context;
+    c->head_dim = ck.head_dim;
     c->rope_theta = 10000.0f;
     c->norm_eps = 1e-5f;
-    c->tied_output = shared;
+    c->tied_output = ck.shared_classifier;
     c->bos_id = 1;
     c->eos_id = 2;
     c->eot_id = -1;
@@ -126,51 +126,39 @@ int attn_llama_load_llama2c(attn_llama **out, const char *path) {
     c->arch = "llama";
     snprintf(m->weight_type, sizeof m->weight_type, "f32");
     c->weight_type = m->weight_type;
-    int rc = config_check(c, path);
-    if (rc == 0 && c->head_dim * c->n_heads != c->dim) rc = attn_set_error(ATTN_E_FORMAT, "%s: dim %lld is not a multiple of n_heads %lld", path, (long long)c->dim, (long long)c->n_heads);
+    rc = config_check(c, path);
     if (rc < 0) {
         attn_llama_free(m);
         return rc;
     }
     const int64_t D = c->dim, F = c->hidden_dim, L = c->n_layers, kvd = c->n_kv_heads * c->head_dim, V = c->vocab_size;
-    const uint64_t need = (uint64_t)V * D + L * D * 2 + L * D * D * 2 + L * D * kvd * 2 + L * D * F * 3 + D +
-                          (uint64_t)c->context * c->head_dim + (shared ? 0 : (uint64_t)V * D);
-    if ((size - 28) % 4 || (size - 28) / 4 != need) {
-        attn_llama_free(m);
-        return attn_set_error(ATTN_E_FORMAT, "%s: the header implies %llu bytes of weights, the file has %zu (truncated or not a llama2.c checkpoint)",
-                              path, (unsigned long long)need * 4, size - 28);
-    }
     m->layers = (llama_layer *)calloc((size_t)L, sizeof(llama_layer));
     if (!m->layers || init_rope(m) < 0) {
         attn_llama_free(m);
         return attn_set_error(ATTN_E_NOMEM, "llama: out of memory");
     }
-    const float *w = (const float *)((const char *)p + 28);
-#define MAT(dst, r, cc)                                  \
+#define MAT(dst, base, l, r, cc)                         \
     do {                                                 \
         (dst).type = ATTN_QT_F32;                        \
-        (dst).data = w;                                  \
+        (dst).data = (base) + (l) * (r) * (cc);          \
         (dst).rows = (r);                                \
         (dst).cols = (cc);                               \
-        w += (r) * (cc);                                 \
     } while (0)
-    MAT(m->tok_embd, V, D);
-    for (int64_t l = 0; l < L; l++) m->layers[l].attn_norm = w + l * D;
-    w += L * D;
-    for (int64_t l = 0; l < L; l++) MAT(m->layers[l].wq, D, D);
-    for (int64_t l = 0; l < L; l++) MAT(m->layers[l].wk, kvd, D);
-    for (int64_t l = 0; l < L; l++) MAT(m->layers[l].wv, kvd, D);
-    for (int64_t l = 0; l < L; l++) MAT(m->layers[l].wo, D, D);
-    for (int64_t l = 0; l < L; l++) m->layers[l].ffn_norm = w + l * D;
-    w += L * D;
-    for (int64_t l = 0; l < L; l++) MAT(m->layers[l].w1, F, D);
-    for (int64_t l = 0; l < L; l++) MAT(m->layers[l].w2, D, F);
-    for (int64_t l = 0; l < L; l++) MAT(m->layers[l].w3, F, D);
-    m->final_norm = w;
-    w += D;
-    w += c->context * c->head_dim; /* legacy freq_cis_real + freq_cis_imag */
-    if (shared) m->output = m->tok_embd;
-    else MAT(m->output, V, D);
+    MAT(m->tok_embd, ck.tok_embd, 0, V, D);
+    for (int64_t l = 0; l < L; l++) {
+        llama_layer *y = &m->layers[l];
+        y->attn_norm = ck.attn_norm + l * D;
+        y->ffn_norm = ck.ffn_norm + l * D;
+        MAT(y->wq, ck.wq, l, D, D);
+        MAT(y->wk, ck.wk, l, kvd, D);
+        MAT(y->wv, ck.wv, l, kvd, D);
+        MAT(y->wo, ck.wo, l, D, D);
+        MAT(y->w1, ck.w1, l, F, D);
+        MAT(y->w2, ck.w2, l, D, F);
+        MAT(y->w3, ck.w3, l, F, D);
+    }
+    m->final_norm = ck.final_norm;
+    MAT(m->output, ck.output, 0, V, D);
 #undef MAT
     *out = m;
     return 0;

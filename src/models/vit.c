@@ -5,6 +5,7 @@
 #include "attn_ops.h"
 #include "attn_safetensors.h"
 #include "core/internal.h"
+#include "formats/hf_config.h"
 
 #include <cJSON.h>
 #include <math.h>
@@ -25,105 +26,24 @@ struct attn_vit {
 
 /* ---------------------------------------------------------------- config */
 
-static char *attn__vit_read_text(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    if (fseek(f, 0, SEEK_END) != 0) {
-        fclose(f);
-        return NULL;
-    }
-    long n = ftell(f);
-    if (n < 0 || n > (16L << 20)) {
-        fclose(f);
-        return NULL;
-    }
-    rewind(f);
-    char *buf = (char *)malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) {
-        buf[n] = 0;
-        *len = (size_t)n;
-    }
-    return buf;
-}
-
-static int attn__vit_json(cJSON **out, const char *dir, const char *name, int optional) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    *out = NULL;
-    size_t len = 0;
-    char *txt = attn__vit_read_text(path, &len);
-    if (!txt) {
-        if (optional) return ATTN_OK;
-        return attn_set_error(ATTN_E_IO, "vit: cannot read %s (is the model directory complete?)", path);
-    }
-    *out = cJSON_ParseWithLength(txt, len);
-    free(txt);
-    if (!*out) return attn_set_error(ATTN_E_FORMAT, "vit: %s is not valid JSON", path);
-    if (!cJSON_IsObject(*out)) {
-        cJSON_Delete(*out);
-        *out = NULL;
-        return attn_set_error(ATTN_E_FORMAT, "vit: %s is not a JSON object", path);
-    }
-    return ATTN_OK;
-}
-
-static int attn__vit_int(const cJSON *it, const char *file, const char *key, int64_t *v, int64_t lo, int64_t hi) {
-    if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < (double)lo ||
-        it->valuedouble > (double)hi)
-        return attn_set_error(ATTN_E_FORMAT, "vit: %s \"%s\" must be an integer in [%lld, %lld]", file, key, (long long)lo,
-                              (long long)hi);
-    *v = (int64_t)it->valuedouble;
-    return ATTN_OK;
-}
-
-/* key: an integer, absent (keep *v unless required) */
-static int attn__vit_get_int(const cJSON *o, const char *file, const char *key, int64_t *v, int64_t lo, int64_t hi,
-                             int required) {
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!it) return required ? attn_set_error(ATTN_E_FORMAT, "vit: %s lacks \"%s\"", file, key) : ATTN_OK;
-    return attn__vit_int(it, file, key, v, lo, hi);
-}
-
 /* image_size / patch_size: an integer or a [height, width] pair */
-static int attn__vit_get_pair(const cJSON *o, const char *key, int64_t *h, int64_t *w, int64_t lo, int64_t hi) {
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+static int attn__vit_get_pair(const attn__hf_json *j, const char *key, int64_t *h, int64_t *w, int64_t lo, int64_t hi) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(j->root, key);
     if (!it) return attn_set_error(ATTN_E_FORMAT, "vit: config.json lacks \"%s\"", key);
     if (cJSON_IsArray(it)) {
         if (cJSON_GetArraySize(it) != 2)
             return attn_set_error(ATTN_E_FORMAT, "vit: config.json \"%s\" must be an integer or [height, width]", key);
-        ATTN_TRY(attn__vit_int(cJSON_GetArrayItem(it, 0), "config.json", key, h, lo, hi));
-        return attn__vit_int(cJSON_GetArrayItem(it, 1), "config.json", key, w, lo, hi);
+        ATTN_TRY(attn__hf_int_value(j, cJSON_GetArrayItem(it, 0), key, h, lo, hi));
+        return attn__hf_int_value(j, cJSON_GetArrayItem(it, 1), key, w, lo, hi);
     }
-    ATTN_TRY(attn__vit_int(it, "config.json", key, h, lo, hi));
+    ATTN_TRY(attn__hf_int_value(j, it, key, h, lo, hi));
     *w = *h;
     return ATTN_OK;
 }
 
-static int attn__vit_get_bool(const cJSON *o, const char *file, const char *key, int *v) {
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!it || cJSON_IsNull(it)) return ATTN_OK;
-    if (!cJSON_IsBool(it)) return attn_set_error(ATTN_E_FORMAT, "vit: %s \"%s\" must be true or false", file, key);
-    *v = cJSON_IsTrue(it);
-    return ATTN_OK;
-}
-
-static int attn__vit_get_float(const cJSON *o, const char *file, const char *key, float *v, double lo, double hi) {
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!it || cJSON_IsNull(it)) return ATTN_OK;
-    if (!cJSON_IsNumber(it) || !(it->valuedouble >= lo && it->valuedouble <= hi))
-        return attn_set_error(ATTN_E_FORMAT, "vit: %s \"%s\" must be a number in [%g, %g]", file, key, lo, hi);
-    *v = (float)it->valuedouble;
-    return ATTN_OK;
-}
-
 /* image_mean / image_std: a number or a list of 1 or C numbers */
-static int attn__vit_get_channels(const cJSON *o, const char *key, float *v, int64_t C, int positive) {
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+static int attn__vit_get_channels(const attn__hf_json *j, const char *key, float *v, int64_t C, int positive) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(j->root, key);
     if (!it || cJSON_IsNull(it)) return ATTN_OK;
     double vals[3];
     int n = 0;
@@ -151,27 +71,29 @@ static int attn__vit_get_channels(const cJSON *o, const char *key, float *v, int
 }
 
 static int attn__vit_parse_config(attn_vit_config *c, const char *dir) {
-    cJSON *j = NULL;
-    ATTN_TRY(attn__vit_json(&j, dir, "config.json", 0));
-    const char *F = "config.json";
-    int rc = ATTN_OK;
+    attn__hf_json j;
+    int rc = attn__hf_json_load(&j, "vit", dir, "config.json", 0, " (is the model directory complete?)");
+    if (rc < 0) {
+        attn__hf_json_free(&j);
+        return rc;
+    }
     memset(c, 0, sizeof *c);
     c->channels = 3;
     c->act = ATTN_ACT_GELU;
     c->eps = 1e-12f;
     c->qkv_bias = 1;
-    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(j, "model_type");
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(j.root, "model_type");
     if (mt && !(cJSON_IsString(mt) && !strcmp(mt->valuestring, "vit")))
         rc = attn_set_error(ATTN_E_UNSUPPORTED, "vit: config.json model_type \"%s\" is not \"vit\"",
                             cJSON_IsString(mt) ? mt->valuestring : "?");
-    if (rc == 0) rc = attn__vit_get_pair(j, "image_size", &c->image_h, &c->image_w, 1, 16384);
-    if (rc == 0) rc = attn__vit_get_pair(j, "patch_size", &c->patch_h, &c->patch_w, 1, 4096);
-    if (rc == 0) rc = attn__vit_get_int(j, F, "num_channels", &c->channels, 1, 3, 0);
+    if (rc == 0) rc = attn__vit_get_pair(&j, "image_size", &c->image_h, &c->image_w, 1, 16384);
+    if (rc == 0) rc = attn__vit_get_pair(&j, "patch_size", &c->patch_h, &c->patch_w, 1, 4096);
+    if (rc == 0) rc = attn__hf_int(&j, NULL, "num_channels", &c->channels, 1, 3, 0);
     if (rc == 0 && c->channels == 2) rc = attn_set_error(ATTN_E_UNSUPPORTED, "vit: num_channels must be 1 or 3");
-    if (rc == 0) rc = attn__vit_get_int(j, F, "hidden_size", &c->d_model, 1, 1 << 16, 1);
-    if (rc == 0) rc = attn__vit_get_int(j, F, "num_hidden_layers", &c->n_layers, 1, 1024, 1);
-    if (rc == 0) rc = attn__vit_get_int(j, F, "num_attention_heads", &c->n_heads, 1, 1024, 1);
-    if (rc == 0) rc = attn__vit_get_int(j, F, "intermediate_size", &c->d_ff, 1, 1 << 20, 1);
+    if (rc == 0) rc = attn__hf_int(&j, NULL, "hidden_size", &c->d_model, 1, 1 << 16, 1);
+    if (rc == 0) rc = attn__hf_int(&j, NULL, "num_hidden_layers", &c->n_layers, 1, 1024, 1);
+    if (rc == 0) rc = attn__hf_int(&j, NULL, "num_attention_heads", &c->n_heads, 1, 1024, 1);
+    if (rc == 0) rc = attn__hf_int(&j, NULL, "intermediate_size", &c->d_ff, 1, 1 << 20, 1);
     if (rc == 0 && c->d_model % c->n_heads != 0)
         rc = attn_set_error(ATTN_E_FORMAT, "vit: hidden_size %lld is not a multiple of num_attention_heads %lld",
                             (long long)c->d_model, (long long)c->n_heads);
@@ -180,17 +102,10 @@ static int attn__vit_parse_config(attn_vit_config *c, const char *dir) {
                             (long long)c->patch_h, (long long)c->patch_w, (long long)c->image_h, (long long)c->image_w);
     if (rc == 0 && (c->image_h / c->patch_h) * (c->image_w / c->patch_w) > 65536)
         rc = attn_set_error(ATTN_E_FORMAT, "vit: more than 65536 patches");
-    if (rc == 0) rc = attn__vit_get_float(j, F, "layer_norm_eps", &c->eps, 0, 1);
-    if (rc == 0) rc = attn__vit_get_bool(j, F, "qkv_bias", &c->qkv_bias);
-    const cJSON *act = cJSON_GetObjectItemCaseSensitive(j, "hidden_act");
-    if (rc == 0 && act) {
-        const char *a = cJSON_IsString(act) ? act->valuestring : "";
-        if (!strcmp(a, "gelu")) c->act = ATTN_ACT_GELU;
-        else if (!strcmp(a, "gelu_new") || !strcmp(a, "gelu_pytorch_tanh")) c->act = ATTN_ACT_GELU_TANH;
-        else if (!strcmp(a, "relu")) c->act = ATTN_ACT_RELU;
-        else rc = attn_set_error(ATTN_E_UNSUPPORTED, "vit: hidden_act \"%s\" is not supported", a);
-    }
-    cJSON_Delete(j);
+    if (rc == 0) rc = attn__hf_float(&j, NULL, "layer_norm_eps", &c->eps, 0, 1);
+    if (rc == 0) rc = attn__hf_bool(&j, NULL, "qkv_bias", &c->qkv_bias);
+    if (rc == 0) rc = attn__hf_activation(&j, NULL, "hidden_act", &c->act);
+    attn__hf_json_free(&j);
     ATTN_TRY(rc);
 
     /* preprocessing: ViTImageProcessor's defaults, then preprocessor_config.json */
@@ -201,34 +116,36 @@ static int attn__vit_parse_config(attn_vit_config *c, const char *dir) {
     c->rescale_factor = 1.0f / 255.0f;
     c->do_normalize = 1;
     for (int i = 0; i < 3; i++) c->mean[i] = c->std[i] = 0.5f;
-    ATTN_TRY(attn__vit_json(&j, dir, "preprocessor_config.json", 1));
-    if (!j) return ATTN_OK;
-    F = "preprocessor_config.json";
-    rc = attn__vit_get_bool(j, F, "do_resize", &c->do_resize);
-    const cJSON *size = cJSON_GetObjectItemCaseSensitive(j, "size");
+    rc = attn__hf_json_load(&j, "vit", dir, "preprocessor_config.json", ATTN__HF_OPTIONAL, NULL);
+    if (rc < 0 || !j.root) {
+        attn__hf_json_free(&j);
+        return rc;
+    }
+    rc = attn__hf_bool(&j, NULL, "do_resize", &c->do_resize);
+    const cJSON *size = cJSON_GetObjectItemCaseSensitive(j.root, "size");
     if (rc == 0 && size && !cJSON_IsNull(size)) {
         if (cJSON_IsObject(size)) {
-            rc = attn__vit_get_int(size, F, "height", &c->resize_h, 1, 16384, 1);
-            if (rc == 0) rc = attn__vit_get_int(size, F, "width", &c->resize_w, 1, 16384, 1);
+            rc = attn__hf_int(&j, size, "height", &c->resize_h, 1, 16384, 1);
+            if (rc == 0) rc = attn__hf_int(&j, size, "width", &c->resize_w, 1, 16384, 1);
         } else {
-            rc = attn__vit_int(size, F, "size", &c->resize_h, 1, 16384);
+            rc = attn__hf_int_value(&j, size, "size", &c->resize_h, 1, 16384);
             c->resize_w = c->resize_h;
         }
     }
     /* resizing is bilinear (PIL's BILINEAR = 2, ViTImageProcessor's default); another filter would
      * silently change every pixel, so it is refused */
-    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(j, "resample");
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(j.root, "resample");
     if (rc == 0 && rs && !cJSON_IsNull(rs) && !(cJSON_IsNumber(rs) && rs->valuedouble == 2))
         rc = attn_set_error(ATTN_E_UNSUPPORTED,
                             "vit: preprocessor_config.json \"resample\" is %s; only 2 (bilinear, ViTImageProcessor's default) is supported",
                             cJSON_IsNumber(rs) ? (rs->valuedouble == 3 ? "3 (bicubic)" : rs->valuedouble == 0 ? "0 (nearest)" : "not 2")
                                                : "not a number");
-    if (rc == 0) rc = attn__vit_get_bool(j, F, "do_rescale", &c->do_rescale);
-    if (rc == 0) rc = attn__vit_get_float(j, F, "rescale_factor", &c->rescale_factor, -1e6, 1e6);
-    if (rc == 0) rc = attn__vit_get_bool(j, F, "do_normalize", &c->do_normalize);
-    if (rc == 0) rc = attn__vit_get_channels(j, "image_mean", c->mean, c->channels, 0);
-    if (rc == 0) rc = attn__vit_get_channels(j, "image_std", c->std, c->channels, 1);
-    cJSON_Delete(j);
+    if (rc == 0) rc = attn__hf_bool(&j, NULL, "do_rescale", &c->do_rescale);
+    if (rc == 0) rc = attn__hf_float(&j, NULL, "rescale_factor", &c->rescale_factor, -1e6, 1e6);
+    if (rc == 0) rc = attn__hf_bool(&j, NULL, "do_normalize", &c->do_normalize);
+    if (rc == 0) rc = attn__vit_get_channels(&j, "image_mean", c->mean, c->channels, 0);
+    if (rc == 0) rc = attn__vit_get_channels(&j, "image_std", c->std, c->channels, 1);
+    attn__hf_json_free(&j);
     return rc;
 }
 
@@ -238,10 +155,9 @@ static int attn__vit_labels(attn_vit *m, const char *dir) {
     if (n <= 0) return ATTN_OK;
     m->labels = (char **)calloc((size_t)n, sizeof(char *));
     if (!m->labels) return attn_set_error(ATTN_E_NOMEM, "vit: out of memory");
-    cJSON *j = NULL;
-    ATTN_TRY(attn__vit_json(&j, dir, "config.json", 0));
-    const cJSON *map = cJSON_GetObjectItemCaseSensitive(j, "id2label");
-    int rc = ATTN_OK;
+    attn__hf_json j;
+    int rc = attn__hf_json_load(&j, "vit", dir, "config.json", 0, " (is the model directory complete?)");
+    const cJSON *map = j.root ? cJSON_GetObjectItemCaseSensitive(j.root, "id2label") : NULL;
     if (map && !cJSON_IsObject(map)) rc = attn_set_error(ATTN_E_FORMAT, "vit: config.json \"id2label\" must be an object");
     /* as transformers: id2label, when given, names every class: keys "0" .. "n-1", one per output */
     if (rc == 0 && map) {
@@ -269,7 +185,7 @@ static int attn__vit_labels(attn_vit *m, const char *dir) {
         m->labels[i] = strdup(s);
         if (!m->labels[i]) rc = attn_set_error(ATTN_E_NOMEM, "vit: out of memory");
     }
-    cJSON_Delete(j);
+    attn__hf_json_free(&j);
     return rc;
 }
 

@@ -6,6 +6,7 @@
 #include "attn_bpe.h"
 #include "attn_sampling.h"
 #include "core/internal.h"
+#include "formats/hf_config.h"
 #include "models/ct2_layers.h"
 
 #include <cJSON.h>
@@ -196,47 +197,19 @@ static int attn__wids(int32_t **out, int64_t *n, const cJSON *arr, int64_t V, co
     return ATTN_OK;
 }
 
-static int attn__wconfig(attn_whisper *m, const char *path) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return attn_set_error(ATTN_E_IO, "cannot open %s: %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    int rc = ATTN_OK;
-    for (;;) {
-        if (n + 4096 + 1 > cap) {
-            cap = cap ? 2 * cap : 65536;
-            if (cap > ((size_t)64 << 20)) {
-                rc = attn_set_error(ATTN_E_FORMAT, "%s is larger than 64 MiB", path);
-                break;
-            }
-            char *t = (char *)realloc(buf, cap);
-            if (!t) {
-                rc = attn_set_error(ATTN_E_NOMEM, "out of memory");
-                break;
-            }
-            buf = t;
-        }
-        size_t got = fread(buf + n, 1, 4096, fp);
-        n += got;
-        if (got < 4096) break;
-    }
-    fclose(fp);
+static int attn__wconfig(attn_whisper *m, const char *dir) {
+    attn__hf_json c;
+    int rc = attn__hf_json_load(&c, NULL, dir, "config.json", 0, NULL);
     if (rc < 0) {
-        free(buf);
+        attn__hf_json_free(&c);
         return rc;
     }
-    buf[n] = 0;
-    cJSON *j = cJSON_ParseWithLength(buf, n);
-    free(buf);
-    if (!j || !cJSON_IsObject(j)) {
-        cJSON_Delete(j);
-        return attn_set_error(ATTN_E_FORMAT, "%s is not a JSON object", path);
-    }
+    const cJSON *j = c.root;
     rc = attn__wids(&m->suppress, &m->n_suppress, cJSON_GetObjectItemCaseSensitive(j, "suppress_ids"), m->cfg.vocab_size, "suppress_ids");
     if (rc == 0)
         rc = attn__wids(&m->suppress_begin, &m->n_suppress_begin, cJSON_GetObjectItemCaseSensitive(j, "suppress_ids_begin"), m->cfg.vocab_size,
                         "suppress_ids_begin");
-    cJSON_Delete(j);
+    attn__hf_json_free(&c);
     return rc;
 }
 
@@ -256,10 +229,7 @@ int attn_whisper_load(attn_whisper **out, const char *dir) {
     if (rc == 0 && m->n_vocab != m->cfg.vocab_size)
         rc = attn_set_error(ATTN_E_FORMAT, "%s: vocabulary.txt has %lld lines but the embeddings have %lld rows", dir, (long long)m->n_vocab,
                             (long long)m->cfg.vocab_size);
-    if (rc == 0) {
-        snprintf(path, sizeof path, "%s/config.json", dir);
-        rc = attn__wconfig(m, path);
-    }
+    if (rc == 0) rc = attn__wconfig(m, dir);
     if (rc == 0) {
         m->cfg.sot = attn__wtok(m, "<|startoftranscript|>");
         m->cfg.eot = attn__wtok(m, "<|endoftext|>");

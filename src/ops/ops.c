@@ -1,7 +1,7 @@
 /* Linear, norms, activations, softmax, embedding and feed-forward (see attn_ops.h). */
 #include "attn_ops.h"
 #include "core/internal.h"
-#include "attention/fused_internal.h"
+#include "core/simd_math.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -226,13 +226,13 @@ static float attn__act(float x, attn_activation act) {
 
 /* GELU over a contiguous run, vectorised: erf by Abramowitz & Stegun 7.1.26,
  *   erf(a) = 1 - (a1 t + a2 t^2 + a3 t^3 + a4 t^4 + a5 t^5) e^(-a^2),  t = 1 / (1 + p a),  a >= 0,
- * |error| <= 1.5e-7, with e^(-a^2) from the attention kernel's vectorised exp (relative error
- * <= ATTN__FUSED_EXP_MAX_REL_ERR). For x < 0, 1 + erf(x / sqrt 2) is the product itself, so there
+ * |error| <= 1.5e-7, with e^(-a^2) from the shared vectorised exp (core/simd_math.h, relative error
+ * <= ATTN__EXP_MAX_REL_ERR). For x < 0, 1 + erf(x / sqrt 2) is the product itself, so there
  * is no cancellation. |gelu - exact| <= 1e-7 |x| + float rounding (tests/test_ops.c). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
-static void attn__gelu_run(float *y, const float *x, int64_t n, const attn__fused_kernels *K) {
+static void attn__gelu_run(float *y, const float *x, int64_t n, attn__exp_n_fn exp_n) {
     enum { CH = 256 };
     float u[CH], e[CH];
     for (int64_t s = 0; s < n; s += CH) {
@@ -242,7 +242,7 @@ static void attn__gelu_run(float *y, const float *x, int64_t n, const attn__fuse
             float z = x[s + i] * 0.70710678118654752f;
             u[i] = z * z > 87.0f ? -87.0f : -z * z; /* e^-87 ~ 1.6e-38: erf is +-1 to float precision */
         }
-        K->exp_n(e, u, m);
+        exp_n(e, u, m);
 #pragma omp simd
         for (int64_t i = 0; i < m; i++) {
             float xv = x[s + i], a = fabsf(xv) * 0.70710678118654752f;
@@ -254,13 +254,6 @@ static void attn__gelu_run(float *y, const float *x, int64_t n, const attn__fuse
     }
 }
 
-static const attn__fused_kernels *attn__gelu_kernels(void) {
-    int path = attn__fused_best_path();
-    if (path == ATTN__SIMD_AVX512 && attn__fused_kernels_avx512()) return attn__fused_kernels_avx512();
-    if (path == ATTN__SIMD_AVX2 && attn__fused_kernels_avx2()) return attn__fused_kernels_avx2();
-    return attn__fused_kernels_portable();
-}
-
 int attn_activate(attn_tensor *out, const attn_tensor *x, attn_activation act) {
     const char *op = "activate";
     if (act < ATTN_ACT_RELU || act > ATTN_ACT_IDENTITY)
@@ -270,7 +263,7 @@ int attn_activate(attn_tensor *out, const attn_tensor *x, attn_activation act) {
     ATTN_TRY(attn__same_shape(out, x, op));
     int64_t R = attn__rows(x), E = x->shape[x->ndim - 1];
     int64_t xs = x->stride[x->ndim - 1], os = out->stride[out->ndim - 1];
-    const attn__fused_kernels *K = act == ATTN_ACT_GELU && (xs == 1 || E == 1) && (os == 1 || E == 1) ? attn__gelu_kernels() : NULL;
+    const attn__exp_n_fn K = act == ATTN_ACT_GELU && (xs == 1 || E == 1) && (os == 1 || E == 1) ? attn__exp_n_best() : NULL;
 #pragma omp parallel for schedule(static) num_threads(attn_get_num_threads()) if (R * E >= (1 << 16))
     for (int64_t r = 0; r < R; r++) {
         const float *xr = attn__row(x, r);

@@ -1,6 +1,7 @@
 /* Block-quantized matrices: dequantization, activation quantization, the portable kernel and the
  * run-time kernel choice (see include/attn_quant.h). */
 #include "attn_quant.h"
+#include "core/cpu.h"
 #include "core/internal.h"
 #include "ops/quant_internal.h"
 
@@ -163,15 +164,14 @@ static void qdot_portable(float *y, int64_t ldy, const attn__q8blk *xq, int64_t 
 
 int attn_qkernel_available(attn_qkernel k) {
 #if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    /* every AVX2 CPU (Haswell, Zen and later) also has F16C, which clang 14 cannot query here */
-    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    /* every AVX2 CPU (Haswell, Zen and later) also has F16C */
+    int avx2 = attn__cpu_has(ATTN__CPU_AVX2 | ATTN__CPU_FMA);
     switch (k) {
     case ATTN_QK_AUTO: case ATTN_QK_PORTABLE: case ATTN_QK_REFERENCE: return 1;
     case ATTN_QK_AVX2: return avx2 && attn__qdot_avx2() != NULL;
     case ATTN_QK_AVX512VNNI:
-        return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni") && attn__qdot_avx512vnni() != NULL;
+        return avx2 && attn__cpu_has(ATTN__CPU_AVX512F | ATTN__CPU_AVX512VL | ATTN__CPU_AVX512BW | ATTN__CPU_AVX512VNNI) &&
+               attn__qdot_avx512vnni() != NULL;
     }
     return 0;
 #else

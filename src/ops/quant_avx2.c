@@ -1,5 +1,5 @@
 /* AVX2 (+FMA, F16C) quantized dot-product kernels; the code is in quant_simd_tmpl.h. Only used
- * after __builtin_cpu_supports said the CPU has avx2, fma and f16c (quant.c). */
+ * after attn__cpu_has (core/cpu.h) said the CPU has avx2, fma and f16c (quant.c). */
 #include "ops/quant_internal.h"
 
 #include <string.h>

@@ -1,5 +1,5 @@
 /* AVX-512 VNNI quantized dot-product kernels (vpdpbusd on 256-bit lanes, AVX-512VL); the code is
- * in quant_simd_tmpl.h. Only used after __builtin_cpu_supports said avx512vnni, avx512vl, avx2,
+ * in quant_simd_tmpl.h. Only used after attn__cpu_has (core/cpu.h) said avx512vnni, avx512vl, avx2,
  * fma and f16c (quant.c). */
 #include "ops/quant_internal.h"
 

@@ -3,11 +3,13 @@
  *
  * Merging uses a linked list of symbols and a binary heap of candidate pairs ordered by
  * (priority, position of the left symbol), with stale entries skipped when popped: O(n log n)
- * per word, so a pathological 1 MB "word" cannot hang the tokenizer. */
+ * per word, so a pathological 1 MB "word" cannot hang the tokenizer. Decoding (ids to bytes,
+ * the UTF-8-safe stream) is in bpe_decode.c. */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "attn_bpe.h"
-#include "attn_tokenizer.h"
+#include "attn_utf8.h"
 #include "core/internal.h"
+#include "tokenizers/bpe_internal.h"
 #include "tokenizers/tok_common.h"
 
 #include <errno.h>
@@ -17,41 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    uint64_t key;   /* (left << 32) | right, +1 so 0 marks an empty slot */
-    int32_t rank;   /* merge rank */
-    int32_t result; /* id of the merged token */
-} pair_slot;
-
-typedef struct {
-    char *s;
-    size_t len;
-    int32_t id;
-} special_tok;
-
-struct attn_bpe {
-    attn_bpe_kind kind;
-    int64_t n;
-    char **tok;      /* [n] NUL-terminated */
-    uint32_t *tlen;  /* [n] */
-    int32_t *type;   /* [n] */
-    float *score;    /* [n] SentencePiece */
-    /* string -> id hash */
-    int32_t *slot_id; /* [n_slots], -1 empty */
-    size_t n_slots;
-    /* byte-level */
-    pair_slot *pairs;
-    size_t n_pair_slots;
-    int32_t byte_id[256];      /* token of each byte (byte-level: mapped char; SP: <0xXX>) */
-    int32_t cp_to_byte[324];   /* byte-level: mapped code point -> byte, -1 */
-    pcre2_code *re_main, *re_digits;
-    /* specials */
-    special_tok *spec;
-    int n_spec;
-    int32_t bos, eos;
-    size_t max_bytes;
-};
-
 /* ------------------------------------------------------------------ hashing */
 
 static uint64_t fnv1a(const char *s, size_t n) {
@@ -60,7 +27,7 @@ static uint64_t fnv1a(const char *s, size_t n) {
     return h;
 }
 
-static int32_t lookup(const attn_bpe *t, const char *s, size_t n) {
+int32_t attn__bpe_lookup(const attn_bpe *t, const char *s, size_t n) {
     size_t m = t->n_slots - 1, i = (size_t)fnv1a(s, n) & m;
     for (;;) {
         int32_t id = t->slot_id[i];
@@ -253,7 +220,7 @@ int attn_bpe_create(attn_bpe **out, const attn_bpe_spec *sp) {
             char u[4];
             int ul = attn__utf8_encode(cp, u);
             t->cp_to_byte[cp] = b;
-            t->byte_id[b] = lookup(t, u, (size_t)ul); /* -1: a byte the vocabulary lacks is dropped, as HF BPE without unk */
+            t->byte_id[b] = attn__bpe_lookup(t, u, (size_t)ul); /* -1: a byte the vocabulary lacks is dropped, as HF BPE without unk */
         }
         if (t->byte_id[' '] < 0 || t->byte_id['a'] < 0) {
             rc = attn_set_error(ATTN_E_FORMAT, "bpe: byte-level vocabulary lacks the characters of ' ' or 'a' (not a GPT-2 style vocabulary)");
@@ -269,8 +236,8 @@ int attn_bpe_create(attn_bpe **out, const attn_bpe_spec *sp) {
             const char *sep = m ? (const char *)memchr(m + (ml > 0), ' ', ml > 0 ? ml - 1 : 0) : NULL;
             int32_t a = -1, b = -1, res = -1;
             if (sep) {
-                a = lookup(t, m, (size_t)(sep - m));
-                b = lookup(t, sep + 1, ml - (size_t)(sep - m) - 1);
+                a = attn__bpe_lookup(t, m, (size_t)(sep - m));
+                b = attn__bpe_lookup(t, sep + 1, ml - (size_t)(sep - m) - 1);
             }
             if (a >= 0 && b >= 0) {
                 size_t la = t->tlen[a], lb = t->tlen[b];
@@ -278,7 +245,7 @@ int attn_bpe_create(attn_bpe **out, const attn_bpe_spec *sp) {
                 if (!cat) goto nomem;
                 memcpy(cat, t->tok[a], la);
                 memcpy(cat + la, t->tok[b], lb);
-                res = lookup(t, cat, la + lb);
+                res = attn__bpe_lookup(t, cat, la + lb);
                 free(cat);
             }
             if (res < 0) {
@@ -302,7 +269,7 @@ int attn_bpe_create(attn_bpe **out, const attn_bpe_spec *sp) {
         for (int b = 0; b < 256; b++) {
             char name[8];
             snprintf(name, sizeof name, "<0x%02X>", b);
-            t->byte_id[b] = lookup(t, name, 6);
+            t->byte_id[b] = attn__bpe_lookup(t, name, 6);
             if (t->byte_id[b] >= 0 && t->type[t->byte_id[b]] == ATTN_TOK_NORMAL) t->type[t->byte_id[b]] = ATTN_TOK_BYTE;
         }
     }
@@ -322,7 +289,7 @@ int attn_bpe_load_llama2c(attn_bpe **out, const char *path, int64_t vocab_size) 
         return attn_set_error(ATTN_E_INVALID, "llama2.c tokenizer: vocab_size %lld out of range", (long long)vocab_size);
     char *data = NULL;
     size_t len = 0;
-    ATTN_TRY(attn__tok_read_file(path, &data, &len));
+    ATTN_TRY(attn__read_file(path, TOK_MAX_FILE, ATTN_E_FORMAT, &data, &len));
     int rc = ATTN_OK;
     char **toks = (char **)calloc((size_t)vocab_size, sizeof(char *));
     uint32_t *lens = (uint32_t *)calloc((size_t)vocab_size, sizeof(uint32_t));
@@ -457,7 +424,7 @@ static int candidate(const attn_bpe *t, merge_ws *w, int64_t i, int64_t j, heap_
         if (!cat) return -1;
         memcpy(cat, t->tok[a], la);
         memcpy(cat + la, t->tok[b], lb);
-        int32_t r = lookup(t, cat, la + lb);
+        int32_t r = attn__bpe_lookup(t, cat, la + lb);
         if (cat != buf) free(cat);
         if (r < 0) return 0;
         e->prio = -(double)t->score[r];
@@ -548,7 +515,7 @@ static int bl_word(enc_state *st, const unsigned char *s, size_t len) {
     if (len * 2 <= sizeof small) {
         size_t k = 0;
         for (size_t i = 0; i < len; i++) k += (size_t)attn__utf8_encode(byte_to_cp(s[i]), small + k);
-        int32_t id = lookup(t, small, k);
+        int32_t id = attn__bpe_lookup(t, small, k);
         if (id >= 0) {
             put(st, id);
             return 0;
@@ -610,7 +577,7 @@ static int sp_span(enc_state *st, const char *s, size_t len, int dummy_prefix) {
     if (ws_reserve(&st->w, need) < 0) return attn_set_error(ATTN_E_NOMEM, "bpe: out of memory");
     int64_t n = 0;
     if (dummy_prefix) {
-        int32_t sp = lookup(t, " ", 1);
+        int32_t sp = attn__bpe_lookup(t, " ", 1);
         if (sp >= 0) st->w.id[n++] = sp;
         else if (t->byte_id[' '] >= 0) st->w.id[n++] = t->byte_id[' '];
     }
@@ -619,7 +586,7 @@ static int sp_span(enc_state *st, const char *s, size_t len, int dummy_prefix) {
         int32_t cp;
         int cl = attn__utf8_decode((const unsigned char *)s, len, i, &cp);
         if (cl <= 0) cl = 1; /* validated before: unreachable */
-        int32_t id = lookup(t, s + i, (size_t)cl);
+        int32_t id = attn__bpe_lookup(t, s + i, (size_t)cl);
         if (id >= 0) {
             st->w.id[n++] = id;
         } else {
@@ -688,191 +655,3 @@ int attn_bpe_encode(const attn_bpe *t, const char *text, size_t len, int parse_s
     return ATTN_OK;
 }
 
-/* ------------------------------------------------------------------ decoding */
-
-int64_t attn_bpe_vocab_size(const attn_bpe *t) { return t ? t->n : 0; }
-attn_bpe_kind attn_bpe_kind_of(const attn_bpe *t) { return t ? t->kind : ATTN_BPE_BYTE_LEVEL; }
-int32_t attn_bpe_bos_id(const attn_bpe *t) { return t ? t->bos : -1; }
-int32_t attn_bpe_eos_id(const attn_bpe *t) { return t ? t->eos : -1; }
-size_t attn_bpe_max_token_bytes(const attn_bpe *t) { return t ? t->max_bytes : 0; }
-
-int32_t attn_bpe_token_to_id(const attn_bpe *t, const char *token) {
-    if (!t || !token) return -1;
-    return lookup(t, token, strlen(token));
-}
-
-const char *attn_bpe_id_to_token(const attn_bpe *t, int32_t id, size_t *len) {
-    if (!t || id < 0 || id >= t->n) return NULL;
-    if (len) *len = t->tlen[id];
-    return t->tok[id];
-}
-
-int attn_bpe_token_type(const attn_bpe *t, int32_t id) { return (!t || id < 0 || id >= t->n) ? 0 : t->type[id]; }
-
-int attn_bpe_token_bytes(const attn_bpe *t, int32_t id, int32_t prev_id, int render_special, char *out, size_t cap, size_t *len) {
-    if (!t || !len || (!out && cap)) return attn_set_error(ATTN_E_INVALID, "bpe: bad arguments");
-    *len = 0;
-    if (id < 0 || id >= t->n) return attn_set_error(ATTN_E_RANGE, "bpe: token id %d outside [0, %lld)", (int)id, (long long)t->n);
-    const char *s = t->tok[id];
-    size_t n = t->tlen[id], k = 0;
-    int ty = t->type[id];
-    if (ty == ATTN_TOK_CONTROL || ty == ATTN_TOK_UNKNOWN) {
-        if (!render_special) return ATTN_OK;
-    } else if (ty == ATTN_TOK_BYTE) {
-        if (cap < 1) return *len = 1, attn_set_error(ATTN_E_RANGE, "bpe: output buffer too small");
-        for (int b = 0; b < 256; b++)
-            if (t->byte_id[b] == id) {
-                out[0] = (char)b;
-                break;
-            }
-        *len = 1;
-        return ATTN_OK;
-    } else if (t->kind == ATTN_BPE_BYTE_LEVEL && ty != ATTN_TOK_USER) {
-        /* inverse byte map; a character outside the map (not produced by BPE) is copied */
-        size_t i = 0;
-        while (i < n) {
-            int32_t cp;
-            int cl = attn__utf8_decode((const unsigned char *)s, n, i, &cp);
-            if (cl <= 0) cl = 1, cp = -1;
-            if (cp >= 0 && cp < 324 && t->cp_to_byte[cp] >= 0) {
-                if (k < cap) out[k] = (char)t->cp_to_byte[cp];
-                k++;
-            } else {
-                for (int j = 0; j < cl; j++, k++)
-                    if (k < cap) out[k] = s[i + j];
-            }
-            i += (size_t)cl;
-        }
-        *len = k;
-        if (k > cap) return attn_set_error(ATTN_E_RANGE, "bpe: output buffer too small");
-        return ATTN_OK;
-    } else if (t->kind == ATTN_BPE_SENTENCEPIECE && prev_id >= 0 && prev_id == t->bos && n > 0 && s[0] == ' ') {
-        s++;
-        n--;
-    }
-    *len = n;
-    if (n > cap) return attn_set_error(ATTN_E_RANGE, "bpe: output buffer too small");
-    memcpy(out, s, n);
-    return ATTN_OK;
-}
-
-void attn_bpe_stream_init(attn_bpe_stream *s, int render_special) {
-    memset(s, 0, sizeof *s);
-    s->prev_id = -1;
-    s->render_special = render_special;
-}
-
-/* expected length of a UTF-8 sequence from its lead byte; 0 = never valid as a lead */
-static int lead_len(unsigned char c) {
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) return 2;
-    if (c >= 0xE0 && c <= 0xEF) return 3;
-    if (c >= 0xF0 && c <= 0xF4) return 4;
-    return 0;
-}
-
-static const char REPL[3] = {(char)0xEF, (char)0xBF, (char)0xBD};
-
-/* append bytes b[0..n) to the pending buffer, emitting complete characters into out */
-static int stream_bytes(attn_bpe_stream *s, const unsigned char *b, size_t n, char *out, size_t cap, size_t *k) {
-    for (size_t i = 0; i < n; i++) {
-        s->pend[s->n_pend++] = b[i];
-        for (;;) {
-            if (s->n_pend == 0) break;
-            int need = lead_len(s->pend[0]);
-            int32_t cp;
-            int bad = 0;
-            if (need == 0) {
-                bad = 1;
-            } else if (s->n_pend >= need) {
-                if (attn__utf8_decode(s->pend, (size_t)need, 0, &cp) == need) {
-                    if (*k + (size_t)need > cap) return -1;
-                    memcpy(out + *k, s->pend, (size_t)need);
-                    *k += (size_t)need;
-                    memmove(s->pend, s->pend + need, (size_t)(s->n_pend - need));
-                    s->n_pend -= need;
-                    continue;
-                }
-                bad = 1;
-            } else {
-                /* incomplete: is the prefix still valid? decode with the rest padded is not
-                 * possible, so check the continuation bytes so far */
-                for (int j = 1; j < s->n_pend; j++)
-                    if ((s->pend[j] & 0xC0) != 0x80) bad = 1;
-                if (!bad && s->n_pend >= 2) {
-                    unsigned c = s->pend[0], c1 = s->pend[1];
-                    if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F))
-                        bad = 1;
-                }
-                if (!bad) break; /* wait for more bytes */
-            }
-            /* the first pending byte can never start a valid character: U+FFFD for it */
-            if (*k + 3 > cap) return -1;
-            memcpy(out + *k, REPL, 3);
-            *k += 3;
-            memmove(s->pend, s->pend + 1, (size_t)(s->n_pend - 1));
-            s->n_pend--;
-        }
-    }
-    return 0;
-}
-
-int attn_bpe_stream_push(const attn_bpe *t, attn_bpe_stream *s, int32_t id, char *out, size_t cap, size_t *len) {
-    if (!t || !s || !len || (!out && cap)) return attn_set_error(ATTN_E_INVALID, "bpe stream: bad arguments");
-    *len = 0;
-    if (id < 0 || id >= t->n) return attn_set_error(ATTN_E_RANGE, "bpe: token id %d outside [0, %lld)", (int)id, (long long)t->n);
-    char stackbuf[1024];
-    size_t need = t->max_bytes + 8, n = 0;
-    char *buf = need <= sizeof stackbuf ? stackbuf : (char *)malloc(need);
-    if (!buf) return attn_set_error(ATTN_E_NOMEM, "bpe: out of memory");
-    int rc = attn_bpe_token_bytes(t, id, s->prev_id, s->render_special, buf, need, &n);
-    if (rc == 0) {
-        size_t k = 0;
-        if (stream_bytes(s, (const unsigned char *)buf, n, out, cap, &k) < 0)
-            rc = attn_set_error(ATTN_E_RANGE, "bpe stream: output buffer of %zu bytes too small", cap);
-        *len = k;
-        s->prev_id = id;
-    }
-    if (buf != stackbuf) free(buf);
-    return rc;
-}
-
-int attn_bpe_stream_flush(attn_bpe_stream *s, char *out, size_t cap, size_t *len) {
-    if (!s || !len || (!out && cap)) return attn_set_error(ATTN_E_INVALID, "bpe stream: bad arguments");
-    /* the held-back bytes are the start of one character that never ended: one U+FFFD for them
-     * (Unicode's "maximal subpart" replacement, what Python's and Rust's decoders give) */
-    size_t k = 0;
-    if (s->n_pend > 0) {
-        if (cap < 3) return attn_set_error(ATTN_E_RANGE, "bpe stream: output buffer too small");
-        memcpy(out, REPL, 3);
-        k = 3;
-    }
-    s->n_pend = 0;
-    *len = k;
-    return ATTN_OK;
-}
-
-int attn_bpe_decode(const attn_bpe *t, const int32_t *ids, int64_t n, int render_special, char *out, size_t cap, size_t *len) {
-    if (!t || (!ids && n) || n < 0 || !out || cap == 0) return attn_set_error(ATTN_E_INVALID, "bpe decode: bad arguments");
-    attn_bpe_stream s;
-    attn_bpe_stream_init(&s, render_special);
-    size_t k = 0, piece;
-    size_t bufcap = t->max_bytes * 3 + 32;
-    char *buf = (char *)malloc(bufcap);
-    if (!buf) return attn_set_error(ATTN_E_NOMEM, "bpe: out of memory");
-    int rc = 0;
-    for (int64_t i = 0; i <= n && rc == 0; i++) {
-        rc = i < n ? attn_bpe_stream_push(t, &s, ids[i], buf, bufcap, &piece) : attn_bpe_stream_flush(&s, buf, bufcap, &piece);
-        if (rc) break;
-        if (k + piece + 1 > cap) {
-            rc = attn_set_error(ATTN_E_RANGE, "bpe decode: output buffer of %zu bytes too small", cap);
-            break;
-        }
-        memcpy(out + k, buf, piece);
-        k += piece;
-    }
-    free(buf);
-    out[rc == 0 ? k : 0] = 0;
-    if (len) *len = rc == 0 ? k : 0;
-    return rc;
-}

@@ -1,5 +1,6 @@
 /* Private helpers shared by the tokenizers in src/tokenizers/ (not installed):
- * UTF-8 coding, whole-file reading, Unicode character classes. */
+ * UTF-8 coding, Unicode character classes (whole files: attn__read_file in core/internal.h,
+ * at most TOK_MAX_FILE bytes, ATTN_E_FORMAT when larger). */
 #ifndef ATTN_TOK_COMMON_H
 #define ATTN_TOK_COMMON_H
 
@@ -13,9 +14,6 @@
 int attn__utf8_decode(const unsigned char *s, size_t len, size_t i, int32_t *cp);
 /* Encode code point c (<= U+10FFFF) into out[0..4): returns the byte count. */
 int attn__utf8_encode(int32_t c, char *out);
-/* Read a whole file (at most TOK_MAX_FILE bytes) into a malloc'ed, NUL-terminated buffer.
- * Errors: ATTN_E_IO, ATTN_E_FORMAT (too large), ATTN_E_NOMEM. */
-int attn__tok_read_file(const char *path, char **data, size_t *len);
 
 /* Rust's char::is_whitespace (Unicode White_Space). */
 int attn__uni_is_ws(int32_t c);

@@ -1,6 +1,6 @@
 /* Hugging Face tokenizer.json reading shared by the tokenizers (see tok_json.h). */
 #include "attn_core.h"
-#include "attn_tokenizer.h"
+#include "attn_utf8.h"
 #include "core/internal.h"
 #include "tokenizers/tok_json.h"
 

@@ -1,5 +1,5 @@
 /* UTF-8 and file helpers shared by every tokenizer (WordPiece, byte-level BPE, SentencePiece BPE). */
-#include "attn_tokenizer.h"
+#include "attn_utf8.h"
 #include "core/internal.h"
 #include "tokenizers/tok_common.h"
 
@@ -88,49 +88,6 @@ int attn_tokenizer_validate_utf8(const char *s, size_t len, size_t *bad_offset) 
         i += (size_t)n;
     }
     if (bad_offset) *bad_offset = len;
-    return ATTN_OK;
-}
-
-
-int attn__tok_read_file(const char *path, char **data, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return attn_set_error(ATTN_E_IO, "cannot open %s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    if (!buf) {
-        fclose(f);
-        return attn_set_error(ATTN_E_NOMEM, "out of memory reading %s", path);
-    }
-    errno = 0;
-    for (;;) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) break;
-        if (n == cap) {
-            if (cap >= TOK_MAX_FILE) {
-                free(buf);
-                fclose(f);
-                return attn_set_error(ATTN_E_FORMAT, "%s is larger than %u bytes", path, TOK_MAX_FILE);
-            }
-            char *nb = realloc(buf, 2 * cap + 1);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return attn_set_error(ATTN_E_NOMEM, "out of memory reading %s", path);
-            }
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    int err = ferror(f) ? (errno ? errno : EIO) : 0;
-    fclose(f);
-    if (err) {
-        free(buf);
-        return attn_set_error(ATTN_E_IO, "error reading %s: %s", path, strerror(err));
-    }
-    buf[n] = '\0';
-    *data = buf;
-    *len = n;
     return ATTN_OK;
 }
 

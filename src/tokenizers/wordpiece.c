@@ -2,249 +2,25 @@
  *
  * Matches the behaviour of the Hugging Face `tokenizers` library (normalizers/bert.rs,
  * pre_tokenizers/bert.rs, models/wordpiece, processors/template.rs, added_vocabulary.rs);
- * see include/attn_tokenizer.h for the pipeline. The text is processed as a stream: each
+ * see include/attn_wordpiece.h for the pipeline. The text is processed as a stream: each
  * input character is normalized on its own (every BertNormalizer step is per character,
  * except the canonical reordering of NFD, which holds back a run of combining marks until
  * the next starter), the characters are grouped into words, and each finished word goes
  * through WordPiece. Memory use is therefore bounded (by the longest word WordPiece can
  * still split, max_input_chars_per_word, and the longest reordered run), whatever the input
  * size, and encoding stops as soon as the truncation length is reached. Every character
- * carries the byte span of the input character it came from, which gives HF's offsets. */
-#include "attn_tokenizer.h"
+ * carries the byte span of the input character it came from, which gives HF's offsets.
+ * The normalizer is in bert_normalizer.c, tokenizer.json loading in wordpiece_json.c. */
+#include "attn_wordpiece.h"
 #include "core/internal.h"
 #include "tokenizers/tok_common.h"
-#include "tokenizers/tok_json.h"
+#include "tokenizers/wordpiece_internal.h"
 
-#include <cJSON.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <utf8proc.h>
-
-/* ------------------------------------------------------------------ types */
-
-#define TOK_MAX_AFFIX 8            /* special ids before / after the sequence */
-#define TOK_MAX_WORD_CHARS 1000000 /* accepted max_input_chars_per_word */
-
-typedef struct {
-    char *s;
-    size_t len;
-    int32_t id;
-} tok_added;
-
-struct attn_tokenizer {
-    /* vocabulary: hash of (string -> id) plus id -> string */
-    char *blob;          /* all token strings, NUL-separated */
-    const char **id_tok; /* [vocab_size], NULL for unused ids */
-    int64_t vocab_size;
-    const char **key;   /* hash slots: key string (NULL = empty) */
-    uint32_t *key_len;
-    int32_t *key_id;    /* id for token_to_id (an added token wins, as in HF) */
-    int32_t *key_model; /* id in the WordPiece model vocab, or -1 (added token only) */
-    size_t n_slots; /* power of two */
-    size_t max_key_len;
-
-    tok_added *added;
-    int n_added;
-    unsigned char added_first[32]; /* bitset of first bytes of added tokens */
-
-    /* normalizer */
-    int clean_text, chinese, strip_accents, lowercase;
-    /* model */
-    char *prefix;
-    size_t prefix_len;
-    int32_t unk_id;
-    int max_chars;
-    /* post-processor */
-    int template_ok; /* 0: add_special requested on a vocabulary without [CLS]/[SEP] */
-    int32_t pre_ids[TOK_MAX_AFFIX], post_ids[TOK_MAX_AFFIX];
-    int n_pre, n_post;
-    int32_t cls_id, sep_id, pad_id, mask_id;
-};
-
-/* ------------------------------------------------------------------ streaming normalizer
- *
- * BertNormalizer as a stream of characters, each carrying the byte span [s, e) of the input
- * character it came from (HF's "alignments"). clean_text, handle_chinese_chars and lowercase
- * work on one character at a time. strip_accents is NFD followed by dropping Mn; NFD also
- * puts every run of non-starters (combining class > 0) into canonical order, which can move
- * characters across input characters. As in tokenizers (NormalizedString::transform), spans
- * stay positional when a run is reordered: the k-th decomposition-initial character of the
- * sorted run gets the span of the k-th input character of the run, and the other characters
- * of a decomposition get the span of the last such character before them. The run is held
- * until the next starter; a run longer than NORM_RUN_MAX characters (never seen in real text)
- * is sorted and released in pieces. */
-
-#define NORM_DECOMP_MAX 32     /* NFD of one character is at most 18 characters */
-#define NORM_RUN_MAX (1 << 16) /* longest run of non-starters sorted as one */
-
-typedef void (*norm_sink)(void *ctx, int32_t c, size_t s, size_t e);
-
-typedef struct {
-    int32_t c;
-    int ccc;
-    int inserted; /* not the first character of its decomposition */
-    size_t idx;   /* arrival order, for a stable sort */
-    size_t s, e;  /* span of the input character (for !inserted) */
-} norm_item;
-
-typedef struct {
-    const attn_tokenizer *t;
-    norm_sink sink;
-    void *ctx;
-    norm_item *run;
-    size_t run_n, run_cap;
-    size_t last_s, last_e; /* span of the last decomposition-initial character */
-    int nomem;
-} norm_stream;
-
-static void ns_init(norm_stream *ns, const attn_tokenizer *t, norm_sink sink, void *ctx) {
-    memset(ns, 0, sizeof *ns);
-    ns->t = t;
-    ns->sink = sink;
-    ns->ctx = ctx;
-}
-
-static void ns_free(norm_stream *ns) { free(ns->run); }
-
-/* After NFD: drop Mn (strip_accents), lowercase, hand to the sink. */
-static void ns_out(norm_stream *ns, int32_t c, size_t s, size_t e) {
-    if (ns->t->strip_accents && attn__uni_bert_mn(c)) return;
-    if (ns->t->lowercase) {
-        if (c == 0x130) { /* Rust's char::to_lowercase: U+0130 -> "i\u0307" */
-            ns->sink(ns->ctx, 'i', s, e);
-            ns->sink(ns->ctx, 0x307, s, e);
-            return;
-        }
-        c = attn__uni_to_lower(c);
-    }
-    ns->sink(ns->ctx, c, s, e);
-}
-
-static int item_cmp(const void *a, const void *b) {
-    const norm_item *x = a, *y = b;
-    if (x->ccc != y->ccc) return x->ccc < y->ccc ? -1 : 1;
-    return x->idx < y->idx ? -1 : (x->idx > y->idx);
-}
-
-static void ns_flush_run(norm_stream *ns) {
-    size_t n = ns->run_n;
-    if (n == 0) return;
-    ns->run_n = 0;
-    norm_item *r = ns->run;
-    int sorted = 1;
-    for (size_t i = 1; i < n && sorted; i++) sorted = r[i - 1].ccc <= r[i].ccc;
-    if (sorted) {
-        for (size_t i = 0; i < n; i++) {
-            if (!r[i].inserted) {
-                ns->last_s = r[i].s;
-                ns->last_e = r[i].e;
-            }
-            ns_out(ns, r[i].c, ns->last_s, ns->last_e);
-        }
-        return;
-    }
-    /* the spans of the decomposition-initial characters in arrival order; after the sort they
-     * are handed out again in this order (positional alignment) */
-    size_t *sp = malloc(2 * n * sizeof *sp);
-    if (!sp) {
-        ns->nomem = 1;
-        return;
-    }
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!r[i].inserted) {
-            sp[2 * k] = r[i].s;
-            sp[2 * k + 1] = r[i].e;
-            k++;
-        }
-    for (size_t i = 0; i < n; i++) r[i].idx = i;
-    qsort(r, n, sizeof *r, item_cmp);
-    size_t j = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!r[i].inserted) {
-            ns->last_s = sp[2 * j];
-            ns->last_e = sp[2 * j + 1];
-            j++;
-        }
-        ns_out(ns, r[i].c, ns->last_s, ns->last_e);
-    }
-    free(sp);
-}
-
-static void ns_nfd_char(norm_stream *ns, int32_t d, int inserted, size_t s, size_t e) {
-    int cc = attn__uni_bert_ccc(d);
-    if (cc == 0) {
-        ns_flush_run(ns);
-        if (!inserted) {
-            ns->last_s = s;
-            ns->last_e = e;
-        }
-        ns_out(ns, d, ns->last_s, ns->last_e);
-        return;
-    }
-    if (ns->run_n == ns->run_cap) {
-        if (ns->run_cap >= NORM_RUN_MAX) {
-            ns_flush_run(ns);
-        } else {
-            size_t nc = ns->run_cap ? 2 * ns->run_cap : 16;
-            norm_item *nr = realloc(ns->run, nc * sizeof *nr);
-            if (!nr) {
-                ns->nomem = 1;
-                return;
-            }
-            ns->run = nr;
-            ns->run_cap = nc;
-        }
-    }
-    norm_item *it = &ns->run[ns->run_n++];
-    it->c = d;
-    it->ccc = cc;
-    it->inserted = inserted;
-    it->idx = 0;
-    it->s = s;
-    it->e = e;
-}
-
-/* Feed one input character with its byte span. */
-static void ns_feed(norm_stream *ns, int32_t c, size_t s, size_t e) {
-    const attn_tokenizer *t = ns->t;
-    if (t->clean_text) {
-        if (attn__uni_bert_removed(c)) return;
-        if (attn__uni_is_ws(c)) c = ' ';
-    }
-    int32_t xs[3];
-    int nx = 0;
-    if (t->chinese && attn__uni_bert_cjk(c)) {
-        xs[nx++] = ' ';
-        xs[nx++] = c;
-        xs[nx++] = ' ';
-    } else {
-        xs[nx++] = c;
-    }
-    for (int i = 0; i < nx; i++) {
-        if (!t->strip_accents) {
-            ns_out(ns, xs[i], s, e);
-            continue;
-        }
-        int32_t d[NORM_DECOMP_MAX];
-        int last = 0;
-        /* U+11938: tokenizers' NFD tables predate Unicode 13 and keep it whole */
-        utf8proc_ssize_t k = (xs[i] < 0xC0 || xs[i] == 0x11938)
-                                 ? 0
-                                 : utf8proc_decompose_char(xs[i], d, NORM_DECOMP_MAX, UTF8PROC_DECOMPOSE, &last);
-        if (k <= 0 || k > NORM_DECOMP_MAX) { /* no decomposition (or defensive) */
-            d[0] = xs[i];
-            k = 1;
-        }
-        for (utf8proc_ssize_t j = 0; j < k; j++) ns_nfd_char(ns, d[j], j > 0, s, e);
-    }
-}
-
-/* End of a normalized piece (end of text, or an added token follows). */
-static void ns_end(norm_stream *ns) { ns_flush_run(ns); }
 
 /* ------------------------------------------------------------------ vocabulary hash */
 
@@ -298,15 +74,7 @@ static void vocab_insert(attn_tokenizer *t, const char *s, size_t n, int32_t id,
     if (model) t->key_model[i] = id;
 }
 
-/* Entries gathered by a loader before the tokenizer is built (s points into caller-owned storage
- * until build copies it). */
-typedef attn__tok_json_entry tok_entry;
-
-typedef struct {
-    const char *content;
-} tok_added_spec;
-
-static void tokenizer_init_defaults(attn_tokenizer *t) {
+void attn__wp_init_defaults(attn_tokenizer *t) {
     t->clean_text = 1;
     t->chinese = 1;
     t->strip_accents = 1;
@@ -320,8 +88,8 @@ static void tokenizer_init_defaults(attn_tokenizer *t) {
  * an added token takes the id of the same string in the model vocab; one that is not there
  * gets the next id after the model vocab (entry count) and the previous new added tokens —
  * the "id" written in tokenizer.json is not used. */
-static int tokenizer_build(attn_tokenizer *t, const tok_entry *e, size_t n, const tok_added_spec *add,
-                           int n_add, const char *unk, const char *prefix) {
+int attn__wp_build(attn_tokenizer *t, const tok_entry *e, size_t n, const tok_added_spec *add,
+                    int n_add, const char *unk, const char *prefix) {
     size_t total = 0;
     int64_t max_id = -1;
     for (size_t i = 0; i < n; i++) {
@@ -430,7 +198,7 @@ static int finish_plain(attn_tokenizer **out, attn_tokenizer *t, tok_entry *e, s
             found = e[i].len == strlen(std_specials[k]) && memcmp(e[i].s, std_specials[k], e[i].len) == 0;
         if (found) add[n_add++].content = std_specials[k];
     }
-    int rc = tokenizer_build(t, e, n, add, n_add, "[UNK]", "##");
+    int rc = attn__wp_build(t, e, n, add, n_add, "[UNK]", "##");
     if (rc < 0) {
         attn_tokenizer_free(t);
         return rc;
@@ -461,7 +229,7 @@ int attn_tokenizer_from_tokens(attn_tokenizer **out, const char *const *tokens, 
         free(t);
         return attn_set_error(ATTN_E_NOMEM, "tokenizer_from_tokens: out of memory");
     }
-    tokenizer_init_defaults(t);
+    attn__wp_init_defaults(t);
     for (int64_t i = 0; i < n_tokens; i++) {
         if (!tokens[i]) {
             free(e);
@@ -491,7 +259,7 @@ int attn_tokenizer_load_vocab(attn_tokenizer **out, const char *vocab_path, int 
     if (!vocab_path) return attn_set_error(ATTN_E_INVALID, "tokenizer_load_vocab: NULL path");
     char *data;
     size_t len;
-    int rc = attn__tok_read_file(vocab_path, &data, &len);
+    int rc = attn__read_file(vocab_path, TOK_MAX_FILE, ATTN_E_FORMAT, &data, &len);
     if (rc < 0) return rc;
     size_t bad;
     if (attn_tokenizer_validate_utf8(data, len, &bad) < 0) {
@@ -516,7 +284,7 @@ int attn_tokenizer_load_vocab(attn_tokenizer **out, const char *vocab_path, int 
         free(data);
         return attn_set_error(ATTN_E_NOMEM, "tokenizer_load_vocab: out of memory");
     }
-    tokenizer_init_defaults(t);
+    attn__wp_init_defaults(t);
     size_t start = 0, k = 0;
     while (start < len && k < n) {
         size_t end = start;
@@ -539,214 +307,9 @@ int attn_tokenizer_load_vocab(attn_tokenizer **out, const char *vocab_path, int 
         start = end + 1;
     }
     rc = finish_plain(out, t, e, k, lowercase, strip_accents);
-    if (rc < 0 && rc != ATTN_E_NOMEM) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", attn_last_error());
-        attn_set_error(rc, "%s: %s", vocab_path, msg);
-    }
+    if (rc < 0 && rc != ATTN_E_NOMEM) attn__error_prefix(rc, vocab_path);
     free(e);
     free(data);
-    return rc;
-}
-
-/* ------------------------------------------------------------------ tokenizer.json */
-
-/* Ids of one TemplateProcessing special token (special_tokens[name].ids). */
-static int template_special(const cJSON *pp, const char *name, int32_t *ids, int *n) {
-    const cJSON *st = cJSON_GetObjectItemCaseSensitive(pp, "special_tokens");
-    const cJSON *tk = cJSON_IsObject(st) ? cJSON_GetObjectItemCaseSensitive(st, name) : NULL;
-    const cJSON *arr = cJSON_IsObject(tk) ? cJSON_GetObjectItemCaseSensitive(tk, "ids") : NULL;
-    if (!cJSON_IsArray(arr))
-        return attn_set_error(ATTN_E_FORMAT, "tokenizer.json: post_processor.special_tokens has no ids for \"%s\"", name);
-    const cJSON *it;
-    cJSON_ArrayForEach(it, arr) {
-        if (*n >= TOK_MAX_AFFIX)
-            return attn_set_error(ATTN_E_UNSUPPORTED, "tokenizer.json: more than %d special ids around the sequence",
-                                  TOK_MAX_AFFIX);
-        if (!attn__tok_json_id(it, &ids[*n])) return attn_set_error(ATTN_E_FORMAT, "tokenizer.json: bad id for \"%s\"", name);
-        (*n)++;
-    }
-    return ATTN_OK;
-}
-
-static int parse_post_processor(attn_tokenizer *t, const cJSON *pp) {
-    t->template_ok = 1;
-    if (!pp || cJSON_IsNull(pp)) return ATTN_OK; /* no post-processor: nothing is added */
-    const char *ty = attn__tok_json_type(pp);
-    if (ty && strcmp(ty, "TemplateProcessing") == 0) {
-        const cJSON *single = cJSON_GetObjectItemCaseSensitive(pp, "single");
-        if (!cJSON_IsArray(single))
-            return attn_set_error(ATTN_E_FORMAT, "tokenizer.json: post_processor.single is not an array");
-        int seen_seq = 0;
-        const cJSON *it;
-        cJSON_ArrayForEach(it, single) {
-            const cJSON *sp = cJSON_GetObjectItemCaseSensitive(it, "SpecialToken");
-            const cJSON *sq = cJSON_GetObjectItemCaseSensitive(it, "Sequence");
-            if (cJSON_IsObject(sp)) {
-                const cJSON *id = cJSON_GetObjectItemCaseSensitive(sp, "id");
-                if (!cJSON_IsString(id)) return attn_set_error(ATTN_E_FORMAT, "tokenizer.json: SpecialToken without id");
-                int rc = seen_seq ? template_special(pp, id->valuestring, t->post_ids, &t->n_post)
-                                  : template_special(pp, id->valuestring, t->pre_ids, &t->n_pre);
-                if (rc < 0) return rc;
-            } else if (cJSON_IsObject(sq)) {
-                const cJSON *id = cJSON_GetObjectItemCaseSensitive(sq, "id");
-                if (seen_seq || !cJSON_IsString(id) || strcmp(id->valuestring, "A") != 0)
-                    return attn_set_error(ATTN_E_UNSUPPORTED, "tokenizer.json: single template must hold sequence A once");
-                seen_seq = 1;
-            } else {
-                return attn_set_error(ATTN_E_FORMAT, "tokenizer.json: bad item in post_processor.single");
-            }
-        }
-        if (!seen_seq) return attn_set_error(ATTN_E_FORMAT, "tokenizer.json: single template without $A");
-    } else if (ty && strcmp(ty, "BertProcessing") == 0) {
-        const cJSON *cls = cJSON_GetObjectItemCaseSensitive(pp, "cls");
-        const cJSON *sep = cJSON_GetObjectItemCaseSensitive(pp, "sep");
-        if (!cJSON_IsArray(cls) || !cJSON_IsArray(sep) || cJSON_GetArraySize(cls) != 2 || cJSON_GetArraySize(sep) != 2 ||
-            !attn__tok_json_id(cJSON_GetArrayItem(cls, 1), &t->pre_ids[0]) || !attn__tok_json_id(cJSON_GetArrayItem(sep, 1), &t->post_ids[0]))
-            return attn_set_error(ATTN_E_FORMAT, "tokenizer.json: BertProcessing needs cls/sep as [token, id]");
-        t->n_pre = t->n_post = 1;
-    } else {
-        return attn_set_error(ATTN_E_UNSUPPORTED, "tokenizer.json: post_processor type %s is not supported",
-                              ty ? ty : "(missing)");
-    }
-    for (int i = 0; i < t->n_pre; i++)
-        if (t->pre_ids[i] >= t->vocab_size) return attn_set_error(ATTN_E_FORMAT, "tokenizer.json: special id out of range");
-    for (int i = 0; i < t->n_post; i++)
-        if (t->post_ids[i] >= t->vocab_size) return attn_set_error(ATTN_E_FORMAT, "tokenizer.json: special id out of range");
-    return ATTN_OK;
-}
-
-static int load_json_root(attn_tokenizer *t, const cJSON *root) {
-    if (!cJSON_IsObject(root)) return attn_set_error(ATTN_E_FORMAT, "tokenizer.json: top level is not an object");
-    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
-    if (!cJSON_IsObject(model)) return attn_set_error(ATTN_E_FORMAT, "tokenizer.json: no \"model\" object");
-    const char *ty = attn__tok_json_type(model);
-    if (ty && strcmp(ty, "WordPiece") != 0)
-        return attn_set_error(ATTN_E_UNSUPPORTED, "tokenizer.json: model type %s is not supported (WordPiece only)", ty);
-    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
-    if (!cJSON_IsObject(vocab)) return attn_set_error(ATTN_E_FORMAT, "tokenizer.json: model.vocab is not an object");
-
-    const char *unk = "[UNK]", *prefix = "##";
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(model, "unk_token");
-    if (v && !cJSON_IsNull(v)) {
-        if (!cJSON_IsString(v)) return attn_set_error(ATTN_E_FORMAT, "tokenizer.json: model.unk_token is not a string");
-        unk = v->valuestring;
-    }
-    v = cJSON_GetObjectItemCaseSensitive(model, "continuing_subword_prefix");
-    if (v && !cJSON_IsNull(v)) {
-        if (!cJSON_IsString(v))
-            return attn_set_error(ATTN_E_FORMAT, "tokenizer.json: model.continuing_subword_prefix is not a string");
-        prefix = v->valuestring;
-    }
-    v = cJSON_GetObjectItemCaseSensitive(model, "max_input_chars_per_word");
-    if (v && !cJSON_IsNull(v)) {
-        int32_t m;
-        if (!attn__tok_json_id(v, &m) || m < 1 || m > TOK_MAX_WORD_CHARS)
-            return attn_set_error(ATTN_E_UNSUPPORTED, "tokenizer.json: max_input_chars_per_word must be 1..%d",
-                                  TOK_MAX_WORD_CHARS);
-        t->max_chars = m;
-    }
-
-    /* normalizer */
-    const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
-    if (!norm || cJSON_IsNull(norm)) {
-        t->clean_text = t->chinese = t->strip_accents = t->lowercase = 0;
-    } else {
-        const char *nt = attn__tok_json_type(norm);
-        if (!nt || strcmp(nt, "BertNormalizer") != 0)
-            return attn_set_error(ATTN_E_UNSUPPORTED, "tokenizer.json: normalizer %s is not supported (BertNormalizer only)",
-                                  nt ? nt : "(no type)");
-        ATTN_TRY(attn__tok_json_bool(norm, "clean_text", 1, &t->clean_text, "normalizer"));
-        ATTN_TRY(attn__tok_json_bool(norm, "handle_chinese_chars", 1, &t->chinese, "normalizer"));
-        ATTN_TRY(attn__tok_json_bool(norm, "lowercase", 1, &t->lowercase, "normalizer"));
-        ATTN_TRY(attn__tok_json_bool(norm, "strip_accents", t->lowercase, &t->strip_accents, "normalizer"));
-    }
-    const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
-    const char *pt = cJSON_IsObject(pre) ? attn__tok_json_type(pre) : NULL;
-    if (!pt || strcmp(pt, "BertPreTokenizer") != 0)
-        return attn_set_error(ATTN_E_UNSUPPORTED, "tokenizer.json: pre_tokenizer %s is not supported (BertPreTokenizer only)",
-                              pt ? pt : "(missing)");
-
-    /* vocabulary entries */
-    int nv = cJSON_GetArraySize(vocab);
-    const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
-    if (added && !cJSON_IsNull(added) && !cJSON_IsArray(added))
-        return attn_set_error(ATTN_E_FORMAT, "tokenizer.json: added_tokens is not an array");
-    int na = cJSON_IsArray(added) ? cJSON_GetArraySize(added) : 0;
-    tok_entry *e = malloc(((size_t)nv + 1) * sizeof *e);
-    tok_added_spec *add = malloc(((size_t)na + 1) * sizeof *add);
-    if (!e || !add) {
-        free(e);
-        free(add);
-        return attn_set_error(ATTN_E_NOMEM, "tokenizer.json: out of memory");
-    }
-    int k = 0, ka = 0;
-    int rc = attn__tok_json_vocab(vocab, e, &k);
-    if (rc == ATTN_OK && na) {
-        const cJSON *it;
-        cJSON_ArrayForEach(it, added) {
-            if (ka >= na) break;
-            attn__tok_json_added x;
-            if ((rc = attn__tok_json_added_item(it, ka, &x)) < 0) break;
-            if (x.normalized || x.lstrip || x.rstrip || x.single_word) {
-                rc = attn_set_error(ATTN_E_UNSUPPORTED,
-                                    "tokenizer.json: added token \"%s\" uses normalized/lstrip/rstrip/single_word",
-                                    x.content);
-                break;
-            }
-            if (!x.content[0]) {
-                rc = attn_set_error(ATTN_E_FORMAT, "tokenizer.json: empty added token");
-                break;
-            }
-            add[ka].content = x.content;
-            ka++;
-        }
-    }
-    if (rc == ATTN_OK) rc = attn__tok_json_vocab_utf8(e, k);
-    if (rc == ATTN_OK) rc = tokenizer_build(t, e, (size_t)k, add, ka, unk, prefix);
-    free(e);
-    free(add);
-    if (rc < 0) return rc;
-    return parse_post_processor(t, cJSON_GetObjectItemCaseSensitive(root, "post_processor"));
-}
-
-int attn_tokenizer_load_json_buffer(attn_tokenizer **out, const char *json, size_t len) {
-    if (!out) return attn_set_error(ATTN_E_INVALID, "tokenizer_load_json_buffer: NULL out");
-    *out = NULL;
-    if (!json) return attn_set_error(ATTN_E_INVALID, "tokenizer_load_json_buffer: NULL json");
-    cJSON *root = NULL;
-    ATTN_TRY(attn__tok_json_parse(&root, json, len));
-    attn_tokenizer *t = calloc(1, sizeof *t);
-    if (!t) {
-        cJSON_Delete(root);
-        return attn_set_error(ATTN_E_NOMEM, "tokenizer.json: out of memory");
-    }
-    tokenizer_init_defaults(t);
-    int rc = load_json_root(t, root);
-    cJSON_Delete(root);
-    if (rc < 0) {
-        attn_tokenizer_free(t);
-        return rc;
-    }
-    *out = t;
-    return ATTN_OK;
-}
-
-int attn_tokenizer_load_json(attn_tokenizer **out, const char *path) {
-    if (!out) return attn_set_error(ATTN_E_INVALID, "tokenizer_load_json: NULL out");
-    *out = NULL;
-    if (!path) return attn_set_error(ATTN_E_INVALID, "tokenizer_load_json: NULL path");
-    char *data;
-    size_t len;
-    int rc = attn__tok_read_file(path, &data, &len);
-    if (rc < 0) return rc;
-    rc = attn_tokenizer_load_json_buffer(out, data, len);
-    free(data);
-    if (rc < 0 && rc != ATTN_E_NOMEM) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", attn_last_error());
-        attn_set_error(rc, "%s: %s", path, msg);
-    }
     return rc;
 }
 
@@ -918,7 +481,7 @@ int attn_tokenizer_encode(const attn_tokenizer *t, const char *text, size_t text
     st.pid = malloc(wc * sizeof *st.pid);
     st.pchar = malloc((wc + 1) * sizeof *st.pchar);
     norm_stream ns;
-    ns_init(&ns, t, pretok_sink, &st);
+    attn__norm_init(&ns, t, pretok_sink, &st);
     int rc = ATTN_OK;
     if (!st.wc || !st.ws || !st.we || !st.wbytes || !st.wpos || !st.cand || !st.pid || !st.pchar) {
         rc = attn_set_error(ATTN_E_NOMEM, "tokenizer_encode: out of memory");
@@ -933,7 +496,7 @@ int attn_tokenizer_encode(const attn_tokenizer *t, const char *text, size_t text
         if (t->n_added) {
             int k = added_match(t, text, text_len, i);
             if (k >= 0) {
-                ns_end(&ns);
+                attn__norm_end(&ns);
                 word_flush(&st);
                 enc_emit(&st, t->added[k].id, i, i + t->added[k].len);
                 i += t->added[k].len;
@@ -943,10 +506,10 @@ int attn_tokenizer_encode(const attn_tokenizer *t, const char *text, size_t text
         int32_t c;
         int n = attn__utf8_decode(u, text_len, i, &c);
         if (n <= 0) n = 1, c = 0xFFFD; /* unreachable: the text was validated */
-        ns_feed(&ns, c, i, i + (size_t)n);
+        attn__norm_feed(&ns, c, i, i + (size_t)n);
         i += (size_t)n;
     }
-    ns_end(&ns);
+    attn__norm_end(&ns);
     word_flush(&st);
     if (ns.nomem) {
         rc = attn_set_error(ATTN_E_NOMEM, "tokenizer_encode: out of memory");
@@ -959,7 +522,7 @@ int attn_tokenizer_encode(const attn_tokenizer *t, const char *text, size_t text
         rc = attn_set_error(ATTN_E_RANGE, "tokenizer_encode: %lld ids do not fit in cap %lld", (long long)st.pos,
                             (long long)cap);
 done:
-    ns_free(&ns);
+    attn__norm_free(&ns);
     free(st.wc);
     free(st.ws);
     free(st.we);
@@ -995,18 +558,18 @@ int attn_tokenizer_normalize(const attn_tokenizer *t, const char *text, size_t t
     ATTN_TRY(attn_tokenizer_validate_utf8(text, text_len, NULL));
     norm_buf b = {out, cap, 0};
     norm_stream ns;
-    ns_init(&ns, t, buf_sink, &b);
+    attn__norm_init(&ns, t, buf_sink, &b);
     const unsigned char *u = (const unsigned char *)text;
     size_t i = 0;
     while (i < text_len && !ns.nomem) {
         int32_t c;
         int n = attn__utf8_decode(u, text_len, i, &c);
         if (n <= 0) n = 1, c = 0xFFFD; /* unreachable: the text was validated */
-        ns_feed(&ns, c, i, i + (size_t)n);
+        attn__norm_feed(&ns, c, i, i + (size_t)n);
         i += (size_t)n;
     }
-    ns_end(&ns);
-    ns_free(&ns);
+    attn__norm_end(&ns);
+    attn__norm_free(&ns);
     if (ns.nomem) return attn_set_error(ATTN_E_NOMEM, "tokenizer_normalize: out of memory");
     *out_len = b.total;
     if (!out && cap == 0) return ATTN_OK; /* length query */

@@ -34,6 +34,16 @@ void attn__viz_data_range(const attn__viz_scene *S, const attn_heatmap_opts *o, 
 int attn__viz_layout(attn_viz_layout *out, const attn__viz_scene *S, const attn_heatmap_opts *o);
 /* Draw S into path in format fmt (ATTN_VIZ_AUTO: o->format, then the extension). */
 int attn__viz_render(const char *path, attn_viz_format fmt, const attn__viz_scene *S, const attn_heatmap_opts *o);
+/* An 8-bit RGB colour. */
+typedef struct {
+    unsigned char r, g, b;
+} rgb8;
+/* The anchor colours of cmap (*n of them, equally spaced on [0, 1]); NULL for an unknown map. */
+const rgb8 *attn__cmap_table(attn_colormap cmap, int *n);
+/* The colour at t in [0, 1] (linear between anchors; grey for NaN or an unknown map). */
+rgb8 attn__cmap_eval(attn_colormap cmap, float t);
+/* v mapped to [0, 1] on [vmin, vmax] (clamped; NaN stays NaN). */
+float attn__viz_norm(float v, float vmin, float vmax);
 /* 8-bit colour of value v on S's scale. */
 void attn__viz_color(const attn_heatmap_opts *o, float v, float vmin, float vmax, unsigned char rgb[3]);
 

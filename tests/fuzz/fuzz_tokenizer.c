@@ -1,7 +1,7 @@
 /* libFuzzer target for the WordPiece tokenizer: arbitrary bytes as text (invalid UTF-8 included)
  * through a small vocabulary, with and without specials and truncation, ids checked in range.
  * Any crash, sanitizer report or leak is a bug. */
-#include "attn_tokenizer.h"
+#include "attn_wordpiece.h"
 
 #include <stdint.h>
 #include <stdlib.h>

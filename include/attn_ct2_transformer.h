@@ -1,5 +1,5 @@
 /*
- * attn_translate.h — CTranslate2 Transformer encoder-decoders (OpenNMT / Marian / Fairseq
+ * attn_ct2_transformer.h — CTranslate2 Transformer encoder-decoders (OpenNMT / Marian / Fairseq
  * conversions: spec "TransformerBase", "TransformerBig", "TransformerSpec") and translation
  * with greedy or beam search (attn_beam.h).
  *
@@ -26,8 +26,8 @@
  * tokens (tests/test_translate.c: 275 words, greedy and beam search, scores within 1e-5;
  * scripts/probe_ct2_attention.c); float models use attn's SDPA kernel.
  */
-#ifndef ATTN_TRANSLATE_H
-#define ATTN_TRANSLATE_H
+#ifndef ATTN_CT2_TRANSFORMER_H
+#define ATTN_CT2_TRANSFORMER_H
 
 #include "attn_beam.h"
 #include "attn_ops.h"
@@ -79,6 +79,24 @@ typedef struct {
     int64_t src_len;
 } attn_translation;
 
+/* Options of attn_translate: the decoding options and those of the translation itself. */
+typedef struct {
+    attn_decode_opts decode;  /* decoding (end_ids NULL -> "</s>"); ids refer to the target vocabulary */
+    int64_t max_input_length; /* >= 0: sources longer than this are truncated to their first
+                                 max_input_length tokens before encoding (0 = no limit;
+                                 CTranslate2's max_input_length, default 1024) */
+    int64_t max_batch_size;   /* >= 0: the sources are sorted from the longest to the shortest and
+                                 translated in batches of this many (0 = one batch), as
+                                 CTranslate2's translate_batch does with max_batch_size; results
+                                 stay in input order (default 0) */
+    int replace_unknowns;     /* 1: an output <unk> is replaced by the source token with the
+                                 highest cross-attention (CTranslate2's replace_unknowns; default 0) */
+} attn_translate_opts;
+
+/* attn_translate_opts_default: attn_decode_opts_default() decoding, max_input_length 1024,
+ * max_batch_size 0, replace_unknowns 0. */
+attn_translate_opts attn_translate_opts_default(void);
+
 /* attn_translate: translate n sources (each a string of space-separated tokens; unknown
  * tokens become <unk>; an empty source gives n_best empty hypotheses with score 0, as
  * CTranslate2 does; a source must be valid UTF-8). With
@@ -86,8 +104,9 @@ typedef struct {
  * order CTranslate2's sort leaves them) and translated in batches of that many, as
  * CTranslate2's translate_batch(max_batch_size=N) does; 0 = one batch. Results are in input
  * order either way; float results do not depend on the batching, int8 ones can in their last
- * bits, as CTranslate2's do (an item's padded length is part of the attention arithmetic). o: decoding options (end_ids NULL -> "</s>"); ids refer to the target vocabulary.
- * replace_unknowns: an output <unk> is replaced by the source token with the highest
+ * bits, as CTranslate2's do (an item's padded length is part of the attention arithmetic).
+ * o->decode: decoding options (end_ids NULL -> "</s>"); ids refer to the target vocabulary.
+ * o->replace_unknowns: an output <unk> is replaced by the source token with the highest
  * cross-attention (CTranslate2's replace_unknowns). The returned cross-attention is that of
  * the last decoder layer's first head (CTranslate2's default alignment). A source longer than
  * o->max_input_length tokens (> 0) is truncated to its first max_input_length tokens, as
@@ -97,13 +116,12 @@ typedef struct {
  * Errors: those of attn_decode (bad options), ATTN_E_INVALID (NULL, max_input_length < 0,
  * max_batch_size < 0, a source that is not UTF-8), ATTN_E_NOMEM. */
 int attn_translate(attn_translator *m, attn_translation *out, const char *const *sources, int64_t n,
-                   const attn_decode_opts *o, int replace_unknowns);
+                   const attn_translate_opts *o);
 
 /* attn_translate_progress: attn_translate, calling progress(done, total = n, user) after each
  * batch (o->max_batch_size sources; one call at the end when there is one batch), as
  * attn_bert_embed does; progress may be NULL. Same results and errors. */
-int attn_translate_progress(attn_translator *m, attn_translation *out, const char *const *sources, int64_t n,
-                            const attn_decode_opts *o, int replace_unknowns,
+int attn_translate_progress(attn_translator *m, attn_translation *out, const char *const *sources, int64_t n, const attn_translate_opts *o,
                             void (*progress)(int64_t done, int64_t total, void *user), void *user);
 
 /* attn_translations_free: free n results (NULL-safe). */
@@ -112,4 +130,4 @@ void attn_translations_free(attn_translation *t, int64_t n);
 #ifdef __cplusplus
 }
 #endif
-#endif /* ATTN_TRANSLATE_H */
+#endif /* ATTN_CT2_TRANSFORMER_H */

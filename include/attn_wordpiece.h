@@ -1,5 +1,5 @@
 /*
- * attn_tokenizer.h — BERT WordPiece tokenizer (uncased BERT / all-MiniLM-L6-v2 style).
+ * attn_wordpiece.h — BERT WordPiece tokenizer (uncased BERT / all-MiniLM-L6-v2 style).
  *
  * Reference behaviour: the Hugging Face `tokenizers` library (Rust core, as used by
  * transformers' BertTokenizerFast and sentence-transformers) for a tokenizer.json with
@@ -42,10 +42,11 @@
  * A tokenizer is immutable after loading; encode may be called from several threads on the
  * same handle at once.
  */
-#ifndef ATTN_TOKENIZER_H
-#define ATTN_TOKENIZER_H
+#ifndef ATTN_WORDPIECE_H
+#define ATTN_WORDPIECE_H
 
 #include "attn_core.h"
+#include "attn_utf8.h" /* attn_tokenizer_validate_utf8 */
 
 #ifdef __cplusplus
 extern "C" {
@@ -163,13 +164,7 @@ int32_t attn_tokenizer_unk_id(const attn_tokenizer *tok);
 /* attn_tokenizer_mask_id: id of [MASK], or -1 when the vocabulary has none. */
 int32_t attn_tokenizer_mask_id(const attn_tokenizer *tok);
 
-/* attn_tokenizer_validate_utf8: 0 when s[0..len) is well-formed UTF-8 (RFC 3629 / Unicode
- * Table 3-7: no overlong forms, no surrogates, nothing above U+10FFFF), else ATTN_E_FORMAT
- * with the message "invalid UTF-8 at byte offset N (byte 0xXX)"; *bad_offset (if not NULL)
- * receives N (len when valid). ATTN_E_INVALID for NULL s with len > 0. */
-int attn_tokenizer_validate_utf8(const char *s, size_t len, size_t *bad_offset);
-
 #ifdef __cplusplus
 }
 #endif
-#endif /* ATTN_TOKENIZER_H */
+#endif /* ATTN_WORDPIECE_H */

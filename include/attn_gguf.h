@@ -11,9 +11,12 @@
  * The file is mmap'ed read-only and everything is validated when it is opened: every count,
  * string length, array length (nested arrays too, depth <= 4), value type, alignment (a power of
  * two), tensor rank, extent (> 0, product < 2^62), type, offset (aligned, inside the data
- * section) and size (the tensor ends inside the file), duplicate keys and tensor names. Tensor
- * types F32, F16, BF16, Q8_0, Q4_0 and Q4_1 are accepted; any other type is refused with its
- * ggml name. After a successful open no accessor can read outside the file.
+ * section) and size (the tensor ends inside the file), duplicate keys and tensor names, the
+ * row length (a multiple of the type's block: 32, or 256 for K-quants), and every block scale
+ * of the quantized tensors (finite; one read of each block header). Tensor types F32, F16,
+ * BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K are accepted; any other
+ * type is refused with its ggml name. After a successful open no accessor can read outside
+ * the file.
  */
 #ifndef ATTN_GGUF_H
 #define ATTN_GGUF_H

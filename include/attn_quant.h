@@ -8,8 +8,22 @@
  *                                              x[j+16] = d·((qs[j] >> 4) - 8)       (18 bytes)
  *   Q4_1: f16 d, f16 m, uint8 qs[16]           x[j] = d·(qs[j] & 15) + m,
  *                                              x[j+16] = d·(qs[j] >> 4) + m         (20 bytes)
+ *   Q5_0: f16 d, uint8 qh[4], uint8 qs[16]      q[j] = (qs[j] & 15) | bit j of qh << 4, q[j+16] =
+ *                                              (qs[j] >> 4) | bit j+16 of qh << 4; x = d·(q - 16)  (22 bytes)
+ *   Q5_1: f16 d, f16 m, uint8 qh[4], qs[16]    the same 5-bit q; x = d·q + m                        (24 bytes)
+ * K-quants: 256-value super-blocks (ggml-common.h block_q*_K; QK_K = 256):
+ *   Q2_K: uint8 scales[16], qs[64], f16 d, f16 dmin  16 groups of 16: x = d·(sc & 15)·q - dmin·(sc >> 4),
+ *         q 2-bit: value 128h + 32s + l is (qs[32h + l] >> 2s) & 3                              (84 bytes)
+ *   Q3_K: uint8 hmask[32], qs[64], scales[12], f16 d  x = d·(sc - 32)·(q - 4·!hbit), sc 6-bit packed
+ *         (low nibbles in bytes 0-7, high 2 bits in bytes 8-11), hbit of value 32b + l: hmask[l] bit b (110 bytes)
+ *   Q4_K: f16 d, f16 dmin, uint8 scales[12], qs[128]  8 groups of 32: x = d·sc·q - dmin·m, sc/m 6-bit
+ *         packed (get_scale_min_k4); value 64c + 32s + l is (qs[32c + l] >> 4s) & 15          (144 bytes)
+ *   Q5_K: f16 d, f16 dmin, scales[12], qh[32], qs[128]  as Q4_K plus bit b of qh[l] as bit 4 of value 32b + l (176 bytes)
+ *   Q6_K: uint8 ql[128], qh[64], int8 scales[16], f16 d  x = d·sc·(q - 32), q = 4 low bits from ql, 2 high
+ *         from qh (value 128h + 32s + l: ql[64h + l + 32(s&1)] >> 4(s>>1), qh[32h + l] >> 2s)  (210 bytes)
  * plus unquantized F32, F16 and BF16 rows. A matrix is [rows, cols] row-major (PyTorch
- * nn.Linear weight [out_features, in_features]); each row is cols/32 consecutive blocks.
+ * nn.Linear weight [out_features, in_features]); each row is cols/32 (cols/256 for K-quants)
+ * consecutive blocks.
  *
  * Products y[M, rows] = x[M, cols] · Wᵀ:
  *   - quantized W: each 32-value block of a row of x is quantized to 8 bits first (d_x =
@@ -22,6 +36,11 @@
  *     |d_w|·Σ|q_w|·d_x/2 (+ |m|·32·d_x/2): rounding x to the 8-bit grid moves each x[j] by at
  *     most d_x/2. tests/test_quant.c checks every kernel against that bound and the SIMD
  *     kernels against the portable one (same integer sums; float sums in another order).
+ *   - Q5_0 / Q5_1 W: the same 8-bit 32-value activation blocks (llama.cpp: Q8_0 / Q8_1), same bound.
+ *   - K-quant W: each 256-value block of x is quantized as ggml's Q8_K (d_x = max|x|/127 with the
+ *     sign of the largest value, q = nearest-even(x/d_x), plus the 16 sums of 16 q's), the
+ *     super-block dot product is an exact integer sum Σ_g sc_g·Σ q_w q_x (+ the min / offset term
+ *     through the 16 sums), scaled in float32 once per super-block. Bound per value: |w|·d_x/2.
  *   - F32 W: OpenBLAS sgemm; F16 / BF16 W: rows converted to float32 on the fly.
  * Kernels: AVX2 (+FMA, F16C) or portable C, picked at run time from the CPU
  * (attn_quant_kernel_name says which); ATTN_QUANT_KERNEL=portable|avx2|avx512vnni in the
@@ -43,7 +62,14 @@ typedef enum {
     ATTN_QT_BF16 = 2,
     ATTN_QT_Q8_0 = 3,
     ATTN_QT_Q4_0 = 4,
-    ATTN_QT_Q4_1 = 5
+    ATTN_QT_Q4_1 = 5,
+    ATTN_QT_Q5_0 = 6,
+    ATTN_QT_Q5_1 = 7,
+    ATTN_QT_Q2_K = 8,
+    ATTN_QT_Q3_K = 9,
+    ATTN_QT_Q4_K = 10,
+    ATTN_QT_Q5_K = 11,
+    ATTN_QT_Q6_K = 12
 } attn_qtype;
 
 typedef struct {
@@ -52,17 +78,19 @@ typedef struct {
     int64_t rows, cols;
 } attn_qmatrix;
 
-/* attn_qtype_name: "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1" ("unknown" otherwise). */
+/* attn_qtype_name: "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k",
+ * "q4_k", "q5_k", "q6_k" ("unknown" otherwise). */
 const char *attn_qtype_name(attn_qtype t);
-/* attn_qtype_block: values per block (32 for Q types, 1 otherwise); 0 for an unknown type. */
+/* attn_qtype_block: values per block (32 for Q4/Q5/Q8 types, 256 for K-quants, 1 otherwise); 0 for
+ * an unknown type. */
 int64_t attn_qtype_block(attn_qtype t);
 /* attn_qtype_row_bytes: bytes of one row of `cols` values; 0 when cols is not a multiple of the
  * block size, negative, or the type is unknown. */
 size_t attn_qtype_row_bytes(attn_qtype t, int64_t cols);
 
 /* attn_qmatrix_dequantize_rows: out[n, cols] float32 = rows r0 .. r0+n-1 of w, exactly
- * (d·q + m computed in float32 as ggml does). Errors: ATTN_E_INVALID, ATTN_E_RANGE (rows
- * outside the matrix). */
+ * (d·q + m computed in float32 as ggml does, bit for bit equal to gguf.quants.dequantize).
+ * Errors: ATTN_E_INVALID, ATTN_E_RANGE (rows outside the matrix). */
 int attn_qmatrix_dequantize_rows(float *out, const attn_qmatrix *w, int64_t r0, int64_t n);
 
 /* attn_qmatmul: y[M, rows] = x[M, cols] · Wᵀ (row-major, contiguous float32), with
@@ -89,6 +117,15 @@ int attn_qkernel_available(attn_qkernel k);
 int attn_quant_set_kernel(attn_qkernel k);
 /* attn_quant_kernel_name: the kernel attn_qmatmul uses here ("avx512vnni", "avx2", "portable"). */
 const char *attn_quant_kernel_name(void);
+/* attn_quant_type_kernel_name: the kernel attn_qmatmul uses for matrices of type t
+ * ("avx2", "portable", "avx512vnni", "openblas" for F32, "f32-convert" for F16/BF16; the
+ * Q5 and K-quant types have no AVX-512 kernel and use "avx2" when avx512vnni is chosen). */
+const char *attn_quant_type_kernel_name(attn_qtype t);
+
+/* attn_qmatrix_check: every block scale (d, and m / dmin where the type has one) of w is
+ * finite. Errors: ATTN_E_INVALID (bad matrix), ATTN_E_FORMAT (the first non-finite scale: row
+ * and block named). Costs one read of each block header. */
+int attn_qmatrix_check(const attn_qmatrix *w);
 
 #ifdef __cplusplus
 }

@@ -115,15 +115,16 @@ static void test_gguf_reader(void) {
     memcpy(c, b, sz);
     c[0] = 'X';
     CHECK_ERR(attn_gguf_open_buffer(&g, c, sz), ATTN_E_FORMAT);
-    /* the type field of tensor "output_norm.weight" (F32 = 0) set to Q4_K (12) */
+    /* the type field of tensor "output_norm.weight" (F32 = 0) set to IQ2_XXS (16; Q4_K, 12, is read now:
+     * tests/test_quant_k.c) */
     memcpy(c, b, sz);
     size_t at = find_bytes(c, sz, "output_norm.weight");
     CHECK(at != (size_t)-1, "tensor name found");
     if (at != (size_t)-1) {
         size_t tpos = at + strlen("output_norm.weight") + 4 + 8; /* n_dims, ne[0] */
-        c[tpos] = 12;
+        c[tpos] = 16;
         CHECK_ERR(attn_gguf_open_buffer(&g, c, sz), ATTN_E_UNSUPPORTED);
-        CHECK(strstr(attn_last_error(), "q4_k") != NULL, "type named: %s", attn_last_error());
+        CHECK(strstr(attn_last_error(), "iq2_xxs") != NULL, "type named: %s", attn_last_error());
         memcpy(c, b, sz);
         c[tpos + 4] = 3; /* misaligned offset */
         CHECK_ERR(attn_gguf_open_buffer(&g, c, sz), ATTN_E_FORMAT);

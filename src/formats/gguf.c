@@ -127,7 +127,14 @@ static int map_type(uint32_t t, attn_qtype *q) {
     case 1: *q = ATTN_QT_F16; return 0;
     case 2: *q = ATTN_QT_Q4_0; return 0;
     case 3: *q = ATTN_QT_Q4_1; return 0;
+    case 6: *q = ATTN_QT_Q5_0; return 0;
+    case 7: *q = ATTN_QT_Q5_1; return 0;
     case 8: *q = ATTN_QT_Q8_0; return 0;
+    case 10: *q = ATTN_QT_Q2_K; return 0;
+    case 11: *q = ATTN_QT_Q3_K; return 0;
+    case 12: *q = ATTN_QT_Q4_K; return 0;
+    case 13: *q = ATTN_QT_Q5_K; return 0;
+    case 14: *q = ATTN_QT_Q6_K; return 0;
     case 30: *q = ATTN_QT_BF16; return 0;
     }
     return -1;
@@ -155,6 +162,12 @@ static char *dup_n(const uint8_t *s, size_t n) {
         p[n] = 0;
     }
     return p;
+}
+
+static uint64_t numel_of(const attn_gguf_tensor *t) {
+    uint64_t n = 1;
+    for (int d = 0; d < t->n_dims; d++) n *= (uint64_t)t->ne[d];
+    return n;
 }
 
 static int parse(attn_gguf *g) {
@@ -253,11 +266,12 @@ static int parse(attn_gguf *g) {
         ATTN_TRY(rd_u32(&c, &ty, t->name));
         ATTN_TRY(rd_u64(&c, &off, t->name));
         if (map_type(ty, &t->type) < 0)
-            return attn_set_error(ATTN_E_UNSUPPORTED, "gguf: tensor '%s' has type %s (%u); attn reads f32, f16, bf16, q8_0, q4_0, q4_1",
+            return attn_set_error(ATTN_E_UNSUPPORTED, "gguf: tensor '%s' has type %s (%u); attn reads f32, f16, bf16, q8_0, q4_0, q4_1, "
+                                  "q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k",
                                   t->name, attn_ggml_type_name(ty), ty);
         if (t->ne[0] % attn_qtype_block(t->type))
-            return attn_set_error(ATTN_E_FORMAT, "gguf: tensor '%s': %lld columns is not a multiple of the %s block", t->name,
-                                  (long long)t->ne[0], attn_qtype_name(t->type));
+            return attn_set_error(ATTN_E_FORMAT, "gguf: tensor '%s': %lld columns is not a multiple of the %s block (%lld values)", t->name,
+                                  (long long)t->ne[0], attn_qtype_name(t->type), (long long)attn_qtype_block(t->type));
         size_t rb = attn_qtype_row_bytes(t->type, t->ne[0]);
         uint64_t rows = numel / (uint64_t)t->ne[0];
         if (rows > (1ull << 62) / rb) return attn_set_error(ATTN_E_FORMAT, "gguf: tensor '%s' is too large", t->name);
@@ -277,6 +291,13 @@ static int parse(attn_gguf *g) {
             return attn_set_error(ATTN_E_FORMAT, "gguf: tensor '%s' (%zu bytes at data offset %llu) runs past the end of the file (%zu bytes)",
                                   t->name, t->nbytes, (unsigned long long)off, g->size);
         t->data = g->base + data_start + off;
+        /* block scales that decode to NaN / Inf would turn every product with the row into NaN */
+        attn_qmatrix qm = {t->type, t->data, (int64_t)(numel_of(t) / (uint64_t)t->ne[0]), t->ne[0]};
+        if (attn_qmatrix_check(&qm) < 0) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "%s", attn_last_error());
+            return attn_set_error(ATTN_E_FORMAT, "gguf: tensor '%s': %s", t->name, msg);
+        }
     }
     return 0;
 }

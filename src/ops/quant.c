@@ -21,6 +21,13 @@ const char *attn_qtype_name(attn_qtype t) {
     case ATTN_QT_Q8_0: return "q8_0";
     case ATTN_QT_Q4_0: return "q4_0";
     case ATTN_QT_Q4_1: return "q4_1";
+    case ATTN_QT_Q5_0: return "q5_0";
+    case ATTN_QT_Q5_1: return "q5_1";
+    case ATTN_QT_Q2_K: return "q2_k";
+    case ATTN_QT_Q3_K: return "q3_k";
+    case ATTN_QT_Q4_K: return "q4_k";
+    case ATTN_QT_Q5_K: return "q5_k";
+    case ATTN_QT_Q6_K: return "q6_k";
     }
     return "unknown";
 }
@@ -28,21 +35,30 @@ const char *attn_qtype_name(attn_qtype t) {
 int64_t attn_qtype_block(attn_qtype t) {
     switch (t) {
     case ATTN_QT_F32: case ATTN_QT_F16: case ATTN_QT_BF16: return 1;
-    case ATTN_QT_Q8_0: case ATTN_QT_Q4_0: case ATTN_QT_Q4_1: return 32;
+    case ATTN_QT_Q8_0: case ATTN_QT_Q4_0: case ATTN_QT_Q4_1: case ATTN_QT_Q5_0: case ATTN_QT_Q5_1: return 32;
+    case ATTN_QT_Q2_K: case ATTN_QT_Q3_K: case ATTN_QT_Q4_K: case ATTN_QT_Q5_K: case ATTN_QT_Q6_K: return 256;
     }
     return 0;
 }
 
-static size_t block_bytes(attn_qtype t) {
+size_t attn__qtype_block_bytes(attn_qtype t) {
     switch (t) {
     case ATTN_QT_F32: return 4;
     case ATTN_QT_F16: case ATTN_QT_BF16: return 2;
     case ATTN_QT_Q8_0: return 34;
     case ATTN_QT_Q4_0: return 18;
     case ATTN_QT_Q4_1: return 20;
+    case ATTN_QT_Q5_0: return 22;
+    case ATTN_QT_Q5_1: return 24;
+    case ATTN_QT_Q2_K: return 84;
+    case ATTN_QT_Q3_K: return 110;
+    case ATTN_QT_Q4_K: return 144;
+    case ATTN_QT_Q5_K: return 176;
+    case ATTN_QT_Q6_K: return 210;
     }
     return 0;
 }
+#define block_bytes attn__qtype_block_bytes
 
 size_t attn_qtype_row_bytes(attn_qtype t, int64_t cols) {
     int64_t bl = attn_qtype_block(t);
@@ -89,6 +105,7 @@ static void dequant_row(float *out, const uint8_t *row, attn_qtype t, int64_t co
             }
         }
         return;
+    default: attn__dequant_row_ext(out, row, t, cols); return;
     }
 }
 
@@ -222,10 +239,23 @@ static attn__qdot_fn kernel_fn(attn_qkernel k) {
     return qdot_portable;
 }
 
+attn_qkernel attn__resolve_kernel(attn_qkernel k) { return k == ATTN_QK_AUTO ? auto_kernel() : k; }
+
 static attn__quantize_fn quantize_fn(attn_qkernel k) {
     if (k == ATTN_QK_AUTO) k = auto_kernel();
     if ((k == ATTN_QK_AVX2 || k == ATTN_QK_AVX512VNNI) && attn__quantize_avx2()) return attn__quantize_avx2();
     return attn__quantize_row_portable;
+}
+
+void attn__quantize_row_q8(attn__q8blk *q, const float *x, int64_t nb, attn_qkernel k) { quantize_fn(k)(q, x, nb); }
+
+const char *attn_quant_type_kernel_name(attn_qtype t) {
+    if (t == ATTN_QT_F32) return "openblas";
+    if (t == ATTN_QT_F16 || t == ATTN_QT_BF16) return "f32-convert";
+    if (attn_qtype_block(t) == 0) return "unknown";
+    attn_qkernel k = auto_kernel();
+    if (attn__qtype_ext(t) && k == ATTN_QK_AVX512VNNI) k = ATTN_QK_AVX2;
+    return k == ATTN_QK_AVX512VNNI ? "avx512vnni" : k == ATTN_QK_AVX2 ? "avx2" : k == ATTN_QK_REFERENCE ? "reference" : "portable";
 }
 
 /* ---------------------------------------------------------------- products */
@@ -308,6 +338,7 @@ int attn_qmatmul_kernel(float *y, const float *x, const attn_qmatrix *w, int64_t
         }
         return rc ? attn_set_error(rc, "qmatmul: out of memory") : ATTN_OK;
     }
+    if (attn__qtype_ext(w->type)) return attn__qmatmul_ext(y, x, w, M, nt, k);
     /* decode (a few activation rows): the quantized row lives on the stack, no malloc per token */
     attn__q8blk xq_small[XQ_STACK_BLOCKS];
     attn__q8blk *xq = M * nb <= XQ_STACK_BLOCKS ? xq_small : (attn__q8blk *)malloc(sizeof(attn__q8blk) * (size_t)(M * nb));
@@ -339,7 +370,7 @@ int attn_qmatmul_n(float *const *y, const float *x, const attn_qmatrix *w, int c
     int same = 1;
     for (int i = 0; i < count; i++) {
         ATTN_TRY(check_matrix(&w[i], "qmatmul_n"));
-        same &= w[i].cols == w[0].cols && attn_qtype_block(w[i].type) == 32 && w[i].rows % 16 == 0;
+        same &= w[i].cols == w[0].cols && attn_qtype_block(w[i].type) == 32 && w[i].rows % 16 == 0 && !attn__qtype_ext(w[i].type);
     }
     if (!same || count > 8 || M <= 0 || w[0].cols == 0 || auto_kernel() == ATTN_QK_REFERENCE) {
         for (int i = 0; i < count; i++) ATTN_TRY(attn_qmatmul(y[i], x, &w[i], M, n_threads));

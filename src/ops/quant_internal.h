@@ -26,4 +26,46 @@ void attn__quantize_row_portable(attn__q8blk *q, const float *x, int64_t nb);
 attn__quantize_fn attn__quantize_avx2(void); /* bit-identical to the portable one; NULL off x86 */       /* NULL when not compiled for x86 */
 attn__qdot_fn attn__qdot_avx512vnni(void); /* NULL when not compiled for x86 */
 
+/* ---- Q5_0 / Q5_1 and the K-quants (quant_kq.c, quant_kq_avx2.c) ---- */
+
+/* One 256-value activation block as ggml's block_q8_K: x[j] ~ d·q[j]; bsums[g] = Σ q[16g .. 16g+15]. */
+typedef struct {
+    float d;
+    int8_t q[256];
+    int16_t bsums[16];
+} attn__q8k;
+
+/* One K-quant super-block in a common form: 256 unsigned values q (0..63), and per 16-value group g
+ * an integer scale sc[g] and offset coefficient mn[g], such that the block's dot product with a
+ * Q8_K block is  d·d_x·Σ_g sc[g]·Σ_{i in g} q[i]·x[i]  +  dm·d_x·Σ_g mn[g]·bsums[g]. */
+typedef struct {
+    uint8_t q[256];
+    int16_t sc[16];
+    int16_t mn[16];
+    float d, dm;
+} attn__kblk;
+
+/* 1 for the types quant_kq.c handles (Q5_0, Q5_1, Q2_K .. Q6_K). */
+int attn__qtype_ext(attn_qtype t);
+/* bytes of one block of t (0 for an unknown type) */
+size_t attn__qtype_block_bytes(attn_qtype t);
+/* row of `cols` values of an ext type -> float32 (exact, ggml / gguf.quants order of operations) */
+void attn__dequant_row_ext(float *out, const uint8_t *row, attn_qtype t, int64_t cols);
+/* one super-block of a K-quant type -> attn__kblk (portable C) */
+void attn__kunpack(attn__kblk *u, const uint8_t *blk, attn_qtype t);
+/* only sc, mn, d, dm of attn__kunpack */
+void attn__kscales(attn__kblk *u, const uint8_t *blk, attn_qtype t);
+/* x[nb·256] -> nb Q8_K blocks (ggml's quantize_row_q8_K: d = max/-127 of the largest |x|, nearest-even) */
+void attn__quantize_q8k(attn__q8k *q, const float *x, int64_t nb);
+/* products for the ext types: as attn_qmatmul_kernel (validated arguments, K > 0, x finite) */
+int attn__qmatmul_ext(float *y, const float *x, const attn_qmatrix *w, int64_t M, int nt, attn_qkernel k);
+/* the rows [r0, r1) of an ext-type W times M activation rows; xq is attn__q8blk (Q5_0/Q5_1, nb
+ * 32-value blocks per row) or attn__q8k (K-quants, nb super-blocks per row) */
+typedef void (*attn__kdot_fn)(float *y, int64_t ldy, const void *xq, int64_t nb, int64_t M, const uint8_t *W, size_t rb,
+                              int64_t r0, int64_t r1, attn_qtype t);
+attn__kdot_fn attn__kdot_avx2(void); /* NULL when not compiled for x86 */
+/* 1 when kernel k resolves to the AVX2 code for the ext types */
+attn_qkernel attn__resolve_kernel(attn_qkernel k);
+void attn__quantize_row_q8(attn__q8blk *q, const float *x, int64_t nb, attn_qkernel k);
+
 #endif

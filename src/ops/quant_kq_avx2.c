@@ -1,0 +1,170 @@
+/* AVX2 (+FMA, F16C) products for Q5_0, Q5_1 and the K-quants on their blocks (see quant_kq.c for
+ * the portable ones, which these equal bit for bit: the same exact integer block sums, the same
+ * float32 operations per block in the same order). Only used after quant.c found avx2 and fma.
+ *   Q5_0 / Q5_1: the 32 5-bit values are rebuilt in one register (nibbles + the qh bits spread by
+ *     a byte shuffle), then vpmaddubsw / vpmaddwd against the 8-bit activation block.
+ *   K-quants: a super-block is unpacked once into 256 unsigned bytes (0..63) and 16 int16 group
+ *     scales (attn__kblk, on the stack: the matrix is never expanded), then each activation row's
+ *     Q8_K block is multiplied with vpmaddubsw (|63·127·2| < 32767, no saturation), the 16-bit
+ *     pair sums weighted by the group scales with vpmaddwd; the min / offset term is one vpmaddwd
+ *     of the group coefficients with the Q8_K block sums. Prefill (M > 1) unpacks each
+ *     super-block once for all activation rows. */
+#include "ops/quant_internal.h"
+
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#endif
+
+static inline int32_t hsum_i32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+}
+
+static inline float h2f(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+/* the 32 5-bit values of a Q5_0 / Q5_1 block (qs: 16 bytes of nibbles, qh: 32 high bits) */
+static inline __m256i q5_values(const uint8_t *qs, uint32_t qh) {
+    const __m128i raw = _mm_loadu_si128((const __m128i *)qs), m4 = _mm_set1_epi8(0x0F);
+    const __m256i nib = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), _mm_and_si128(raw, m4));
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh),
+                                               _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
+                                                                3, 3, 3, 3, 3, 3, 3));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    return _mm256_or_si256(nib, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+}
+
+static void q5_dot(float *y, int64_t ldy, const attn__q8blk *xq, int64_t nb, int64_t M, const uint8_t *W, size_t rb, int64_t r0,
+                   int64_t r1, attn_qtype t) {
+    const int one = t == ATTN_QT_Q5_1;
+    const size_t bs = one ? 24 : 22;
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t r = r0; r < r1; r++) {
+            float acc = 0.0f;
+            const uint8_t *row = W + (size_t)r * rb;
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *blk = row + (size_t)b * bs;
+                const attn__q8blk *xb = xq + m * nb + b;
+                uint32_t qh;
+                memcpy(&qh, blk + 2 + 2 * one, 4);
+                const __m256i q = q5_values(blk + 6 + 2 * one, qh);
+                const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)xb->q)), ones);
+                const int32_t dot = hsum_i32(p);
+                const float d = h2f(blk), mm = one ? h2f(blk + 2) : -16.0f * d;
+                acc += (float)dot * (d * xb->d) + mm * xb->s;
+            }
+            y[m * ldy + r] = acc;
+        }
+}
+
+/* unpack the values of one K-quant super-block into u->q (the scales: attn__kscales) */
+static inline void kunpack_q(attn__kblk *u, const uint8_t *blk, attn_qtype t) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(0x03), m1 = _mm256_set1_epi8(0x01);
+    switch (t) {
+    case ATTN_QT_Q2_K:
+    case ATTN_QT_Q3_K: {
+        const uint8_t *qs = blk + (t == ATTN_QT_Q2_K ? 16 : 32);
+        const __m256i hm = _mm256_loadu_si256((const __m256i *)blk);
+        for (int h = 0; h < 2; h++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * h));
+            for (int s = 0; s < 4; s++) {
+                __m256i q = _mm256_and_si256(_mm256_srli_epi16(v, 2 * s), m3);
+                if (t == ATTN_QT_Q3_K) /* + 4·hbit, hbit of value 32b + l is bit b of hmask[l] */
+                    q = _mm256_or_si256(q, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + s), m1), 2));
+                _mm256_storeu_si256((__m256i *)(u->q + 128 * h + 32 * s), q);
+            }
+        }
+        return;
+    }
+    case ATTN_QT_Q4_K:
+    case ATTN_QT_Q5_K: {
+        const uint8_t *qs = blk + (t == ATTN_QT_Q5_K ? 48 : 16);
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 16));
+        for (int c = 0; c < 4; c++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+            __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            if (t == ATTN_QT_Q5_K) {
+                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), m1), 4));
+                hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), m1), 4));
+            }
+            _mm256_storeu_si256((__m256i *)(u->q + 64 * c), lo);
+            _mm256_storeu_si256((__m256i *)(u->q + 64 * c + 32), hi);
+        }
+        return;
+    }
+    case ATTN_QT_Q6_K:
+        for (int h = 0; h < 2; h++) {
+            const __m256i a = _mm256_loadu_si256((const __m256i *)(blk + 64 * h));
+            const __m256i b = _mm256_loadu_si256((const __m256i *)(blk + 64 * h + 32));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
+            const __m256i lo[4] = {_mm256_and_si256(a, m4), _mm256_and_si256(b, m4), _mm256_and_si256(_mm256_srli_epi16(a, 4), m4),
+                                   _mm256_and_si256(_mm256_srli_epi16(b, 4), m4)};
+            for (int s = 0; s < 4; s++) {
+                const __m256i hb = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * s), m3), 4);
+                _mm256_storeu_si256((__m256i *)(u->q + 128 * h + 32 * s), _mm256_or_si256(lo[s], hb));
+            }
+        }
+        return;
+    default: return;
+    }
+}
+
+static void k_dot(float *y, int64_t ldy, const attn__q8k *xq, int64_t nb, int64_t M, const uint8_t *W, size_t rb, int64_t r0,
+                  int64_t r1, attn_qtype t) {
+    const size_t bs = attn__qtype_block_bytes(t);
+    _Alignas(32) attn__kblk u;
+    __m256i scv[8];
+    for (int64_t r = r0; r < r1; r++) {
+        for (int64_t m = 0; m < M; m++) y[m * ldy + r] = 0.0f;
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = W + (size_t)r * rb + (size_t)b * bs;
+            if (M == 1 && b + 1 < nb) _mm_prefetch((const char *)(blk + bs), _MM_HINT_T0);
+            attn__kscales(&u, blk, t);
+            kunpack_q(&u, blk, t);
+            for (int k = 0; k < 8; k++) scv[k] = _mm256_set_m128i(_mm_set1_epi16(u.sc[2 * k + 1]), _mm_set1_epi16(u.sc[2 * k]));
+            const __m256i mn = _mm256_loadu_si256((const __m256i *)u.mn);
+            for (int64_t m = 0; m < M; m++) {
+                const attn__q8k *xb = xq + m * nb + b;
+                __m256i acc = _mm256_setzero_si256();
+                for (int k = 0; k < 8; k++) {
+                    const __m256i p = _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)(u.q + 32 * k)),
+                                                           _mm256_loadu_si256((const __m256i *)(xb->q + 32 * k)));
+                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, scv[k]));
+                }
+                const int32_t isum = hsum_i32(acc);
+                const int32_t msum = hsum_i32(_mm256_madd_epi16(mn, _mm256_loadu_si256((const __m256i *)xb->bsums)));
+                y[m * ldy + r] += (u.d * xb->d) * (float)isum + (u.dm * xb->d) * (float)msum;
+            }
+        }
+    }
+}
+
+static void kdot(float *y, int64_t ldy, const void *xq, int64_t nb, int64_t M, const uint8_t *W, size_t rb, int64_t r0, int64_t r1,
+                 attn_qtype t) {
+    if (t == ATTN_QT_Q5_0 || t == ATTN_QT_Q5_1) q5_dot(y, ldy, (const attn__q8blk *)xq, nb, M, W, rb, r0, r1, t);
+    else k_dot(y, ldy, (const attn__q8k *)xq, nb, M, W, rb, r0, r1, t);
+}
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+attn__kdot_fn attn__kdot_avx2(void) { return kdot; }
+#else
+attn__kdot_fn attn__kdot_avx2(void) { return NULL; }
+#endif

@@ -122,6 +122,20 @@ const char *attn_quant_kernel_name(void);
  * Q5 and K-quant types have no AVX-512 kernel and use "avx2" when avx512vnni is chosen). */
 const char *attn_quant_type_kernel_name(attn_qtype t);
 
+/* attn_quantize_rows: dst = the n rows of x [n, cols] (float32, row-major) in type t:
+ * n · attn_qtype_row_bytes(t, cols) bytes. Quantized types use ggml's reference quantizers
+ * (ggml-quants.c quantize_row_*_ref, what llama.cpp's llama-quantize runs without an importance
+ * matrix): Q8_0 d = max|x|/127, q = roundf(x/d); Q4_0 / Q5_0 d = max/-8 (-16) of the largest |x|;
+ * Q4_1 / Q5_1 d = (max - min)/15 (31), m = min; Q2_K make_qkx2_quants (16-value groups, absolute
+ * error, 4-bit scales and mins); Q3_K make_q3_quants (coordinate descent, 6-bit scales); Q4_K /
+ * Q5_K make_qkx2_quants (32-value groups weighted by rms + |x|, 6-bit scales and mins); Q6_K
+ * make_qx_quants (19 trial scales, 8-bit scales). Float32 operations in ggml's order without FMA
+ * contraction, so that the bytes can equal llama.cpp's (Q8_0 .. Q5_1 are checked against
+ * gguf.quants byte for byte). F32 copies, F16 / BF16 round to nearest even. n_threads <= 0:
+ * attn_get_num_threads(). Errors: ATTN_E_INVALID (unknown type, cols not a multiple of the
+ * block, NULL), ATTN_E_RANGE (a non-finite value in x, named). */
+int attn_quantize_rows(void *dst, const float *x, int64_t n, int64_t cols, attn_qtype t, int n_threads);
+
 /* attn_qmatrix_check: every block scale (d, and m / dmin where the type has one) of w is
  * finite. Errors: ATTN_E_INVALID (bad matrix), ATTN_E_FORMAT (the first non-finite scale: row
  * and block named). Costs one read of each block header. */

@@ -285,11 +285,82 @@ static void test_bad_files(void) {
     free(b);
 }
 
+static void test_quantizers(void) {
+    attn_gguf *g = NULL;
+    CHECK_OK(attn_gguf_open(&g, attn_test_fixture("quant/quantize_ref.gguf")));
+    if (!g) return;
+    attn_gguf_tensor in;
+    CHECK_OK(attn_gguf_find_tensor(g, "input", &in));
+    const int64_t R = in.ne[1], C = in.ne[0];
+    const float *x = (const float *)in.data;
+    unsigned char *buf = (unsigned char *)malloc((size_t)(R * C) * 4);
+    /* Q8_0 .. Q5_1: byte for byte as gguf.quants.quantize (bit-exact ports of ggml's _ref) */
+    const attn_qtype simple[] = {ATTN_QT_Q8_0, ATTN_QT_Q4_0, ATTN_QT_Q4_1, ATTN_QT_Q5_0, ATTN_QT_Q5_1};
+    for (int i = 0; i < 5; i++) {
+        attn_gguf_tensor t;
+        CHECK_OK(attn_gguf_find_tensor(g, attn_qtype_name(simple[i]), &t));
+        CHECK_OK(attn_quantize_rows(buf, x, R, C, simple[i], 2));
+        size_t n = attn_qtype_row_bytes(simple[i], C) * (size_t)R, diff = 0;
+        for (size_t k = 0; k < n; k++) diff += buf[k] != ((const unsigned char *)t.data)[k];
+        CHECK(t.nbytes == n && diff == 0, "%s quantizer equals gguf.quants byte for byte (%zu of %zu bytes differ)", attn_qtype_name(simple[i]), diff, n);
+    }
+    /* K-quants (no NumPy quantizer to compare with; llama.cpp byte comparison is a follow-up):
+     * the reconstruction error of rows 0 and 2 (N(0,1) values and a zero block) relative to their
+     * rms must stay under the bound of a uniform quantizer of the same step, with 25% margin for
+     * the clamped ends: step ~ 4.6σ/(levels-1) over a 16/32-value group of normal values (the
+     * expected range of 16 N(0,1) values is ~3.5σ, 32: ~4.1σ; 4.6σ covers the spread of ranges),
+     * rms error <= step/sqrt(12) (levels - 1 = 3, 7, 15, 31, 63): Q2_K 0.44, Q3_K 0.19, Q4_K 0.089,
+     * Q5_K 0.043, Q6_K 0.021. */
+    const attn_qtype kt[] = {ATTN_QT_Q2_K, ATTN_QT_Q3_K, ATTN_QT_Q4_K, ATTN_QT_Q5_K, ATTN_QT_Q6_K};
+    const double lim[] = {0.44 * 1.25, 0.19 * 1.25, 0.089 * 1.25, 0.043 * 1.25, 0.021 * 1.25};
+    float *back = (float *)malloc(sizeof(float) * (size_t)(R * C));
+    for (int i = 0; i < 5; i++) {
+        CHECK_OK(attn_quantize_rows(buf, x, R, C, kt[i], 2));
+        attn_qmatrix m = {kt[i], buf, R, C};
+        CHECK_OK(attn_qmatrix_check(&m));
+        CHECK_OK(attn_qmatrix_dequantize_rows(back, &m, 0, R));
+        double e2 = 0, x2 = 0;
+        int zero_ok = 1;
+        for (int r = 0; r <= 2; r += 2)
+            for (int64_t k = 0; k < C; k++) {
+                double d = (double)back[r * C + k] - x[r * C + k];
+                e2 += d * d;
+                x2 += (double)x[r * C + k] * x[r * C + k];
+            }
+        for (int k = 64; k < 96; k++) zero_ok &= back[2 * C + k] == 0.0f;
+        double rel = sqrt(e2 / x2);
+        /* the row of mixed scales (1e-4 .. 100 per 32 values) keeps each group's relative error */
+        double worst_grp = 0;
+        for (int b = 0; b < C / 32; b++) {
+            double ge = 0, gx = 0;
+            for (int k = 0; k < 32; k++) {
+                double d = (double)back[C + b * 32 + k] - x[C + b * 32 + k];
+                ge += d * d;
+                gx += (double)x[C + b * 32 + k] * x[C + b * 32 + k];
+            }
+            worst_grp = fmax(worst_grp, sqrt(ge / gx));
+        }
+        printf("quant_k: %s quantizer: relative rms error %.4f (bound %.4f), worst group of the mixed-scale row %.4f\n", attn_qtype_name(kt[i]), rel, lim[i],
+               worst_grp);
+        CHECK(rel <= lim[i] && zero_ok, "%s quantizer: relative rms error %.4f <= %.4f, zero block stays zero", attn_qtype_name(kt[i]), rel, lim[i]);
+    }
+    free(back);
+    /* bad input */
+    float bad[256] = {0};
+    bad[7] = NAN;
+    CHECK_ERR(attn_quantize_rows(buf, bad, 1, 256, ATTN_QT_Q4_K, 1), ATTN_E_RANGE);
+    CHECK_ERR(attn_quantize_rows(buf, x, 1, 96, ATTN_QT_Q6_K, 1), ATTN_E_INVALID);
+    CHECK(strstr(attn_last_error(), "96") && strstr(attn_last_error(), "256"), "row length named: %s", attn_last_error());
+    free(buf);
+    attn_gguf_close(g);
+}
+
 int main(void) {
     attn_test_name = "test_quant_k";
     test_dequant_fidelity();
     test_q8k();
     test_products();
     test_bad_files();
+    test_quantizers();
     return attn_test_finish();
 }

@@ -21,13 +21,14 @@ typedef struct {
     int elem_type;   /* arrays */
     uint64_t n;      /* arrays: count */
     size_t *str_off; /* arrays of strings: offset of each element (its length field) */
+    size_t raw_off, raw_len; /* the encoded value (arrays: from the element type on) */
 } gguf_kv;
 
 struct attn_gguf {
     const uint8_t *base;
     size_t size;
     int mapped;
-    uint32_t version;
+    uint32_t version, alignment;
     int64_t n_kv, n_tensors;
     gguf_kv *kv;
     attn_gguf_tensor *tensors;
@@ -204,6 +205,7 @@ static int parse(attn_gguf *g) {
         ATTN_TRY(rd_u32(&c, &t, kv->key));
         if (t > ATTN_GGUF_FLOAT64) return attn_set_error(ATTN_E_FORMAT, "gguf: key '%s' has unknown value type %u", kv->key, t);
         kv->type = (int)t;
+        kv->raw_off = c.pos;
         if (t == ATTN_GGUF_ARRAY) {
             size_t start = c.pos;
             uint32_t et;
@@ -230,6 +232,7 @@ static int parse(attn_gguf *g) {
             kv->off = c.pos;
             ATTN_TRY(skip_value(&c, (int)t, 0, kv->key));
         }
+        kv->raw_len = c.pos - kv->raw_off;
         if (strcmp(kv->key, "general.alignment") == 0) {
             uint32_t a;
             if (t != ATTN_GGUF_UINT32) return attn_set_error(ATTN_E_FORMAT, "gguf: general.alignment must be uint32");
@@ -282,6 +285,7 @@ static int parse(attn_gguf *g) {
         for (uint64_t j = 0; j < i; j++)
             if (strcmp(g->tensors[j].name, t->name) == 0) return attn_set_error(ATTN_E_FORMAT, "gguf: duplicate tensor '%s'", t->name);
     }
+    g->alignment = (uint32_t)alignment;
     size_t data_start = (c.pos + (size_t)alignment - 1) / (size_t)alignment * (size_t)alignment;
     if (data_start > g->size && nt > 0) return attn_set_error(ATTN_E_FORMAT, "gguf: truncated before the tensor data");
     for (uint64_t i = 0; i < nt; i++) {
@@ -482,4 +486,33 @@ int attn_gguf_find_tensor(const attn_gguf *g, const char *name, attn_gguf_tensor
             return 0;
         }
     return attn_set_error(ATTN_E_FORMAT, "gguf: tensor '%s' is missing", name);
+}
+
+int attn_gguf_kv_raw(const attn_gguf *g, int64_t i, int *type, const void **data, size_t *len) {
+    if (!g || i < 0 || i >= g->n_kv || !type || !data || !len) return attn_set_error(ATTN_E_RANGE, "gguf: metadata index %lld out of range", (long long)i);
+    *type = g->kv[i].type;
+    *data = g->base + g->kv[i].raw_off;
+    *len = g->kv[i].raw_len;
+    return 0;
+}
+
+uint32_t attn_gguf_alignment(const attn_gguf *g) { return g ? g->alignment : 0; }
+
+int attn_ggml_type_of(attn_qtype t) {
+    switch (t) {
+    case ATTN_QT_F32: return 0;
+    case ATTN_QT_F16: return 1;
+    case ATTN_QT_Q4_0: return 2;
+    case ATTN_QT_Q4_1: return 3;
+    case ATTN_QT_Q5_0: return 6;
+    case ATTN_QT_Q5_1: return 7;
+    case ATTN_QT_Q8_0: return 8;
+    case ATTN_QT_Q2_K: return 10;
+    case ATTN_QT_Q3_K: return 11;
+    case ATTN_QT_Q4_K: return 12;
+    case ATTN_QT_Q5_K: return 13;
+    case ATTN_QT_Q6_K: return 14;
+    case ATTN_QT_BF16: return 30;
+    }
+    return -1;
 }

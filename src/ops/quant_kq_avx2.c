@@ -1,6 +1,7 @@
 /* AVX2 (+FMA, F16C) products for Q5_0, Q5_1 and the K-quants on their blocks (see quant_kq.c for
- * the portable ones, which these equal bit for bit: the same exact integer block sums, the same
- * float32 operations per block in the same order). Only used after quant.c found avx2 and fma.
+ * the portable ones: the same exact integer block sums; the K-quants also the same float32
+ * operations per block in the same order, so they equal the portable kernel bit for bit; Q5_0 /
+ * Q5_1 sum their blocks in 8 float lanes). Only used after quant.c found avx2 and fma.
  *   Q5_0 / Q5_1: the 32 5-bit values are rebuilt in one register (nibbles + the qh bits spread by
  *     a byte shuffle), then vpmaddubsw / vpmaddwd against the 8-bit activation block.
  *   K-quants: a super-block is unpacked once into 256 unsigned bytes (0..63) and 16 int16 group
@@ -47,28 +48,49 @@ static inline __m256i q5_values(const uint8_t *qs, uint32_t qh) {
     return _mm256_or_si256(nib, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
 }
 
+/* RT weight rows x one activation row; float32 accumulators per row (the block scale applied
+ * with one FMA per block), the Q5_1 m / Q5_0 -16·d term summed in a scalar */
+static inline __attribute__((always_inline)) void q5_tile(float *y, const attn__q8blk *xq, int64_t nb, const uint8_t *W, size_t rb,
+                                                          int64_t r, int RT, int one) {
+    const size_t bs = one ? 24 : 22;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    float macc[4] = {0, 0, 0, 0};
+    for (int64_t b = 0; b < nb; b++) {
+        const attn__q8blk *xb = xq + b;
+        const __m256i xv = _mm256_loadu_si256((const __m256i *)xb->q);
+        for (int i = 0; i < RT; i++) {
+            const uint8_t *blk = W + (size_t)(r + i) * rb + (size_t)b * bs;
+            uint32_t qh;
+            memcpy(&qh, blk + 2 + 2 * one, 4);
+            const __m256i q = q5_values(blk + 6 + 2 * one, qh);
+            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv), ones);
+            const float d = h2f(blk), mm = one ? h2f(blk + 2) : -16.0f * d;
+            acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * xb->d), acc[i]);
+            macc[i] += mm * xb->s;
+        }
+    }
+    for (int i = 0; i < RT; i++) {
+        __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(acc[i]), _mm256_extractf128_ps(acc[i], 1));
+        s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+        s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
+        y[r + i] = _mm_cvtss_f32(s4) + macc[i];
+    }
+}
+
 static void q5_dot(float *y, int64_t ldy, const attn__q8blk *xq, int64_t nb, int64_t M, const uint8_t *W, size_t rb, int64_t r0,
                    int64_t r1, attn_qtype t) {
     const int one = t == ATTN_QT_Q5_1;
-    const size_t bs = one ? 24 : 22;
-    const __m256i ones = _mm256_set1_epi16(1);
-    for (int64_t m = 0; m < M; m++)
-        for (int64_t r = r0; r < r1; r++) {
-            float acc = 0.0f;
-            const uint8_t *row = W + (size_t)r * rb;
-            for (int64_t b = 0; b < nb; b++) {
-                const uint8_t *blk = row + (size_t)b * bs;
-                const attn__q8blk *xb = xq + m * nb + b;
-                uint32_t qh;
-                memcpy(&qh, blk + 2 + 2 * one, 4);
-                const __m256i q = q5_values(blk + 6 + 2 * one, qh);
-                const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)xb->q)), ones);
-                const int32_t dot = hsum_i32(p);
-                const float d = h2f(blk), mm = one ? h2f(blk + 2) : -16.0f * d;
-                acc += (float)dot * (d * xb->d) + mm * xb->s;
-            }
-            y[m * ldy + r] = acc;
+    for (int64_t m = 0; m < M; m++) {
+        int64_t r = r0;
+        if (one) {
+            for (; r + 4 <= r1; r += 4) q5_tile(y + m * ldy, xq + m * nb, nb, W, rb, r, 4, 1);
+            for (; r < r1; r++) q5_tile(y + m * ldy, xq + m * nb, nb, W, rb, r, 1, 1);
+        } else {
+            for (; r + 4 <= r1; r += 4) q5_tile(y + m * ldy, xq + m * nb, nb, W, rb, r, 4, 0);
+            for (; r < r1; r++) q5_tile(y + m * ldy, xq + m * nb, nb, W, rb, r, 1, 0);
         }
+    }
 }
 
 /* unpack the values of one K-quant super-block into u->q (the scales: attn__kscales) */

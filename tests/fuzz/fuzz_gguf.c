@@ -1,5 +1,7 @@
 /* libFuzzer target for the GGUF reader and the llama GGUF loader (tokenizer tables included):
- * the input is opened from memory (attn_gguf_open_buffer, every accessor exercised) and, through
+ * the input is opened from memory (attn_gguf_open_buffer, every accessor exercised, the first
+ * and last rows of each tensor dequantized and multiplied: seeds_fuzz_gguf/kquants.gguf holds
+ * one tensor of each Q5 / K-quant type) and, through
  * an in-memory file, loaded as a model; a loaded model runs one forward step. Any crash,
  * sanitizer report or leak is a bug. */
 #include "attn_gguf.h"
@@ -39,6 +41,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (attn_gguf_tensor_at(g, i, &t) == 0 && t.nbytes) {
                 sink ^= ((const unsigned char *)t.data)[0];
                 sink ^= ((const unsigned char *)t.data)[t.nbytes - 1];
+                /* the first and last rows of a matrix dequantized and multiplied (every block format) */
+                static float row[4096], y[2];
+                if (t.ne[0] <= 4096) {
+                    attn_qmatrix m = {t.type, t.data, (int64_t)(t.nbytes / attn_qtype_row_bytes(t.type, t.ne[0])), t.ne[0]};
+                    attn_qmatrix last = m;
+                    last.data = (const unsigned char *)t.data + (size_t)(m.rows - 1) * attn_qtype_row_bytes(t.type, t.ne[0]);
+                    last.rows = 1;
+                    if (attn_qmatrix_dequantize_rows(row, &m, m.rows - 1, 1) == ATTN_OK) sink ^= row[0] != 0.0f;
+                    if (attn_qmatrix_dequantize_rows(row, &m, 0, 1) == ATTN_OK) {
+                        for (int64_t j = 0; j < t.ne[0]; j++) row[j] = (float)(j % 7) - 3.0f;
+                        m.rows = 1;
+                        attn_qmatmul(y, row, &m, 1, 1);
+                        attn_qmatmul(y + 1, row, &last, 1, 1);
+                    }
+                }
             }
         }
         (void)sink;

@@ -16,6 +16,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -105,6 +106,77 @@ static void test_writer(void) {
     CHECK(stat(path, &s1) == 0 && s1.st_ino == s0.st_ino, "writer: abort leaves the target untouched");
     attn_gguf_close(a);
     attn_gguf_close(k);
+}
+
+/* F32 / F16 input: each tensor quantized exactly as attn_quantize_rows does; norms copied;
+ * a non-finite weight refused with the tensor named and no output left */
+static void test_quantize_f32(void) {
+    char src[256], dst[256];
+    snprintf(src, sizeof src, "%s/f32.gguf", dir);
+    snprintf(dst, sizeof dst, "%s/f32-q.gguf", dir);
+    enum { R = 8, C = 512 };
+    static float wq[R * C], norm[C];
+    static uint16_t wh[R * C];
+    uint64_t seed = 7;
+    attn_test_fill_uniform(wq, R * C, -1.0f, 1.0f, &seed);
+    attn_test_fill_uniform(norm, C, 0.5f, 1.5f, &seed);
+    for (int i = 0; i < R * C; i++) wh[i] = attn_f32_to_f16(wq[i] * 0.5f);
+    for (int pass = 0; pass < 2; pass++) {
+        attn_gguf_writer *w = NULL;
+        CHECK_OK(attn_gguf_writer_open(&w, src, 0));
+        if (!w) return;
+        const char arch[] = "llama";
+        uint64_t n = sizeof arch - 1;
+        unsigned char sv[8 + sizeof arch];
+        memcpy(sv, &n, 8);
+        memcpy(sv + 8, arch, n);
+        CHECK_OK(attn_gguf_writer_kv(w, "general.architecture", ATTN_GGUF_STRING, sv, 8 + n));
+        int64_t ne2[2] = {C, R}, ne1[1] = {C};
+        CHECK_OK(attn_gguf_writer_tensor(w, "blk.0.attn_q.weight", ATTN_QT_F32, 2, ne2));
+        CHECK_OK(attn_gguf_writer_tensor(w, "blk.0.ffn_up.weight", ATTN_QT_F16, 2, ne2));
+        CHECK_OK(attn_gguf_writer_tensor(w, "blk.0.attn_norm.weight", ATTN_QT_F32, 1, ne1));
+        if (pass == 1) wq[3 * C + 9] = NAN;
+        CHECK_OK(attn_gguf_writer_data(w, wq, sizeof wq));
+        CHECK_OK(attn_gguf_writer_data(w, wh, sizeof wh));
+        CHECK_OK(attn_gguf_writer_data(w, norm, sizeof norm));
+        CHECK_OK(attn_gguf_writer_commit(w));
+        if (pass == 1) {
+            unlink(dst);
+            CHECK_ERR(attn_gguf_quantize(src, dst, "Q4_K_M", 1, NULL), ATTN_E_RANGE);
+            CHECK(strstr(attn_last_error(), "blk.0.attn_q.weight") != NULL, "non-finite weight: tensor named: %s", attn_last_error());
+            int left = 0; /* neither the output nor a temporary file */
+            DIR *dd = opendir(dir);
+            for (struct dirent *e; dd && (e = readdir(dd));) left += strstr(e->d_name, "f32-q") != NULL;
+            if (dd) closedir(dd);
+            CHECK(left == 0, "no output and no temporary file after the error (%d left)", left);
+            break;
+        }
+        int64_t counts[ATTN_QT_COUNT];
+        CHECK_OK(attn_gguf_quantize(src, dst, "q4_k_m", 1, counts));
+        CHECK(counts[ATTN_QT_Q4_K] == 2 && counts[ATTN_QT_F32] == 1, "F32/F16 -> Q4_K_M: 2 q4_k tensors, 1 f32 (counts %lld %lld)",
+              (long long)counts[ATTN_QT_Q4_K], (long long)counts[ATTN_QT_F32]);
+        attn_gguf *g = NULL;
+        CHECK_OK(attn_gguf_open(&g, dst));
+        if (!g) continue;
+        static unsigned char ref[R * C];
+        static float wf[R * C];
+        attn_gguf_tensor t;
+        CHECK_OK(attn_quantize_rows(ref, wq, R, C, ATTN_QT_Q4_K, 1));
+        CHECK(attn_gguf_find_tensor(g, "blk.0.attn_q.weight", &t) == 0 && t.type == ATTN_QT_Q4_K && memcmp(t.data, ref, t.nbytes) == 0,
+              "F32 tensor quantized as attn_quantize_rows");
+        for (int i = 0; i < R * C; i++) wf[i] = attn_f16_to_f32(wh[i]);
+        CHECK_OK(attn_quantize_rows(ref, wf, R, C, ATTN_QT_Q4_K, 1));
+        CHECK(attn_gguf_find_tensor(g, "blk.0.ffn_up.weight", &t) == 0 && t.type == ATTN_QT_Q4_K && memcmp(t.data, ref, t.nbytes) == 0,
+              "F16 tensor quantized as attn_quantize_rows of its float32 values");
+        CHECK(attn_gguf_find_tensor(g, "blk.0.attn_norm.weight", &t) == 0 && t.type == ATTN_QT_F32 && memcmp(t.data, norm, sizeof norm) == 0,
+              "norm copied");
+        attn_gguf_close(g);
+        CHECK_OK(attn_gguf_quantize(src, dst, "F16", 1, counts));
+        CHECK(counts[ATTN_QT_F16] == 2, "F16 file: both matrices F16");
+        CHECK_ERR(attn_gguf_quantize(src, dst, "Q7_K", 1, NULL), ATTN_E_INVALID);
+    }
+    unlink(src);
+    unlink(dst);
 }
 
 static attn_qtype type_of(attn_gguf *g, const char *name) {
@@ -259,6 +331,7 @@ int main(void) {
         return attn_test_finish();
     }
     test_writer();
+    test_quantize_f32();
     test_quantize_smollm2();
     char p[300];
     snprintf(p, sizeof p, "%s/w.gguf", dir);

@@ -1,7 +1,7 @@
 /* AVX2 (+FMA, F16C) products for Q5_0, Q5_1 and the K-quants on their blocks (see quant_kq.c for
- * the portable ones: the same exact integer block sums; the K-quants also the same float32
- * operations per block in the same order, so they equal the portable kernel bit for bit; Q5_0 /
- * Q5_1 sum their blocks in 8 float lanes). Only used after quant.c found avx2 and fma.
+ * the portable ones: the same exact integer block sums; prefill (M > 1) of the K-quants also the
+ * same float32 operations per block in the same order, so it equals the portable kernel bit for
+ * bit; decode and Q5_0 / Q5_1 sum in 8 float lanes). Only used after quant.c found avx2 and fma.
  *   Q5_0 / Q5_1: the 32 5-bit values are rebuilt in one register (nibbles + the qh bits spread by
  *     a byte shuffle), then vpmaddubsw / vpmaddwd against the 8-bit activation block.
  *   K-quants: a super-block is unpacked once into 256 unsigned bytes (0..63) and 16 int16 group
@@ -145,19 +145,63 @@ static inline void kunpack_q(attn__kblk *u, const uint8_t *blk, attn_qtype t) {
     }
 }
 
+/* sc, mn, d, dm of a K-quant super-block (as attn__kscales; the f16 scales through F16C) */
+static inline void kscales(attn__kblk *u, const uint8_t *blk, attn_qtype t) {
+    switch (t) {
+    case ATTN_QT_Q4_K:
+    case ATTN_QT_Q5_K: {
+        /* 6-bit scales / mins of the 8 groups (get_scale_min_k4) with 32-bit masks */
+        uint32_t a[3], sc[2], mn[2];
+        memcpy(a, blk + 4, 12);
+        sc[0] = a[0] & 0x3f3f3f3f;
+        mn[0] = a[1] & 0x3f3f3f3f;
+        sc[1] = (a[2] & 0x0f0f0f0f) | ((a[0] >> 2) & 0x30303030);
+        mn[1] = ((a[2] >> 4) & 0x0f0f0f0f) | ((a[1] >> 2) & 0x30303030);
+        const uint8_t *s8 = (const uint8_t *)sc, *m8 = (const uint8_t *)mn;
+        for (int j = 0; j < 8; j++) {
+            u->sc[2 * j] = u->sc[2 * j + 1] = s8[j];
+            u->mn[2 * j] = u->mn[2 * j + 1] = (int16_t)-m8[j];
+        }
+        u->d = h2f(blk);
+        u->dm = h2f(blk + 2);
+        return;
+    }
+    case ATTN_QT_Q6_K: {
+        const __m256i s = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
+        _mm256_storeu_si256((__m256i *)u->sc, s);
+        _mm256_storeu_si256((__m256i *)u->mn, _mm256_mullo_epi16(s, _mm256_set1_epi16(-32)));
+        u->d = u->dm = h2f(blk + 208);
+        return;
+    }
+    default: attn__kscales(u, blk, t); return;
+    }
+}
+
+static inline float hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
 static void k_dot(float *y, int64_t ldy, const attn__q8k *xq, int64_t nb, int64_t M, const uint8_t *W, size_t rb, int64_t r0,
                   int64_t r1, attn_qtype t) {
     const size_t bs = attn__qtype_block_bytes(t);
     _Alignas(32) attn__kblk u;
     __m256i scv[8];
+    /* the group scales of 32 values 32k .. 32k+31: sc[2k] in the low 8 lanes, sc[2k+1] in the high */
+    const __m256i lohi = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
     for (int64_t r = r0; r < r1; r++) {
-        for (int64_t m = 0; m < M; m++) y[m * ldy + r] = 0.0f;
+        __m256 acc1 = _mm256_setzero_ps(); /* decode: the row's sum in 8 float lanes */
+        if (M > 1)
+            for (int64_t m = 0; m < M; m++) y[m * ldy + r] = 0.0f;
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *blk = W + (size_t)r * rb + (size_t)b * bs;
-            if (M == 1 && b + 1 < nb) _mm_prefetch((const char *)(blk + bs), _MM_HINT_T0);
-            attn__kscales(&u, blk, t);
+            if (M == 1) _mm_prefetch((const char *)(blk + 2 * bs), _MM_HINT_T0);
+            kscales(&u, blk, t);
             kunpack_q(&u, blk, t);
-            for (int k = 0; k < 8; k++) scv[k] = _mm256_set_m128i(_mm_set1_epi16(u.sc[2 * k + 1]), _mm_set1_epi16(u.sc[2 * k]));
+            const __m256i sc = _mm256_loadu_si256((const __m256i *)u.sc);
+            for (int k = 0; k < 8; k++) scv[k] = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(sc, _mm256_set1_epi32(k)), lohi);
             const __m256i mn = _mm256_loadu_si256((const __m256i *)u.mn);
             for (int64_t m = 0; m < M; m++) {
                 const attn__q8k *xb = xq + m * nb + b;
@@ -167,11 +211,16 @@ static void k_dot(float *y, int64_t ldy, const attn__q8k *xq, int64_t nb, int64_
                                                            _mm256_loadu_si256((const __m256i *)(xb->q + 32 * k)));
                     acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, scv[k]));
                 }
-                const int32_t isum = hsum_i32(acc);
-                const int32_t msum = hsum_i32(_mm256_madd_epi16(mn, _mm256_loadu_si256((const __m256i *)xb->bsums)));
-                y[m * ldy + r] += (u.d * xb->d) * (float)isum + (u.dm * xb->d) * (float)msum;
+                const __m256i mv = _mm256_madd_epi16(mn, _mm256_loadu_si256((const __m256i *)xb->bsums));
+                if (M == 1) {
+                    acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(u.d * xb->d), acc1);
+                    acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mv), _mm256_set1_ps(u.dm * xb->d), acc1);
+                } else {
+                    y[m * ldy + r] += (u.d * xb->d) * (float)hsum_i32(acc) + (u.dm * xb->d) * (float)hsum_i32(mv);
+                }
             }
         }
+        if (M == 1) y[r] = hsum_ps(acc1);
     }
 }
 

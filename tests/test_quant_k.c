@@ -197,23 +197,53 @@ static void test_products(void) {
             free(y0);
             free(y1);
         }
-        /* attn_qmatmul_n over two matrices of the type equals separate products */
-        {
+        /* attn_qmatmul_n (x quantized once, one parallel region) equals separate products: two
+         * matrices of the type (rows multiples of 16: the shared path), and with 21 rows (the
+         * fallback to separate calls) */
+        for (int rows2 = 16; rows2 <= 21; rows2 += 5) {
             float x[3 * 512], a1[3 * 16], a2[3 * 21], b1[3 * 16], b2[3 * 21];
             attn_test_fill_uniform(x, 3 * 512, -1.0f, 1.0f, &seed);
             size_t rb = attn_qtype_row_bytes(ty, K);
-            attn_qmatrix ws[2] = {{ty, w, 16, K}, {ty, w + 16 * rb, 21, K}};
+            attn_qmatrix ws[2] = {{ty, w, 16, K}, {ty, w + 16 * rb, rows2, K}};
             float *const outs[2] = {b1, b2};
-            CHECK_OK(attn_qmatmul(a1, x, &ws[0], 3, 1));
-            CHECK_OK(attn_qmatmul(a2, x, &ws[1], 3, 1));
-            CHECK_OK(attn_qmatmul_n(outs, x, ws, 2, 3, 2));
-            CHECK(memcmp(a1, b1, sizeof a1) == 0 && memcmp(a2, b2, sizeof a2) == 0, "%s: qmatmul_n equals separate products", attn_qtype_name(ty));
+            for (int64_t M = 1; M <= 3; M += 2) {
+                CHECK_OK(attn_qmatmul(a1, x, &ws[0], M, 1));
+                CHECK_OK(attn_qmatmul(a2, x, &ws[1], M, 1));
+                CHECK_OK(attn_qmatmul_n(outs, x, ws, 2, M, 2));
+                CHECK(memcmp(a1, b1, sizeof(float) * 16 * M) == 0 && memcmp(a2, b2, sizeof(float) * rows2 * M) == 0,
+                      "%s: qmatmul_n equals separate products (rows 16 + %d, M=%lld)", attn_qtype_name(ty), rows2, (long long)M);
+            }
         }
         CHECK(attn_qtype_row_bytes(ty, K) == (size_t)(K / bl) * attn__qtype_block_bytes(ty) && attn_qtype_row_bytes(ty, K + 16) == 0,
               "%s: row bytes", attn_qtype_name(ty));
         printf("quant_k: %s kernel: %s\n", attn_qtype_name(ty), attn_quant_type_kernel_name(ty));
         free(wd);
         free(w);
+    }
+    /* one qmatmul_n over Q5_0, Q8_0 and Q4_1 matrices (one 32-value activation format) */
+    {
+        const attn_qtype mt[3] = {ATTN_QT_Q5_0, ATTN_QT_Q8_0, ATTN_QT_Q4_1};
+        unsigned char *mw[3];
+        attn_qmatrix ws[3];
+        float x[2 * 256], a[3][2 * 32], b[3][2 * 32];
+        float *const outs[3] = {b[0], b[1], b[2]};
+        attn_test_fill_uniform(x, 2 * 256, -1.0f, 1.0f, &seed);
+        for (int i = 0; i < 3; i++) {
+            mw[i] = random_matrix(mt[i], 32, 256, &seed, 0.05f);
+            if (mt[i] != ATTN_QT_Q5_0) { /* Q8_0 / Q4_1 scales at byte 0 (and 2) */
+                size_t bs = mt[i] == ATTN_QT_Q8_0 ? 34 : 20;
+                for (size_t k = 0; k < 32 * 8; k++) {
+                    uint16_t h = f2h(0.01f), mh = f2h(-0.02f);
+                    memcpy(mw[i] + k * bs, &h, 2);
+                    if (mt[i] == ATTN_QT_Q4_1) memcpy(mw[i] + k * bs + 2, &mh, 2);
+                }
+            }
+            ws[i] = (attn_qmatrix){mt[i], mw[i], 32, 256};
+            CHECK_OK(attn_qmatmul(a[i], x, &ws[i], 2, 1));
+        }
+        CHECK_OK(attn_qmatmul_n(outs, x, ws, 3, 2, 2));
+        CHECK(memcmp(a, b, sizeof a) == 0, "qmatmul_n over q5_0 + q8_0 + q4_1 equals separate products");
+        for (int i = 0; i < 3; i++) free(mw[i]);
     }
     /* bad arguments */
     float xx[512] = {0}, yy[4];

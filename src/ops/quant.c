@@ -370,7 +370,9 @@ int attn_qmatmul_n(float *const *y, const float *x, const attn_qmatrix *w, int c
     int same = 1;
     for (int i = 0; i < count; i++) {
         ATTN_TRY(check_matrix(&w[i], "qmatmul_n"));
-        same &= w[i].cols == w[0].cols && attn_qtype_block(w[i].type) == 32 && w[i].rows % 16 == 0 && !attn__qtype_ext(w[i].type);
+        /* one activation format for all: 32-value 8-bit blocks (Q8_0, Q4_x, Q5_x) or Q8_K (K-quants) */
+        same &= w[i].cols == w[0].cols && attn_qtype_block(w[i].type) == attn_qtype_block(w[0].type) && attn_qtype_block(w[i].type) > 1 &&
+                w[i].rows % 16 == 0;
     }
     if (!same || count > 8 || M <= 0 || w[0].cols == 0 || auto_kernel() == ATTN_QK_REFERENCE) {
         for (int i = 0; i < count; i++) ATTN_TRY(attn_qmatmul(y[i], x, &w[i], M, n_threads));
@@ -380,6 +382,8 @@ int attn_qmatmul_n(float *const *y, const float *x, const attn_qmatrix *w, int c
     const int64_t K = w[0].cols, nb = K / 32;
     for (int64_t i = 0; i < M * K; i++)
         if (!isfinite(x[i])) return attn_set_error(ATTN_E_RANGE, "qmatmul: x[%lld] is not finite", (long long)i);
+    if (attn_qtype_block(w[0].type) == 256) return attn__qmatmul_n_k(y, x, w, count, M, n_threads > 0 ? n_threads : attn_get_num_threads());
+    attn__kdot_fn kfn = attn__kdot_for(ATTN_QK_AUTO);
     attn__q8blk xq_small[XQ_STACK_BLOCKS];
     attn__q8blk *xq = M * nb <= XQ_STACK_BLOCKS ? xq_small : (attn__q8blk *)malloc(sizeof(attn__q8blk) * (size_t)(M * nb));
     if (!xq) return attn_set_error(ATTN_E_NOMEM, "qmatmul: out of memory");
@@ -396,7 +400,9 @@ int attn_qmatmul_n(float *const *y, const float *x, const attn_qmatrix *w, int c
         int64_t a = t * chunk, b = a + chunk < total ? a + chunk : total, base = 0;
         for (int i = 0; i < count && a < b; i++) {
             int64_t lo = a > base ? a - base : 0, hi = b - base < w[i].rows ? b - base : w[i].rows;
-            if (lo < hi)
+            if (lo < hi && attn__qtype_ext(w[i].type))
+                kfn(y[i], w[i].rows, xq, nb, M, (const uint8_t *)w[i].data, attn_qtype_row_bytes(w[i].type, K), lo, hi, w[i].type);
+            else if (lo < hi)
                 fn(y[i], w[i].rows, xq, nb, M, (const uint8_t *)w[i].data, attn_qtype_row_bytes(w[i].type, K), lo, hi, w[i].type);
             base += w[i].rows;
         }

@@ -64,6 +64,10 @@ int attn__qmatmul_ext(float *y, const float *x, const attn_qmatrix *w, int64_t M
 typedef void (*attn__kdot_fn)(float *y, int64_t ldy, const void *xq, int64_t nb, int64_t M, const uint8_t *W, size_t rb,
                               int64_t r0, int64_t r1, attn_qtype t);
 attn__kdot_fn attn__kdot_avx2(void); /* NULL when not compiled for x86 */
+/* the products of kernel k (AUTO: the chosen one) for the ext types */
+attn__kdot_fn attn__kdot_for(attn_qkernel k);
+/* attn_qmatmul_n for K-quant matrices (validated; x finite): x quantized to Q8_K once */
+int attn__qmatmul_n_k(float *const *y, const float *x, const attn_qmatrix *w, int count, int64_t M, int nt);
 /* 1 when kernel k resolves to the AVX2 code for the ext types */
 attn_qkernel attn__resolve_kernel(attn_qkernel k);
 void attn__quantize_row_q8(attn__q8blk *q, const float *x, int64_t nb, attn_qkernel k);

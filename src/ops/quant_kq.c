@@ -296,6 +296,36 @@ static void kdot_portable(float *y, int64_t ldy, const void *xqv, int64_t nb, in
 
 #define XQ_STACK_BYTES 12288
 
+attn__kdot_fn attn__kdot_for(attn_qkernel k) {
+    k = attn__resolve_kernel(k);
+    if ((k == ATTN_QK_AVX2 || k == ATTN_QK_AVX512VNNI) && attn__kdot_avx2()) return attn__kdot_avx2();
+    return kdot_portable;
+}
+
+int attn__qmatmul_n_k(float *const *y, const float *x, const attn_qmatrix *w, int count, int64_t M, int nt) {
+    const int64_t K = w[0].cols, nb = K / 256;
+    _Alignas(32) unsigned char small[XQ_STACK_BYTES];
+    const size_t need = (size_t)(M * nb) * sizeof(attn__q8k);
+    attn__q8k *xq = need <= sizeof small ? (attn__q8k *)(void *)small : (attn__q8k *)malloc(need);
+    if (!xq) return attn_set_error(ATTN_E_NOMEM, "qmatmul: out of memory");
+    for (int64_t m = 0; m < M; m++) attn__quantize_q8k(xq + m * nb, x + m * K, nb);
+    attn__kdot_fn fn = attn__kdot_for(ATTN_QK_AUTO);
+    int64_t total = 0;
+    for (int i = 0; i < count; i++) total += w[i].rows;
+    int64_t chunk = ((total + nt - 1) / nt + 15) / 16 * 16;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int t = 0; t < nt; t++) {
+        int64_t a = t * chunk, b = a + chunk < total ? a + chunk : total, base = 0;
+        for (int i = 0; i < count && a < b; i++) {
+            int64_t lo = a > base ? a - base : 0, hi = b - base < w[i].rows ? b - base : w[i].rows;
+            if (lo < hi) fn(y[i], w[i].rows, xq, nb, M, (const uint8_t *)w[i].data, attn_qtype_row_bytes(w[i].type, K), lo, hi, w[i].type);
+            base += w[i].rows;
+        }
+    }
+    if ((void *)xq != (void *)small) free(xq);
+    return ATTN_OK;
+}
+
 int attn__qmatmul_ext(float *y, const float *x, const attn_qmatrix *w, int64_t M, int nt, attn_qkernel k) {
     const int64_t N = w->rows, K = w->cols;
     const int kq = attn_qtype_block(w->type) == 256;
@@ -303,8 +333,7 @@ int attn__qmatmul_ext(float *y, const float *x, const attn_qmatrix *w, int64_t M
     const size_t rb = attn_qtype_row_bytes(w->type, K), xbs = kq ? sizeof(attn__q8k) : sizeof(attn__q8blk);
     const uint8_t *W = (const uint8_t *)w->data;
     k = attn__resolve_kernel(k);
-    attn__kdot_fn fn = kdot_portable;
-    if ((k == ATTN_QK_AVX2 || k == ATTN_QK_AVX512VNNI) && attn__kdot_avx2()) fn = attn__kdot_avx2();
+    attn__kdot_fn fn = attn__kdot_for(k);
     _Alignas(32) unsigned char small[XQ_STACK_BYTES];
     const size_t need = (size_t)(M * nb) * xbs;
     void *xq = need <= sizeof small ? (void *)small : malloc(need);

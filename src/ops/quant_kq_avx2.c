@@ -49,39 +49,95 @@ static inline __m256i q5_values(const uint8_t *qs, uint32_t qh) {
 }
 
 /* RT weight rows x one activation row; float32 accumulators per row (the block scale applied
- * with one FMA per block), the Q5_1 m / Q5_0 -16·d term summed in a scalar */
+ * with one FMA per block). Q5_0: the values minus 16 as signed bytes (vpsignb moves their sign
+ * onto the activations for vpmaddubsw), so that no offset term is needed; Q5_1: [d, m]·[d_x, s_x]
+ * in one multiply, the m·s_x term summed in lane 1 of a 4-lane accumulator. */
 static inline __attribute__((always_inline)) void q5_tile(float *y, const attn__q8blk *xq, int64_t nb, const uint8_t *W, size_t rb,
                                                           int64_t r, int RT, int one) {
     const size_t bs = one ? 24 : 22;
-    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i ones = _mm256_set1_epi16(1), sixteen = _mm256_set1_epi8(16);
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    float macc[4] = {0, 0, 0, 0};
+    __m128 macc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
     for (int64_t b = 0; b < nb; b++) {
         const attn__q8blk *xb = xq + b;
         const __m256i xv = _mm256_loadu_si256((const __m256i *)xb->q);
+        long long ds64;
+        memcpy(&ds64, &xb->d, 8);
+        const __m128 xds = _mm_castsi128_ps(_mm_cvtsi64_si128(ds64)); /* [d_x, s_x, 0, 0] */
         for (int i = 0; i < RT; i++) {
             const uint8_t *blk = W + (size_t)(r + i) * rb + (size_t)b * bs;
             uint32_t qh;
             memcpy(&qh, blk + 2 + 2 * one, 4);
             const __m256i q = q5_values(blk + 6 + 2 * one, qh);
-            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv), ones);
-            const float d = h2f(blk), mm = one ? h2f(blk + 2) : -16.0f * d;
-            acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * xb->d), acc[i]);
-            macc[i] += mm * xb->s;
+            if (one) {
+                uint32_t dm32;
+                memcpy(&dm32, blk, 4);
+                const __m128 p = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dm32)), xds); /* [d·d_x, m·s_x] */
+                const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv), ones);
+                acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_broadcastss_ps(p), acc[i]);
+                macc[i] = _mm_add_ps(macc[i], p);
+            } else {
+                const __m256i qs = _mm256_sub_epi8(q, sixteen);
+                const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(qs, qs), _mm256_sign_epi8(xv, qs)), ones);
+                acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(h2f(blk) * xb->d), acc[i]);
+            }
         }
     }
     for (int i = 0; i < RT; i++) {
         __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(acc[i]), _mm256_extractf128_ps(acc[i], 1));
         s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
         s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
-        y[r + i] = _mm_cvtss_f32(s4) + macc[i];
+        y[r + i] = _mm_cvtss_f32(s4) + (one ? _mm_cvtss_f32(_mm_shuffle_ps(macc[i], macc[i], 1)) : 0.0f);
+    }
+}
+
+/* prefill: one weight row x 4 activation rows, each block's 5-bit values rebuilt once */
+static inline __attribute__((always_inline)) void q5_tile_m4(float *y, int64_t ldy, const attn__q8blk *xq, int64_t nb, const uint8_t *W,
+                                                             size_t rb, int64_t r, int64_t m0, int one) {
+    const size_t bs = one ? 24 : 22;
+    const __m256i ones = _mm256_set1_epi16(1), sixteen = _mm256_set1_epi8(16);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    float macc[4] = {0, 0, 0, 0};
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = W + (size_t)r * rb + (size_t)b * bs;
+        uint32_t qh;
+        memcpy(&qh, blk + 2 + 2 * one, 4);
+        __m256i q = q5_values(blk + 6 + 2 * one, qh), sq = q;
+        if (!one) {
+            sq = _mm256_sub_epi8(q, sixteen);
+            q = _mm256_sign_epi8(sq, sq);
+        }
+        const float d = h2f(blk), mm = one ? h2f(blk + 2) : 0.0f;
+        for (int j = 0; j < 4; j++) {
+            const attn__q8blk *xb = xq + (m0 + j) * nb + b;
+            __m256i xv = _mm256_loadu_si256((const __m256i *)xb->q);
+            if (!one) xv = _mm256_sign_epi8(xv, sq);
+            const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv), ones);
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(d * xb->d), acc[j]);
+            if (one) macc[j] += mm * xb->s;
+        }
+    }
+    for (int j = 0; j < 4; j++) {
+        __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(acc[j]), _mm256_extractf128_ps(acc[j], 1));
+        s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+        s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
+        y[(m0 + j) * ldy + r] = _mm_cvtss_f32(s4) + macc[j];
     }
 }
 
 static void q5_dot(float *y, int64_t ldy, const attn__q8blk *xq, int64_t nb, int64_t M, const uint8_t *W, size_t rb, int64_t r0,
                    int64_t r1, attn_qtype t) {
     const int one = t == ATTN_QT_Q5_1;
-    for (int64_t m = 0; m < M; m++) {
+    int64_t m4 = 0;
+    /* weight rows in groups of 16 so that they stay in L1 while the activation rows pass */
+    for (int64_t g = r0; M >= 4 && g < r1; g += 16)
+        for (int64_t m = 0; m + 4 <= M; m += 4)
+            for (int64_t r = g; r < (g + 16 < r1 ? g + 16 : r1); r++) {
+                if (one) q5_tile_m4(y, ldy, xq, nb, W, rb, r, m, 1);
+                else q5_tile_m4(y, ldy, xq, nb, W, rb, r, m, 0);
+            }
+    m4 = M / 4 * 4;
+    for (int64_t m = m4; m < M; m++) {
         int64_t r = r0;
         if (one) {
             for (; r + 4 <= r1; r += 4) q5_tile(y + m * ldy, xq + m * nb, nb, W, rb, r, 4, 1);

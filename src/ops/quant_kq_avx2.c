@@ -201,35 +201,42 @@ static inline void kunpack_q(attn__kblk *u, const uint8_t *blk, attn_qtype t) {
     }
 }
 
-/* sc, mn, d, dm of a K-quant super-block (as attn__kscales; the f16 scales through F16C) */
-static inline void kscales(attn__kblk *u, const uint8_t *blk, attn_qtype t) {
+/* the 16 group scales and offset coefficients of a K-quant super-block as int16 vectors, and
+ * d, dm (as attn__kscales; in registers: no store / reload of 16-bit lanes; f16 through F16C) */
+static inline void kscales(__m256i *sc, __m256i *mn, float *d, float *dm, const uint8_t *blk, attn_qtype t) {
     switch (t) {
     case ATTN_QT_Q4_K:
     case ATTN_QT_Q5_K: {
-        /* 6-bit scales / mins of the 8 groups (get_scale_min_k4) with 32-bit masks */
-        uint32_t a[3], sc[2], mn[2];
+        /* 6-bit scales / mins of the 8 groups of 32 (get_scale_min_k4) with 32-bit masks */
+        uint32_t a[3], v[4];
         memcpy(a, blk + 4, 12);
-        sc[0] = a[0] & 0x3f3f3f3f;
-        mn[0] = a[1] & 0x3f3f3f3f;
-        sc[1] = (a[2] & 0x0f0f0f0f) | ((a[0] >> 2) & 0x30303030);
-        mn[1] = ((a[2] >> 4) & 0x0f0f0f0f) | ((a[1] >> 2) & 0x30303030);
-        const uint8_t *s8 = (const uint8_t *)sc, *m8 = (const uint8_t *)mn;
-        for (int j = 0; j < 8; j++) {
-            u->sc[2 * j] = u->sc[2 * j + 1] = s8[j];
-            u->mn[2 * j] = u->mn[2 * j + 1] = (int16_t)-m8[j];
-        }
-        u->d = h2f(blk);
-        u->dm = h2f(blk + 2);
+        v[0] = a[0] & 0x3f3f3f3f;
+        v[1] = (a[2] & 0x0f0f0f0f) | ((a[0] >> 2) & 0x30303030);
+        v[2] = a[1] & 0x3f3f3f3f;
+        v[3] = ((a[2] >> 4) & 0x0f0f0f0f) | ((a[1] >> 2) & 0x30303030);
+        const __m128i b8 = _mm_loadu_si128((const __m128i *)v); /* sc[0..7], m[0..7] as bytes */
+        const __m128i s16 = _mm_cvtepu8_epi16(b8), m16 = _mm_cvtepu8_epi16(_mm_srli_si128(b8, 8));
+        /* each 32-group's value for its two 16-groups */
+        *sc = _mm256_set_m128i(_mm_unpackhi_epi16(s16, s16), _mm_unpacklo_epi16(s16, s16));
+        *mn = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16)));
+        *d = h2f(blk);
+        *dm = h2f(blk + 2);
         return;
     }
-    case ATTN_QT_Q6_K: {
-        const __m256i s = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
-        _mm256_storeu_si256((__m256i *)u->sc, s);
-        _mm256_storeu_si256((__m256i *)u->mn, _mm256_mullo_epi16(s, _mm256_set1_epi16(-32)));
-        u->d = u->dm = h2f(blk + 208);
+    case ATTN_QT_Q6_K:
+        *sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
+        *mn = _mm256_mullo_epi16(*sc, _mm256_set1_epi16(-32));
+        *d = *dm = h2f(blk + 208);
+        return;
+    default: {
+        _Alignas(32) attn__kblk u;
+        attn__kscales(&u, blk, t);
+        *sc = _mm256_load_si256((const __m256i *)u.sc);
+        *mn = _mm256_load_si256((const __m256i *)u.mn);
+        *d = u.d;
+        *dm = u.dm;
         return;
     }
-    default: attn__kscales(u, blk, t); return;
     }
 }
 
@@ -254,11 +261,10 @@ static void k_dot(float *y, int64_t ldy, const attn__q8k *xq, int64_t nb, int64_
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *blk = W + (size_t)r * rb + (size_t)b * bs;
             if (M == 1) _mm_prefetch((const char *)(blk + 2 * bs), _MM_HINT_T0);
-            kscales(&u, blk, t);
+            __m256i sc, mn;
+            kscales(&sc, &mn, &u.d, &u.dm, blk, t);
             kunpack_q(&u, blk, t);
-            const __m256i sc = _mm256_loadu_si256((const __m256i *)u.sc);
             for (int k = 0; k < 8; k++) scv[k] = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(sc, _mm256_set1_epi32(k)), lohi);
-            const __m256i mn = _mm256_loadu_si256((const __m256i *)u.mn);
             for (int64_t m = 0; m < M; m++) {
                 const attn__q8k *xb = xq + m * nb + b;
                 __m256i acc = _mm256_setzero_si256();

@@ -46,6 +46,10 @@
  * (attn_quant_kernel_name says which); ATTN_QUANT_KERNEL=portable|avx2|avx512vnni in the
  * environment forces one (if the CPU has it). The AVX-512 VNNI kernel is compiled but has not
  * been run on hardware yet, so it is used only when forced that way (or attn_quant_set_kernel).
+ * Q5_0 / Q5_1 and the K-quants have AVX2 and portable kernels (the AVX2 one also serves when
+ * avx512vnni is chosen; attn_quant_type_kernel_name says which runs for a type).
+ * tests/test_quant_k.c checks the new types (dequantization equal to gguf.quants bit for bit,
+ * products within the 8-bit activation bound, AVX2 vs portable).
  */
 #ifndef ATTN_QUANT_H
 #define ATTN_QUANT_H

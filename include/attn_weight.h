@@ -4,8 +4,8 @@
  * An attn_weight is a view (it owns nothing) of a matrix W [rows, cols] = [out_features,
  * in_features] (PyTorch nn.Linear layout) with an optional bias [rows], stored as
  *   - float32, float16 or bfloat16 rows (ATTN_QT_F32 / F16 / BF16),
- *   - GGML blocks of 32 values (ATTN_QT_Q8_0 / Q4_0 / Q4_1, see attn_quant.h), mmap'ed and never
- *     expanded,
+ *   - GGML blocks (ATTN_QT_Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 of 32 values, the K-quants Q2_K ..
+ *     Q6_K of 256; see attn_quant.h), mmap'ed and never expanded,
  *   - CTranslate2 int8 (ATTN_QT_I8): int8 q [rows, cols] with a per-row scale, W = q / scale
  *     (CTranslate2's "weight" and "weight_scale" variables).
  * Its product y[M, rows] = act(x[M, cols] · Wᵀ + b) runs the kernel the type and `kernel` pick:

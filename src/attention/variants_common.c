@@ -205,10 +205,7 @@ ATTN__VCLONES void attn__velu1(float *x, int64_t n) {
 /* ---------------------------------------------------------------- context */
 
 void attn__vctx_free(attn__vctx *c) {
-    free(c->simple);
-    free(c->valid);
-    free(c->span_lo);
-    free(c->span_hi);
+    ATTN_FREE_ALL(c->simple, c->valid, c->span_lo, c->span_hi);
     memset(c, 0, sizeof *c);
 }
 

@@ -237,16 +237,7 @@ int attn__variant_linear(attn_tensor *out, attn_tensor *weights, const attn_tens
                 for (int64_t g = 0; g < group; g++) attn__lin_weights(weights, q, k, c, b, hk * group + g, phik, t1);
             }
         }
-        free(S);
-        free(z);
-        free(t1);
-        free(t2);
-        free(kb);
-        free(vb);
-        free(Sc);
-        free(ob);
-        free(icdb);
-        free(phik);
+        ATTN_FREE_ALL(S, z, t1, t2, kb, vb, Sc, ob, icdb, phik);
     }
     if (failed) return attn_set_error(ATTN_E_NOMEM, "linear: out of memory");
     return ATTN_OK;

@@ -331,20 +331,7 @@ int attn__variant_performer(attn_tensor *out, attn_tensor *weights, const attn_t
                 }
             }
         }
-        free(fk.x);
-        free(fk.proj);
-        free(fk.hn);
-        free(fq.x);
-        free(fq.proj);
-        free(fq.hn);
-        free(vb);
-        free(ob);
-        free(Sc);
-        free(S);
-        free(z);
-        free(num);
-        free(phik_all);
-        free(wrow);
+        ATTN_FREE_ALL(fk.x, fk.proj, fk.hn, fq.x, fq.proj, fq.hn, vb, ob, Sc, S, z, num, phik_all, wrow);
     }
     free(omega);
     if (failed) return attn_set_error(ATTN_E_NOMEM, "performer: out of memory");

@@ -38,16 +38,7 @@ static int attn__grow(float **p, size_t *cap, size_t n) {
 }
 
 static void attn__sp_ws_free(attn__sp_ws *w) {
-    free(w->q);
-    free(w->k);
-    free(w->v);
-    free(w->s);
-    free(w->o);
-    free(w->rr);
-    free(w->rn);
-    free(w->u);
-    free(w->uoff);
-    free(w->blk);
+    ATTN_FREE_ALL(w->q, w->k, w->v, w->s, w->o, w->rr, w->rn, w->u, w->uoff, w->blk);
     memset(w, 0, sizeof *w);
 }
 

@@ -1,5 +1,6 @@
 /* Chained-block bump allocator (see attn_core.h). */
 #include "attn_core.h"
+#include "core/internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -100,4 +101,8 @@ float *attn_arena_alloc_f32_uninit(attn_arena *a, size_t n) {
         return NULL;
     }
     return (float *)attn_arena_alloc(a, n * sizeof(float));
+}
+
+void attn__free_each(void *const *ptrs, size_t n) {
+    for (size_t i = 0; i < n; i++) free(ptrs[i]);
 }

@@ -4,6 +4,7 @@
 
 #include "attn_core.h"
 #include "core/cpu.h" /* attn__cpu_has: every SIMD dispatcher asks the CPU through it */
+#include <stddef.h>
 #include <stdint.h>
 
 /* Propagate a failing status: ATTN_TRY(expr) returns expr's status when negative. */
@@ -12,6 +13,13 @@
         int attn__rc = (expr);    \
         if (attn__rc < 0) return attn__rc; \
     } while (0)
+
+/* Release every pointer of a list with free() (NULL entries are fine, as for free()): one call for
+ * the release functions of structs that own several malloc'ed buffers, e.g.
+ * ATTN_FREE_ALL(c->k, c->v, c->len). Pointers to const need a cast to void *. */
+void attn__free_each(void *const *ptrs, size_t n);
+#define ATTN_FREE_ALL(...) \
+    attn__free_each((void *const[]){__VA_ARGS__}, sizeof((void *const[]){__VA_ARGS__}) / sizeof(void *))
 
 /* attn__blas_init: put OpenBLAS in single-thread mode once (see core/threads.c); called by
  * attn_get_num_threads / attn_set_num_threads, so any path that asks for a thread count is covered. */

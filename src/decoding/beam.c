@@ -97,10 +97,7 @@ static void attn__dstate_free(attn__dstate *s) {
         if (s->att) free(s->att[r]);
         if (s->att_new) free(s->att_new[r]);
     }
-    free(s->seq);
-    free(s->seq_new);
-    free(s->att);
-    free(s->att_new);
+    ATTN_FREE_ALL(s->seq, s->seq_new, s->att, s->att_new);
 }
 
 /* Built-in logits processors (before the softmax). */
@@ -314,14 +311,7 @@ static int attn__greedy(attn_decode_result *results, attn__dstate *s, const int3
         N = n_keep;
     }
 done:
-    free(logits);
-    free(attn);
-    free(ids);
-    free(item);
-    free(keep);
-    free(keep_item);
-    free(score);
-    free(hlen);
+    ATTN_FREE_ALL(logits, attn, ids, item, keep, keep_item, score, hlen);
     return rc;
 }
 
@@ -504,18 +494,7 @@ static int attn__beam(attn_decode_result *results, attn__dstate *s, const int32_
         (void)items;
     }
 done:
-    free(logits);
-    free(attn);
-    free(ids);
-    free(row_item);
-    free(cum);
-    free(cum_new);
-    free(src);
-    free(new_item);
-    free(new_ids);
-    free(cand);
-    free(items);
-    free(top_done);
+    ATTN_FREE_ALL(logits, attn, ids, row_item, cum, cum_new, src, new_item, new_ids, cand, items, top_done);
     return rc;
 }
 

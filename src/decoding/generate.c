@@ -61,10 +61,7 @@ void attn_generation_free(attn_generation *g) {
     if (!g) return;
     attn_sampler_free(g->smp);
     attn_token_list_free(&g->own);
-    free(g->logits);
-    free(g->piece);
-    free(g->pend);
-    free(g->out);
+    ATTN_FREE_ALL(g->logits, g->piece, g->pend, g->out);
     free(g);
 }
 

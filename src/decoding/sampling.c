@@ -95,10 +95,7 @@ int attn_sampler_create(attn_sampler **out, const attn_sampler_params *p, int64_
 
 void attn_sampler_free(attn_sampler *s) {
     if (!s) return;
-    free(s->banned);
-    free(s->seen);
-    free(s->idx);
-    free(s->prob);
+    ATTN_FREE_ALL(s->banned, s->seen, s->idx, s->prob);
     free(s);
 }
 

@@ -277,12 +277,7 @@ void attn_ct2_close(attn_ct2_file *f) {
         if (f->alias_names) free(f->alias_names[i]);
         if (f->alias_targets) free(f->alias_targets[i]);
     }
-    free(f->alias_names);
-    free(f->alias_targets);
-    free(f->alias_index);
-    free(f->vars);
-    free(f->names);
-    free(f->spec);
+    ATTN_FREE_ALL(f->alias_names, f->alias_targets, f->alias_index, f->vars, f->names, f->spec);
     free(f);
 }
 

@@ -493,12 +493,7 @@ void attn_safetensors_close(attn_safetensors *st) {
     if (!st) return;
     if (st->map) munmap(st->map, st->map_size);
     cJSON_Delete(st->root);
-    free(st->entries);
-    free(st->by_name);
-    free(st->dims);
-    free((void *)st->meta_keys);
-    free((void *)st->meta_vals);
-    free(st->meta_sorted);
+    ATTN_FREE_ALL(st->entries, st->by_name, st->dims, (void *)st->meta_keys, (void *)st->meta_vals, st->meta_sorted);
     free(st);
 }
 

@@ -45,12 +45,7 @@ int attn_kv_create(attn_kv **out, int64_t n_layers, int64_t n_slots, int64_t max
 
 void attn_kv_free(attn_kv *c) {
     if (!c) return;
-    free(c->k);
-    free(c->v);
-    free(c->k2);
-    free(c->v2);
-    free(c->len);
-    free(c->len2);
+    ATTN_FREE_ALL(c->k, c->v, c->k2, c->v2, c->len, c->len2);
     free(c);
 }
 

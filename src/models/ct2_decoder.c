@@ -81,11 +81,7 @@ void attn__ct2_dec_free(attn__ct2_dec *d) {
     if (!d) return;
     attn_kv_free(d->kv);
     attn_arena_free(&d->arena);
-    free(d->cross_kv);
-    free(d->src_len);
-    free(d->row_item);
-    free(d->x);
-    free(d->w_last);
+    ATTN_FREE_ALL(d->cross_kv, d->src_len, d->row_item, d->x, d->w_last);
     memset(d, 0, sizeof *d);
 }
 

@@ -60,11 +60,7 @@ double attn__ct2_attr(const attn_ct2_file *f, const char *name, double def) {
 
 void attn__ct2_lin_free(attn__ct2_lin *l) {
     if (!l) return;
-    free(l->wf);
-    free(l->scale);
-    free(l->b);
-    free(l->q);
-    free(l->comp);
+    ATTN_FREE_ALL(l->wf, l->scale, l->b, l->q, l->comp);
     memset(l, 0, sizeof *l);
 }
 

@@ -171,14 +171,7 @@ int attn__wp_build(attn_tokenizer *t, const tok_entry *e, size_t n, const tok_ad
 
 void attn_tokenizer_free(attn_tokenizer *t) {
     if (!t) return;
-    free(t->blob);
-    free((void *)t->id_tok);
-    free((void *)t->key);
-    free(t->key_len);
-    free(t->key_id);
-    free(t->key_model);
-    free(t->added);
-    free(t->prefix);
+    ATTN_FREE_ALL(t->blob, (void *)t->id_tok, (void *)t->key, t->key_len, t->key_id, t->key_model, t->added, t->prefix);
     free(t);
 }
 
@@ -523,14 +516,7 @@ int attn_tokenizer_encode(const attn_tokenizer *t, const char *text, size_t text
                             (long long)cap);
 done:
     attn__norm_free(&ns);
-    free(st.wc);
-    free(st.ws);
-    free(st.we);
-    free(st.wbytes);
-    free(st.wpos);
-    free(st.cand);
-    free(st.pid);
-    free(st.pchar);
+    ATTN_FREE_ALL(st.wc, st.ws, st.we, st.wbytes, st.wpos, st.cand, st.pid, st.pchar);
     return rc;
 }
 

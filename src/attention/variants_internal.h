@@ -51,6 +51,13 @@ int64_t attn__row_class(const attn__vctx *c, int64_t b, int64_t i);
 /* 1 if query row i of batch row b is a global row (longformer / bigbird: sees all keys). */
 int attn__row_is_global(const attn__vctx *c, int64_t b, int64_t i);
 
+/* A worker thread's failure (out of memory) recorded in the shared flag of a parallel region:
+ * an atomic write, as any thread may set it while others read it. */
+static inline void attn__set_failed(int *failed) {
+#pragma omp atomic write
+    *failed = 1;
+}
+
 /* Key j (of batch row b) visible to query (b, h, i) as far as validity and user mask go;
  * *bias receives the additive float-mask value (0 otherwise). */
 static inline int attn__key_ok(const attn__vctx *c, int64_t b, int64_t h, int64_t i, int64_t j, float *bias) {

@@ -122,10 +122,7 @@ int attn__variant_linear(attn_tensor *out, attn_tensor *weights, const attn_tens
         float *icdb = causal ? NULL : (float *)malloc(sizeof(float) * (size_t)(D + 1));
         double *phik = weights ? (double *)malloc(sizeof(double) * (size_t)(Lk * D + 1)) : NULL;
         int ok = S && z && t1 && t2 && (causal || (kb && vb && Sc && ob && icdb)) && (!weights || phik);
-        if (!ok) {
-#pragma omp atomic write
-            failed = 1;
-        }
+        if (!ok) attn__set_failed(&failed);
 #pragma omp for schedule(dynamic, 1)
         for (int64_t it = 0; it < items; it++) {
             if (!ok) continue;

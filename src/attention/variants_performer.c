@@ -203,10 +203,7 @@ int attn__variant_performer(attn_tensor *out, attn_tensor *weights, const attn_t
         float *wrow = weights ? (float *)malloc(sizeof(float) * (size_t)(CK * Lk + 1)) : NULL;
         int ok = fk.x && fk.proj && fk.hn && fq.x && fq.proj && fq.hn && vb && ob && Sc && S && z && num &&
                  (!weights || (phik_all && wrow));
-        if (!ok) {
-#pragma omp atomic write
-            failed = 1;
-        }
+        if (!ok) attn__set_failed(&failed);
 #pragma omp for schedule(dynamic, 1)
         for (int64_t it = 0; it < items; it++) {
             if (!ok) continue;

@@ -37,6 +37,22 @@ static int attn__grow(float **p, size_t *cap, size_t n) {
     return 1;
 }
 
+/* The rows of t (keys or values, width D) of the union ranges w->u[0..nu) for (b, hk), nk rows in
+ * all: used in place when the union is one range of unit-stride rows (a sliding window, a global
+ * row; *ld = t's row stride), else gathered into *buf (grown to nk x D; *ld unchanged).
+ * NULL when *buf cannot grow (out of memory). */
+static const float *attn__sp_rows(float **buf, size_t *cap, const attn_tensor *t, const attn__sp_ws *w, int64_t b,
+                                  int64_t hk, int64_t nu, int64_t nk, int64_t D, int64_t *ld) {
+    if (nu == 1 && t->stride[3] == 1 && t->stride[2] >= D && t->stride[2] <= INT32_MAX) {
+        *ld = t->stride[2];
+        return (const float *)t->data + b * t->stride[0] + hk * t->stride[1] + w->u[0].lo * t->stride[2];
+    }
+    if (!attn__grow(buf, cap, (size_t)(nk * D) + 1)) return NULL;
+    for (int64_t a = 0; a < nu; a++)
+        attn__gather_rows(*buf + w->uoff[a] * D, t, b, hk, w->u[a].lo, w->u[a].hi - w->u[a].lo, D);
+    return *buf;
+}
+
 static void attn__sp_ws_free(attn__sp_ws *w) {
     ATTN_FREE_ALL(w->q, w->k, w->v, w->s, w->o, w->rr, w->rn, w->u, w->uoff, w->blk);
     memset(w, 0, sizeof *w);
@@ -82,24 +98,9 @@ static int attn__sp_tile(attn__sp_ws *w, attn_tensor *out, attn_tensor *weights,
     if (nk > 0) {
         attn__gather_rows(w->q, q, b, h, i0, nt, D);
         attn__vscale(w->q, nt * D, scale); /* scores come out scaled */
-        if (nu == 1 && k->stride[3] == 1 && k->stride[2] >= D && k->stride[2] <= INT32_MAX) {
-            kp = (const float *)k->data + b * k->stride[0] + hk * k->stride[1] + w->u[0].lo * k->stride[2];
-            ldk = k->stride[2];
-        } else {
-            if (!attn__grow(&w->k, &w->ck, (size_t)(nk * D) + 1)) return -1;
-            kp = w->k;
-            for (int64_t a = 0; a < nu; a++)
-                attn__gather_rows(w->k + w->uoff[a] * D, k, b, hk, w->u[a].lo, w->u[a].hi - w->u[a].lo, D);
-        }
-        if (nu == 1 && v->stride[3] == 1 && v->stride[2] >= Dv && v->stride[2] <= INT32_MAX) {
-            vp = (const float *)v->data + b * v->stride[0] + hk * v->stride[1] + w->u[0].lo * v->stride[2];
-            ldv = v->stride[2];
-        } else {
-            if (!attn__grow(&w->v, &w->cv, (size_t)(nk * Dv) + 1)) return -1;
-            vp = w->v;
-            for (int64_t a = 0; a < nu; a++)
-                attn__gather_rows(w->v + w->uoff[a] * Dv, v, b, hk, w->u[a].lo, w->u[a].hi - w->u[a].lo, Dv);
-        }
+        kp = attn__sp_rows(&w->k, &w->ck, k, w, b, hk, nu, nk, D, &ldk);
+        vp = attn__sp_rows(&w->v, &w->cv, v, w, b, hk, nu, nk, Dv, &ldv);
+        if (!kp || !vp) return -1;
         if (D > 0)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nt, (int)nk, (int)D, 1.0f, w->q, (int)D, kp,
                         (int)(ldk > 0 ? ldk : 1), 0.0f, S, (int)nk);
@@ -168,10 +169,7 @@ int attn__variant_sparse(attn_tensor *out, attn_tensor *weights, const attn_tens
     {
         attn__sp_ws ws;
         int ok = attn__sp_ws_init(&ws, c);
-        if (!ok) {
-#pragma omp atomic write
-            failed = 1;
-        }
+        if (!ok) attn__set_failed(&failed);
 #pragma omp for schedule(dynamic, 1)
         for (int64_t it = 0; it < items; it++) {
             if (!ok) continue;
@@ -185,8 +183,7 @@ int attn__variant_sparse(attn_tensor *out, attn_tensor *weights, const attn_tens
                 while (n < tmax && i + n < r1 && attn__row_class(c, b, i + n) == cls) n++;
                 if (attn__sp_tile(&ws, out, weights, q, k, v, c, b, h, i, n, scale) < 0) {
                     ok = 0;
-#pragma omp atomic write
-                    failed = 1;
+                    attn__set_failed(&failed);
                 }
                 i += n;
             }

@@ -233,12 +233,7 @@ int attn_tensor_convert(attn_tensor *dst, const attn_tensor *src) {
         return attn_set_error(ATTN_E_DTYPE, "attn_tensor_convert: %s -> %s (float32, bfloat16 and float16 only)",
                               attn_dtype_name(src->dtype), attn_dtype_name(dst->dtype));
     if (dst->dtype == src->dtype) return attn_tensor_copy(dst, src);
-    if (dst->ndim != src->ndim)
-        return attn_set_error(ATTN_E_SHAPE, "attn_tensor_convert: %d-D vs %d-D", dst->ndim, src->ndim);
-    for (int i = 0; i < dst->ndim; i++)
-        if (dst->shape[i] != src->shape[i])
-            return attn_set_error(ATTN_E_SHAPE, "attn_tensor_convert: extent %d differs (%lld vs %lld)", i,
-                                  (long long)dst->shape[i], (long long)src->shape[i]);
+    ATTN_TRY(attn__check_same_shape(dst, src, "attn_tensor_convert"));
     int64_t n = attn_tensor_numel(src);
     if (n == 0) return ATTN_OK;
     if (src->ndim == 0) {

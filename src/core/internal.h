@@ -43,6 +43,10 @@ int attn__is_float_dtype(attn_dtype dt);
 void attn__convert_rows(void *dst, attn_dtype ddt, int64_t drs, int64_t dcs, const void *src, attn_dtype sdt,
                         int64_t srs, int64_t scs, int64_t nrows, int64_t ncols);
 
+/* attn__check_same_shape: ATTN_OK when dst and src have the same rank and extents, else
+ * ATTN_E_SHAPE "WHO: 2-D vs 3-D" / "WHO: extent I differs (A vs B)" (who: the public function). */
+int attn__check_same_shape(const attn_tensor *dst, const attn_tensor *src, const char *who);
+
 /* One element of a float tensor (F32, BF16 or F16) as float32, and the reverse (RNE). */
 static inline float attn__load_f32(const void *p, attn_dtype dt) {
     if (dt == ATTN_F32) return *(const float *)p;

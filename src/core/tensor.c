@@ -1,5 +1,6 @@
 /* Tensor views: construction, transposes, head split/merge, strided copy. */
 #include "attn_core.h"
+#include "core/internal.h"
 
 #include <string.h>
 
@@ -187,17 +188,22 @@ int64_t attn_tensor_offset(const attn_tensor *t, const int64_t *idx) {
     return o;
 }
 
+/* See core/internal.h. */
+int attn__check_same_shape(const attn_tensor *dst, const attn_tensor *src, const char *who) {
+    if (dst->ndim != src->ndim) return attn_set_error(ATTN_E_SHAPE, "%s: %d-D vs %d-D", who, dst->ndim, src->ndim);
+    for (int i = 0; i < dst->ndim; i++)
+        if (dst->shape[i] != src->shape[i])
+            return attn_set_error(ATTN_E_SHAPE, "%s: extent %d differs (%lld vs %lld)", who, i, (long long)dst->shape[i],
+                                  (long long)src->shape[i]);
+    return ATTN_OK;
+}
+
 int attn_tensor_copy(attn_tensor *dst, const attn_tensor *src) {
     if (!dst || !src) return attn_set_error(ATTN_E_INVALID, "attn_tensor_copy: NULL argument");
     if (dst->dtype != src->dtype)
         return attn_set_error(ATTN_E_DTYPE, "attn_tensor_copy: dtype %s vs %s", attn_dtype_name(dst->dtype),
                               attn_dtype_name(src->dtype));
-    if (dst->ndim != src->ndim)
-        return attn_set_error(ATTN_E_SHAPE, "attn_tensor_copy: %d-D vs %d-D", dst->ndim, src->ndim);
-    for (int i = 0; i < dst->ndim; i++)
-        if (dst->shape[i] != src->shape[i])
-            return attn_set_error(ATTN_E_SHAPE, "attn_tensor_copy: extent %d differs (%lld vs %lld)", i,
-                                  (long long)dst->shape[i], (long long)src->shape[i]);
+    ATTN_TRY(attn__check_same_shape(dst, src, "attn_tensor_copy"));
     int64_t n = attn_tensor_numel(src);
     if (n == 0) return ATTN_OK;
     size_t es = attn_dtype_size(src->dtype);

@@ -1,6 +1,7 @@
 """Errors, NumPy <-> attn_tensor conversion and threads (internal helpers of the package)."""
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, Optional, Tuple, Type
 
 import numpy as np
@@ -212,3 +213,18 @@ def check_float(value: Any, name: str, fn: str) -> float:
     if not np.isfinite(v):
         raise ValueError(f"{fn}: {name} must be finite, got {v}")
     return v
+
+
+def load_model(model_dir: Any, owner: str, ctype: str, load: Any, free: Any) -> Any:
+    """Open a model directory with a libattn loader ``load(ctype **out, const char *path)``
+    and return the handle, released by ``free`` when it is garbage-collected.
+
+    Raises ValueError "OWNER: model_dir contains a NUL character", else what raise_for
+    maps the loader's status to (OSError for a missing file, ValueError, MemoryError ...).
+    """
+    path = os.fsencode(os.fspath(model_dir))
+    if b"\x00" in path:
+        raise ValueError(f"{owner}: model_dir contains a NUL character")
+    pp = ffi.new(ctype + " **")
+    raise_for(load(pp, path))
+    return ffi.gc(pp[0], free)

@@ -8,7 +8,7 @@ from typing import Any, Dict, Iterable, List, Tuple, Union
 
 import numpy as np
 
-from ._core import check_int, raise_for
+from ._core import check_int, load_model, raise_for
 from ._ffi import ffi, lib
 
 _POOLING = {0: "mean", 1: "cls", 2: "max"}
@@ -39,12 +39,7 @@ class Embedder:
     """
 
     def __init__(self, model_dir: Union[str, "os.PathLike[str]"]):
-        path = os.fsencode(os.fspath(model_dir))
-        if b"\x00" in path:
-            raise ValueError("Embedder: model_dir contains a NUL character")
-        pp = ffi.new("attn_bert **")
-        raise_for(lib.attn_bert_load(pp, path))
-        self._m = ffi.gc(pp[0], lib.attn_bert_free)
+        self._m = load_model(model_dir, "Embedder", "attn_bert", lib.attn_bert_load, lib.attn_bert_free)
         self._tok = lib.attn_bert_tokenizer(self._m)
         c = lib.attn_bert_get_config(self._m)
         self.model_dir = os.fspath(model_dir)

@@ -8,7 +8,7 @@ from typing import Any, List, Optional, Sequence, Union
 
 import numpy as np
 
-from ._core import check_float, check_int, raise_for
+from ._core import check_float, check_int, load_model, raise_for
 from ._ffi import ffi, lib
 
 Tokens = Union[str, Sequence[str]]
@@ -67,12 +67,8 @@ class Translator:
     """
 
     def __init__(self, model_dir: Union[str, "os.PathLike[str]"]):
-        path = os.fsencode(os.fspath(model_dir))
-        if b"\x00" in path:
-            raise ValueError("Translator: model_dir contains a NUL character")
-        pp = ffi.new("attn_translator **")
-        raise_for(lib.attn_translator_load(pp, path))
-        self._m = ffi.gc(pp[0], lib.attn_translator_free)
+        self._m = load_model(model_dir, "Translator", "attn_translator", lib.attn_translator_load,
+                             lib.attn_translator_free)
         c = lib.attn_translator_get_config(self._m)
         self.model_dir = os.fspath(model_dir)
         self.config = {

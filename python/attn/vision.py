@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Sequence, Tuple, Union
 
 import numpy as np
 
-from ._core import check_int, raise_for
+from ._core import check_int, load_model, raise_for
 from ._ffi import ffi, lib
 
 Image = Union[str, "os.PathLike[str]", np.ndarray]
@@ -31,12 +31,7 @@ class ImageClassifier:
     """
 
     def __init__(self, model_dir: Union[str, "os.PathLike[str]"]):
-        path = os.fsencode(os.fspath(model_dir))
-        if b"\x00" in path:
-            raise ValueError("ImageClassifier: model_dir contains a NUL character")
-        pp = ffi.new("attn_vit **")
-        raise_for(lib.attn_vit_load(pp, path))
-        self._m = ffi.gc(pp[0], lib.attn_vit_free)
+        self._m = load_model(model_dir, "ImageClassifier", "attn_vit", lib.attn_vit_load, lib.attn_vit_free)
         c = lib.attn_vit_get_config(self._m)
         self.model_dir = os.fspath(model_dir)
         self.config: Dict[str, Any] = {

@@ -439,6 +439,16 @@ static int added_match(const attn_tokenizer *t, const char *text, size_t len, si
     return best;
 }
 
+/* Decode the character at byte i of the validated text u[len] and feed it to the normaliser;
+ * returns its length in bytes. */
+static size_t norm_feed_char(norm_stream *ns, const unsigned char *u, size_t len, size_t i) {
+    int32_t c;
+    int n = attn__utf8_decode(u, len, i, &c);
+    if (n <= 0) n = 1, c = 0xFFFD; /* unreachable: the text was validated */
+    attn__norm_feed(ns, c, i, i + (size_t)n);
+    return (size_t)n;
+}
+
 int attn_tokenizer_encode(const attn_tokenizer *t, const char *text, size_t text_len, int add_special,
                           int64_t max_len, int32_t *ids, int64_t *n_ids, int64_t cap, int64_t *offsets) {
     if (!t || !n_ids) return attn_set_error(ATTN_E_INVALID, "tokenizer_encode: NULL tokenizer or n_ids");
@@ -496,11 +506,7 @@ int attn_tokenizer_encode(const attn_tokenizer *t, const char *text, size_t text
                 continue;
             }
         }
-        int32_t c;
-        int n = attn__utf8_decode(u, text_len, i, &c);
-        if (n <= 0) n = 1, c = 0xFFFD; /* unreachable: the text was validated */
-        attn__norm_feed(&ns, c, i, i + (size_t)n);
-        i += (size_t)n;
+        i += norm_feed_char(&ns, u, text_len, i);
     }
     attn__norm_end(&ns);
     word_flush(&st);
@@ -548,11 +554,7 @@ int attn_tokenizer_normalize(const attn_tokenizer *t, const char *text, size_t t
     const unsigned char *u = (const unsigned char *)text;
     size_t i = 0;
     while (i < text_len && !ns.nomem) {
-        int32_t c;
-        int n = attn__utf8_decode(u, text_len, i, &c);
-        if (n <= 0) n = 1, c = 0xFFFD; /* unreachable: the text was validated */
-        attn__norm_feed(&ns, c, i, i + (size_t)n);
-        i += (size_t)n;
+        i += norm_feed_char(&ns, u, text_len, i);
     }
     attn__norm_end(&ns);
     attn__norm_free(&ns);

@@ -61,3 +61,13 @@ int attn__read_file(const char *path, size_t max_bytes, int too_large, char **da
     *len = n;
     return ATTN_OK;
 }
+
+int attn__decode_file(const char *path, size_t max_bytes, int (*decode)(void *out, const void *data, size_t size),
+                      void *out) {
+    char *buf;
+    size_t len;
+    ATTN_TRY(attn__read_file(path, max_bytes, ATTN_E_RANGE, &buf, &len));
+    int rc = decode(out, buf, len);
+    free(buf);
+    return rc < 0 ? attn__error_prefix(rc, path) : rc;
+}

@@ -70,6 +70,12 @@ int attn__map_readonly(const char *path, void **map, size_t *size);
  * ATTN_E_FORMAT, as the caller documents it) "PATH is larger than N bytes", ATTN_E_NOMEM. */
 int attn__read_file(const char *path, size_t max_bytes, int too_large, char **data, size_t *len);
 
+/* attn__decode_file: attn__read_file(path, max_bytes, ATTN_E_RANGE) and then decode(out, bytes,
+ * size) on them (the buffer is freed after); a failure of either gets the "PATH: " prefix. For the
+ * loaders whose in-memory decoder does the work (attn_image_load, attn_idx_load). */
+int attn__decode_file(const char *path, size_t max_bytes, int (*decode)(void *out, const void *data, size_t size),
+                      void *out);
+
 /* attn__error_prefix: the current message becomes "PREFIX: message" (e.g. the path of the file a
  * parser failed on); returns status. */
 int attn__error_prefix(int status, const char *prefix);

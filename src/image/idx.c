@@ -146,15 +146,15 @@ int attn_idx_decode(attn_idx *out, const void *data, size_t size, int64_t max_by
     return rc;
 }
 
+/* attn_idx_decode with its default limit, in attn__decode_file's form */
+static int decode_whole(void *out, const void *data, size_t size) {
+    return attn_idx_decode((attn_idx *)out, data, size, 0);
+}
+
 int attn_idx_load(attn_idx *out, const char *path) {
     if (!out || !path) return attn_set_error(ATTN_E_INVALID, "idx_load: NULL argument");
     memset(out, 0, sizeof *out);
-    char *buf;
-    size_t len;
-    ATTN_TRY(attn__read_file(path, (size_t)1 << 31, ATTN_E_RANGE, &buf, &len));
-    int rc = attn_idx_decode(out, buf, len, 0);
-    free(buf);
-    return rc < 0 ? attn__error_prefix(rc, path) : rc;
+    return attn__decode_file(path, (size_t)1 << 31, decode_whole, out);
 }
 
 int attn_idx_image(attn_image *out, const attn_idx *idx, int64_t i) {

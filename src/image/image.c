@@ -213,15 +213,15 @@ int attn_image_decode(attn_image *out, const void *data, size_t size, int64_t ma
     return attn_set_error(ATTN_E_FORMAT, "not a PNG or JPEG file (unknown signature)");
 }
 
+/* attn_image_decode with its default limit, in attn__decode_file's form */
+static int decode_whole(void *out, const void *data, size_t size) {
+    return attn_image_decode((attn_image *)out, data, size, 0);
+}
+
 int attn_image_load(attn_image *out, const char *path) {
     if (!out || !path) return attn_set_error(ATTN_E_INVALID, "image_load: NULL argument");
     memset(out, 0, sizeof *out);
-    char *buf;
-    size_t len;
-    ATTN_TRY(attn__read_file(path, (size_t)1 << 30, ATTN_E_RANGE, &buf, &len));
-    int rc = attn_image_decode(out, buf, len, 0);
-    free(buf);
-    return rc < 0 ? attn__error_prefix(rc, path) : rc;
+    return attn__decode_file(path, (size_t)1 << 30, decode_whole, out);
 }
 
 /* ---------------------------------------------------------------- convert */

@@ -283,6 +283,17 @@ static void heads_path(char *out, size_t n, const char *path) {
     snprintf(out, n, "%.*s-heads%s", (int)(dot - path), path, dot);
 }
 
+/* Heatmap options in format fmt titled "WHAT: BASENAME" (the image's file name without its
+ * folders), written into title[cap]. */
+static attn_heatmap_opts titled_opts(char *title, size_t cap, const char *what, const char *name, attn_viz_format fmt) {
+    attn_heatmap_opts o = attn_heatmap_opts_default();
+    const char *base = strrchr(name, '/');
+    snprintf(title, cap, "%s: %s", what, base ? base + 1 : name);
+    o.title = title;
+    o.format = fmt;
+    return o;
+}
+
 static int write_attention(runner *r, const attn_image *img, const char *name, const char *outp, const char *hp,
                            const char *user_outp, const char *user_hp, attn_viz_format fmt) {
     const attn_vit_config *c = r->cfg;
@@ -300,12 +311,8 @@ static int write_attention(runner *r, const attn_image *img, const char *name, c
     if (rc == CLI_OK) {
         /* rollout: the CLS row over the patches, blended over the input image */
         attn_tensor map = attn_tensor_f32_2d(roll + 1, gh, gw);
-        attn_heatmap_opts o = attn_heatmap_opts_default();
         char title[512];
-        const char *base = strrchr(name, '/');
-        snprintf(title, sizeof title, "attention rollout: %s", base ? base + 1 : name);
-        o.title = title;
-        o.format = fmt;
+        attn_heatmap_opts o = titled_opts(title, sizeof title, "attention rollout", name, fmt);
         if (attn_image_overlay_write(outp, img->data, &map, &o, (int)img->width, (int)img->height, img->channels,
                                      img->width * img->channels) < 0)
             rc = cli_lib_error(NULL);
@@ -316,12 +323,8 @@ static int write_attention(runner *r, const attn_image *img, const char *name, c
             for (int64_t hh = 0; hh < H; hh++)
                 memcpy(cls + (l * H + hh) * gh * gw, att + ((l * H + hh) * T) * T + 1, sizeof(float) * (size_t)(gh * gw));
         attn_tensor grid = attn_tensor_f32_4d(cls, L, H, gh, gw);
-        attn_heatmap_opts o = attn_heatmap_opts_default();
         char title[512];
-        const char *base = strrchr(name, '/');
-        snprintf(title, sizeof title, "CLS attention to the patches, layer x head: %s", base ? base + 1 : name);
-        o.title = title;
-        o.format = fmt;
+        attn_heatmap_opts o = titled_opts(title, sizeof title, "CLS attention to the patches, layer x head", name, fmt);
         if (attn_heatmap_grid_write(hp, &grid, 0, NULL, &o) < 0) rc = cli_lib_error(NULL);
         else fprintf(stderr, "writing %s (attention rollout over the image) and %s (CLS attention per layer and head)\n", user_outp, user_hp);
     }

@@ -146,13 +146,7 @@ int cmd_summarize(int argc, char **argv) {
         rc = cli_lib_error("KV cache");
         goto done;
     }
-    llm_stats s;
-    rc = llm_generate(&c, st, ids, n, &o, stdout, &hist, &nh, &ch, &s);
-    if (rc == CLI_OK) {
-        putchar('\n');
-        if (fflush(stdout) != 0 || ferror(stdout)) rc = cli_error("writing standard output failed: %s", strerror(errno ? errno : EIO));
-        else llm_print_stats(&s);
-    }
+    rc = llm_generate_print(&c, st, ids, n, &o, &hist, &nh, &ch);
 done:
     attn_llama_state_free(st);
     free(ids);

@@ -160,6 +160,17 @@ int llm_generate(llm_ctx *c, attn_llama_state *st, const int32_t *ids, int64_t n
     return CLI_OK;
 }
 
+int llm_generate_print(llm_ctx *c, attn_llama_state *st, const int32_t *ids, int64_t n, const llm_opts *o,
+                       int32_t **hist, int64_t *n_hist, int64_t *cap_hist) {
+    llm_stats s;
+    int rc = llm_generate(c, st, ids, n, o, stdout, hist, n_hist, cap_hist, &s);
+    if (rc != CLI_OK) return rc;
+    putchar('\n');
+    if (fflush(stdout) != 0 || ferror(stdout)) return cli_error("writing standard output failed: %s", strerror(errno ? errno : EIO));
+    llm_print_stats(&s);
+    return CLI_OK;
+}
+
 void llm_print_stats(const llm_stats *s) {
     fprintf(stderr, "prompt: %lld tokens, %.1f tokens/s; generation: %lld tokens, %.1f tokens/s\n", (long long)s->n_prompt,
             s->t_prompt > 0 ? (double)s->n_prompt / s->t_prompt : 0.0, (long long)s->n_gen,

@@ -52,6 +52,12 @@ typedef struct {
 int llm_generate(llm_ctx *c, attn_llama_state *st, const int32_t *ids, int64_t n, const llm_opts *o, FILE *out,
                  int32_t **hist, int64_t *n_hist, int64_t *cap_hist, llm_stats *stats);
 
+/* llm_generate_print: llm_generate to standard output, then a newline, a check that standard
+ * output took everything (CLI_FAIL "writing standard output failed: ..." otherwise) and
+ * llm_print_stats. Returns CLI_OK or CLI_FAIL (printed). */
+int llm_generate_print(llm_ctx *c, attn_llama_state *st, const int32_t *ids, int64_t n, const llm_opts *o,
+                       int32_t **hist, int64_t *n_hist, int64_t *cap_hist);
+
 /* llm_print_stats: "prompt: N tokens, X tokens/s; generation: ..." on stderr, and a plain note
  * when generation stopped because the context was full. */
 void llm_print_stats(const llm_stats *s);

@@ -227,6 +227,19 @@ static int attn__check_opts(const attn_decoder_iface *dec, const attn_decode_opt
 
 /* ---------------------------------------------------------------- greedy */
 
+/* Swap hypothesis row i of (seq, att) with row j of (seq2, att2): the token rows, and the
+ * attention rows too unless att is NULL (attention not kept). */
+static void attn__swap_rows(int32_t **seq, float **att, int64_t i, int32_t **seq2, float **att2, int64_t j) {
+    int32_t *t = seq[i];
+    seq[i] = seq2[j];
+    seq2[j] = t;
+    if (att) {
+        float *a = att[i];
+        att[i] = att2[j];
+        att2[j] = a;
+    }
+}
+
 static int attn__greedy(attn_decode_result *results, attn__dstate *s, const int32_t *start_ids, int64_t batch) {
     const attn_decode_opts *o = s->o;
     const attn_decoder_iface *dec = s->dec;
@@ -292,14 +305,7 @@ static int attn__greedy(attn_decode_result *results, attn__dstate *s, const int3
             for (int64_t i = 0; i < n_keep; i++) {
                 int64_t r = keep[i];
                 /* rows only move towards the front: copy in place */
-                int32_t *t = s->seq[i];
-                s->seq[i] = s->seq[r];
-                s->seq[r] = t;
-                if (attn) {
-                    float *a = s->att[i];
-                    s->att[i] = s->att[r];
-                    s->att[r] = a;
-                }
+                attn__swap_rows(s->seq, attn ? s->att : NULL, i, s->seq, s->att, r);
                 score[i] = score[r];
                 hlen[i] = hlen[r];
                 item[i] = keep_item[i];
@@ -475,14 +481,7 @@ static int attn__beam(attn_decode_result *results, attn__dstate *s, const int32_
             }
         }
         for (int64_t i = 0; i < n_new; i++) {
-            int32_t *t = s->seq[i];
-            s->seq[i] = s->seq_new[i];
-            s->seq_new[i] = t;
-            if (attn) {
-                float *a = s->att[i];
-                s->att[i] = s->att_new[i];
-                s->att_new[i] = a;
-            }
+            attn__swap_rows(s->seq, attn ? s->att : NULL, i, s->seq_new, s->att_new, i);
             ids[i] = new_ids[i];
             cum[i] = cum_new[i];
             row_item[i] = new_item[i];

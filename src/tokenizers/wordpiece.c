@@ -246,13 +246,17 @@ int attn_tokenizer_from_tokens(attn_tokenizer **out, const char *const *tokens, 
     return rc;
 }
 
-int attn_tokenizer_load_vocab(attn_tokenizer **out, const char *vocab_path, int lowercase, int strip_accents) {
-    if (!out) return attn_set_error(ATTN_E_INVALID, "tokenizer_load_vocab: NULL out");
+int attn__wp_read(const char *fn, attn_tokenizer **out, const char *path, char **data, size_t *len) {
+    if (!out) return attn_set_error(ATTN_E_INVALID, "%s: NULL out", fn);
     *out = NULL;
-    if (!vocab_path) return attn_set_error(ATTN_E_INVALID, "tokenizer_load_vocab: NULL path");
+    if (!path) return attn_set_error(ATTN_E_INVALID, "%s: NULL path", fn);
+    return attn__read_file(path, TOK_MAX_FILE, ATTN_E_FORMAT, data, len);
+}
+
+int attn_tokenizer_load_vocab(attn_tokenizer **out, const char *vocab_path, int lowercase, int strip_accents) {
     char *data;
     size_t len;
-    int rc = attn__read_file(vocab_path, TOK_MAX_FILE, ATTN_E_FORMAT, &data, &len);
+    int rc = attn__wp_read("tokenizer_load_vocab", out, vocab_path, &data, &len);
     if (rc < 0) return rc;
     size_t bad;
     if (attn_tokenizer_validate_utf8(data, len, &bad) < 0) {

@@ -104,6 +104,10 @@ typedef struct {
     const char *content;
 } tok_added_spec;
 
+/* The start of the WordPiece file loaders (fn: the public name for messages): *out = NULL, then
+ * the whole file at path into *data[*len] (free with free()). Errors: ATTN_E_INVALID "FN: NULL out" /
+ * "FN: NULL path", attn__read_file's (ATTN_E_FORMAT for a file over TOK_MAX_FILE). */
+int attn__wp_read(const char *fn, attn_tokenizer **out, const char *path, char **data, size_t *len);
 /* The defaults of a BertNormalizer / WordPiece tokenizer before a loader sets its options. */
 void attn__wp_init_defaults(attn_tokenizer *t);
 /* Build the hash / id table from the model vocab entries e[0..n) and the added tokens; unk names

@@ -192,12 +192,9 @@ int attn_tokenizer_load_json_buffer(attn_tokenizer **out, const char *json, size
 }
 
 int attn_tokenizer_load_json(attn_tokenizer **out, const char *path) {
-    if (!out) return attn_set_error(ATTN_E_INVALID, "tokenizer_load_json: NULL out");
-    *out = NULL;
-    if (!path) return attn_set_error(ATTN_E_INVALID, "tokenizer_load_json: NULL path");
     char *data;
     size_t len;
-    int rc = attn__read_file(path, TOK_MAX_FILE, ATTN_E_FORMAT, &data, &len);
+    int rc = attn__wp_read("tokenizer_load_json", out, path, &data, &len);
     if (rc < 0) return rc;
     rc = attn_tokenizer_load_json_buffer(out, data, len);
     free(data);

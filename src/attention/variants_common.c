@@ -282,8 +282,8 @@ static int64_t attn__bigbird_random(uint64_t seed, int64_t h, int64_t qb, int64_
     s = attn__splitmix64(&x);
     x = s ^ (uint64_t)nb;
     s = attn__splitmix64(&x);
-    attn__rng rng;
-    attn__rng_seed(&rng, s);
+    attn_rng rng;
+    attn_rng_seed(&rng, s);
     if (n > 0) { /* partial Fisher-Yates over the enumerated candidates */
         for (int64_t t = 0; t < r; t++) {
             int64_t u = t + attn__rng_below(&rng, n - t);

@@ -4,6 +4,7 @@
 #ifndef ATTN_VARIANTS_INTERNAL_H
 #define ATTN_VARIANTS_INTERNAL_H
 
+#include "attn_sampling.h"
 #include "attn_variants.h"
 #include "attention/sdpa_internal.h"
 #include "attention/fused_internal.h"
@@ -111,36 +112,11 @@ static inline uint64_t attn__splitmix64(uint64_t *x) {
     return z ^ (z >> 31);
 }
 
-typedef struct {
-    uint64_t s[4];
-} attn__rng;
-
-static inline void attn__rng_seed(attn__rng *r, uint64_t seed) {
-    uint64_t x = seed;
-    for (int i = 0; i < 4; i++) r->s[i] = attn__splitmix64(&x);
-}
-
-static inline uint64_t attn__rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static inline uint64_t attn__rng_next(attn__rng *r) {
-    uint64_t *s = r->s;
-    uint64_t result = attn__rotl64(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = attn__rotl64(s[3], 45);
-    return result;
-}
-
-/* Uniform double in [0, 1) with 53 random bits. */
-static inline double attn__rng_uniform(attn__rng *r) { return (double)(attn__rng_next(r) >> 11) * 0x1.0p-53; }
+/* the generator itself is the library's attn_rng (xoshiro256**, seeded by splitmix64; decoding/sampling.c) */
 
 /* Uniform integer in [0, n), n >= 1. */
-static inline int64_t attn__rng_below(attn__rng *r, int64_t n) {
-    int64_t x = (int64_t)(attn__rng_uniform(r) * (double)n);
+static inline int64_t attn__rng_below(attn_rng *r, int64_t n) {
+    int64_t x = (int64_t)(attn_rng_uniform(r) * (double)n);
     return x >= n ? n - 1 : x;
 }
 

@@ -15,7 +15,7 @@
 /* ---------------------------------------------------------------- projection */
 
 typedef struct {
-    attn__rng rng;
+    attn_rng rng;
     int has_spare;
     double spare;
 } attn__gauss;
@@ -26,8 +26,8 @@ static double attn__gauss_next(attn__gauss *g) {
         g->has_spare = 0;
         return g->spare;
     }
-    double u1 = 1.0 - attn__rng_uniform(&g->rng); /* (0, 1] so log is finite */
-    double u2 = attn__rng_uniform(&g->rng);
+    double u1 = 1.0 - attn_rng_uniform(&g->rng); /* (0, 1] so log is finite */
+    double u2 = attn_rng_uniform(&g->rng);
     double r = sqrt(-2.0 * log(u1));
     double a = 6.283185307179586476925 * u2;
     g->spare = r * sin(a);
@@ -43,7 +43,7 @@ int attn_performer_projection(float *omega, int64_t M, int64_t D, uint64_t seed)
     if (!G) return attn_set_error(ATTN_E_NOMEM, "performer_projection: out of memory");
     attn__gauss g;
     memset(&g, 0, sizeof g);
-    attn__rng_seed(&g.rng, seed ^ 0x5EEDFA70ULL);
+    attn_rng_seed(&g.rng, seed ^ 0x5EEDFA70ULL);
     for (int64_t r0 = 0; r0 < M; r0 += D) {
         int64_t rows = M - r0 < D ? M - r0 : D;
         /* a D x D Gaussian block, orthonormalised row by row (modified Gram-Schmidt) */

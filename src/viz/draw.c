@@ -5,6 +5,7 @@
 #include "viz_internal.h"
 
 #include "attn_io.h"
+#include "tokenizers/tok_common.h"
 
 #include <cairo-pdf.h>
 #include <cairo-svg.h>
@@ -53,27 +54,6 @@ static uint32_t utf8_next(const char **sp) {
     }
     *sp += len;
     return c;
-}
-
-static int utf8_put(char *out, uint32_t c) {
-    if (c < 0x80) {
-        out[0] = (char)c;
-        return 1;
-    } else if (c < 0x800) {
-        out[0] = (char)(0xc0 | (c >> 6));
-        out[1] = (char)(0x80 | (c & 0x3f));
-        return 2;
-    } else if (c < 0x10000) {
-        out[0] = (char)(0xe0 | (c >> 12));
-        out[1] = (char)(0x80 | ((c >> 6) & 0x3f));
-        out[2] = (char)(0x80 | (c & 0x3f));
-        return 3;
-    }
-    out[0] = (char)(0xf0 | (c >> 18));
-    out[1] = (char)(0x80 | ((c >> 12) & 0x3f));
-    out[2] = (char)(0x80 | ((c >> 6) & 0x3f));
-    out[3] = (char)(0x80 | (c & 0x3f));
-    return 4;
 }
 
 /* ------------------------------------------------------------------ text (pango) */
@@ -128,7 +108,7 @@ static void vt_set(vtext *t, const char *s, int px, int maxw) {
     uint32_t c;
     while (s && (c = utf8_next(&s)) != 0 && n < TEXT_CAP) {
         if (c < 0x20 || c == 0x7f || (c >= 0x80 && c < 0xa0) || c == 0xfffe || c == 0xffff) continue;
-        o += utf8_put(o, c);
+        o += attn__utf8_encode((int32_t)c, o); /* c <= U+10FFFF: utf8_next replaces the rest */
         n++;
     }
     *o = '\0';

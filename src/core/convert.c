@@ -23,6 +23,18 @@
 #define ATTN__HAVE_X86 1
 #endif
 
+/* The float32 whose bit pattern is bits, and the reverse (memcpy: no aliasing questions). */
+static inline float f32_from_bits(uint32_t bits) {
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+static inline uint32_t f32_bits(float f) {
+    uint32_t bits;
+    memcpy(&bits, &f, 4);
+    return bits;
+}
+
 float attn_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h >> 15) << 31;
     uint32_t exp = (h >> 10) & 0x1f;
@@ -45,21 +57,17 @@ float attn_f16_to_f32(uint16_t h) {
     } else {
         bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
     }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
+    return f32_from_bits(bits);
 }
 
 uint16_t attn_f32_to_f16(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
+    const uint32_t x = f32_bits(f);
     const uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
     const uint32_t ax = x & 0x7fffffffu;
     if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu)); /* NaN: quiet */
     if (ax >= 0x47800000u) return (uint16_t)(sign | 0x7c00u);                     /* >= 65536, inf */
     if (ax < 0x38800000u) { /* below 2^-14: a float16 subnormal (or 0) = round(|x|·2^24) units of 2^-24 */
-        float t;
-        memcpy(&t, &ax, 4);
+        float t = f32_from_bits(ax);
         t *= 16777216.0f;                          /* exact: a power of two, no overflow */
         const float n = (t + 8388608.0f) - 8388608.0f; /* + 2^23 rounds t to an integer (RNE; no -ffast-math):
                                                           0 <= n <= 1024, and 1024 is the smallest normal 0x0400 */
@@ -71,15 +79,11 @@ uint16_t attn_f32_to_f16(float f) {
 }
 
 float attn_bf16_to_f32(uint16_t b) {
-    uint32_t bits = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
+    return f32_from_bits((uint32_t)b << 16);
 }
 
 uint16_t attn_f32_to_bf16(float f) {
-    uint32_t bits;
-    memcpy(&bits, &f, 4);
+    const uint32_t bits = f32_bits(f);
     if ((bits & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((bits >> 16) | 0x40); /* quiet NaN */
     uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
     return (uint16_t)((bits + rounding) >> 16);

@@ -146,14 +146,20 @@ static int attn__close_sublayer(float *x, const float *att, float *tmp, int64_t 
     return c->norm_first ? ATTN_OK : attn_block_norm(x, x, M, c, nw);
 }
 
+/* the input of a sub-layer: x itself, or with norm_first nw's normalisation of x, written to h */
+static int attn__open_sublayer(const float **in, float *h, const float *x, int64_t M, const attn_block_config *c,
+                               const attn_norm_weights *nw) {
+    *in = x;
+    if (!c->norm_first) return ATTN_OK;
+    *in = h;
+    return attn_block_norm(h, x, M, c, nw);
+}
+
 /* the FFN sub-layer on x [M, E] in place; h, t: [M, E]; f1, f2: [M, F] */
 static int attn__ffn(float *x, float *h, float *t, float *f1, float *f2, int64_t M, const attn_block_config *c, const attn_block_weights *w) {
     const int64_t F = c->d_ff;
-    const float *in = x;
-    if (c->norm_first) {
-        ATTN_TRY(attn_block_norm(h, x, M, c, &w->norm3));
-        in = h;
-    }
+    const float *in;
+    ATTN_TRY(attn__open_sublayer(&in, h, x, M, c, &w->norm3));
     if (c->gated) {
         float *const outs[2] = {f1, f2};
         const attn_weight *ws[2] = {&w->ff_gate, &w->ff_up};
@@ -221,10 +227,7 @@ int attn_encoder_block(float *x, float *attn_weights, const attn_block_config *c
     int rc = (!h || !t || !att || !f1 || !f2 || !scr) ? attn_set_error(ATTN_E_NOMEM, "encoder layer: out of memory") : ATTN_OK;
     /* self-attention */
     const float *in = x;
-    if (rc == 0 && c->norm_first) {
-        rc = attn_block_norm(h, x, M, c, &w->norm1);
-        in = h;
-    }
+    if (rc == 0) rc = attn__open_sublayer(&in, h, x, M, c, &w->norm1);
     attn__qkv qkv;
     if (rc == 0) rc = attn__project_qkv(&qkv, f1, in, M, c, w, &g);
     if (rc == 0 && c->ct2_attention) {
@@ -369,10 +372,7 @@ int attn_decoder_block(float *x, const attn_block_config *c, const attn_block_we
                  : attn__check_rows(c, cache, r, layer, pos);
     /* causal self-attention over the cache */
     const float *in = x;
-    if (rc == 0 && c->norm_first) {
-        rc = attn_block_norm(h, x, N, c, &w->norm1);
-        in = h;
-    }
+    if (rc == 0) rc = attn__open_sublayer(&in, h, x, N, c, &w->norm1);
     attn__qkv qkv;
     if (rc == 0) rc = attn__project_qkv(&qkv, f1, in, N, c, w, &g);
     if (rc == 0 && c->rope_inv_freq) {
@@ -388,11 +388,7 @@ int attn_decoder_block(float *x, const attn_block_config *c, const attn_block_we
     if (rc == 0) rc = attn__close_sublayer(x, att, t, N, &w->o, c, &w->norm1);
     /* cross-attention */
     if (rc == 0 && c->d_cross > 0) {
-        in = x;
-        if (c->norm_first) {
-            rc = attn_block_norm(h, x, N, c, &w->norm2);
-            in = h;
-        }
+        rc = attn__open_sublayer(&in, h, x, N, c, &w->norm2);
         if (rc == 0) rc = attn_weight_matmul(f1, in, N, &w->cross_q, ATTN_ACT_IDENTITY, c->n_threads);
         if (rc == 0) rc = attn__cross_attention(att, f1, c, &g, r, wbuf, scr);
         if (rc == 0) rc = attn__close_sublayer(x, att, t, N, &w->cross_o, c, &w->norm2);

@@ -51,6 +51,22 @@ def _input(x: ArrayLike, fn: str) -> np.ndarray:
     return a
 
 
+def _norm(fn: str, x: ArrayLike, vectors: Any, eps: float, call: Any) -> np.ndarray:
+    """layer_norm / rms_norm: check x, the optional ``[E]`` vectors ((name, value) pairs, in
+    the order ``call`` takes them) and eps, then ``call(out, x, *vectors, eps)`` into a new
+    float32 array."""
+    a = _input(x, fn)
+    vs = [_vec(v, name, fn, a.shape[-1]) for name, v in vectors]
+    e = check_float(eps, "eps", fn)
+    if e < 0:
+        raise ValueError(f"{fn}: eps must be >= 0, got {e}")
+    out = np.empty(a.shape, dtype=np.float32)
+    to, tx = Tensor(out), Tensor(a)
+    held = [tensor(v) for v in vs]  # (pointer, the Tensor that keeps it alive)
+    raise_for(call(to.ptr, tx.ptr, *[p for p, _ in held], e))
+    return out
+
+
 def layer_norm(x: ArrayLike, weight: Optional[ArrayLike] = None, bias: Optional[ArrayLike] = None,
                eps: float = 1e-5) -> np.ndarray:
     """Layer normalisation over the last dim (Ba et al. 2016; torch.nn.functional.layer_norm
@@ -65,19 +81,7 @@ def layer_norm(x: ArrayLike, weight: Optional[ArrayLike] = None, bias: Optional[
     Raises:
         TypeError: not float32. ValueError: weight/bias shape, negative or non-finite eps.
     """
-    fn = "layer_norm"
-    a = _input(x, fn)
-    E = a.shape[-1]
-    w, b = _vec(weight, "weight", fn, E), _vec(bias, "bias", fn, E)
-    e = check_float(eps, "eps", fn)
-    if e < 0:
-        raise ValueError(f"{fn}: eps must be >= 0, got {e}")
-    out = np.empty(a.shape, dtype=np.float32)
-    to, tx = Tensor(out), Tensor(a)
-    wp, wk = tensor(w)
-    bp, bk = tensor(b)
-    raise_for(lib.attn_layernorm(to.ptr, tx.ptr, wp, bp, e))
-    return out
+    return _norm("layer_norm", x, (("weight", weight), ("bias", bias)), eps, lib.attn_layernorm)
 
 
 def rms_norm(x: ArrayLike, weight: Optional[ArrayLike] = None, eps: float = 1e-6) -> np.ndarray:
@@ -92,17 +96,7 @@ def rms_norm(x: ArrayLike, weight: Optional[ArrayLike] = None, eps: float = 1e-6
     Raises:
         TypeError: not float32. ValueError: weight shape, negative or non-finite eps.
     """
-    fn = "rms_norm"
-    a = _input(x, fn)
-    w = _vec(weight, "weight", fn, a.shape[-1])
-    e = check_float(eps, "eps", fn)
-    if e < 0:
-        raise ValueError(f"{fn}: eps must be >= 0, got {e}")
-    out = np.empty(a.shape, dtype=np.float32)
-    to, tx = Tensor(out), Tensor(a)
-    wp, wk = tensor(w)
-    raise_for(lib.attn_rmsnorm(to.ptr, tx.ptr, wp, e))
-    return out
+    return _norm("rms_norm", x, (("weight", weight),), eps, lib.attn_rmsnorm)
 
 
 def softmax(x: ArrayLike) -> np.ndarray:

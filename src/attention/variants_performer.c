@@ -234,18 +234,19 @@ int attn__variant_performer(attn_tensor *out, attn_tensor *weights, const attn_t
                     }
                 continue;
             }
-            if (causal) {
+            if (causal)
                 for (int64_t i = 0; i < Lq && i + off < 0; i++)
                     for (int64_t g = 0; g < group; g++) {
                         float *o = attn__prow(out, b, hk * group + g, i);
                         for (int64_t e = 0; e < Dv; e++) o[e * out->stride[3]] = 0.0f;
                     }
-                for (int64_t j0 = 0; j0 < Lk; j0 += CK) {
-                    int64_t n = Lk - j0 < CK ? Lk - j0 : CK;
-                    attn__pf_project(&fk, k, b, hk, j0, n, omega, M, D, a);
-                    attn__pf_key_features(&fk, n, M, kmax, valid + j0);
-                    if (weights) memcpy(phik_all + j0 * M, fk.proj, sizeof(float) * (size_t)(n * M));
-                    attn__gather_rows(vb, v, b, hk, j0, n, Dv);
+            for (int64_t j0 = 0; j0 < Lk; j0 += CK) {
+                int64_t n = Lk - j0 < CK ? Lk - j0 : CK;
+                attn__pf_project(&fk, k, b, hk, j0, n, omega, M, D, a);
+                attn__pf_key_features(&fk, n, M, kmax, valid + j0);
+                if (weights) memcpy(phik_all + j0 * M, fk.proj, sizeof(float) * (size_t)(n * M));
+                attn__gather_rows(vb, v, b, hk, j0, n, Dv);
+                if (causal) {
                     /* queries whose position falls in this chunk */
                     int64_t qi0 = j0 - off, qi1 = j0 + n - off;
                     if (qi0 < 0) qi0 = 0;
@@ -267,14 +268,7 @@ int attn__variant_performer(attn_tensor *out, attn_tensor *weights, const attn_t
                             attn__pf_readout(attn__prow(out, b, hk * group + g, i), out->stride[3], S, z,
                                              fq.proj + g * CK * M + (i - qi0) * M, M, Dv, num);
                     }
-                }
-            } else {
-                for (int64_t j0 = 0; j0 < Lk; j0 += CK) {
-                    int64_t n = Lk - j0 < CK ? Lk - j0 : CK;
-                    attn__pf_project(&fk, k, b, hk, j0, n, omega, M, D, a);
-                    attn__pf_key_features(&fk, n, M, kmax, valid + j0);
-                    if (weights) memcpy(phik_all + j0 * M, fk.proj, sizeof(float) * (size_t)(n * M));
-                    attn__gather_rows(vb, v, b, hk, j0, n, Dv);
+                } else {
                     for (int64_t r = 0; r < n; r++)
                         for (int64_t m = 0; m < M; m++) z[m] += fk.proj[r * M + m];
                     if (Dv > 0) {
@@ -283,6 +277,8 @@ int attn__variant_performer(attn_tensor *out, attn_tensor *weights, const attn_t
                         for (int64_t x = 0; x < M * Dv; x++) S[x] += Sc[x];
                     }
                 }
+            }
+            if (!causal) {
                 for (int64_t x = 0; x < M * Dv; x++) Sc[x] = (float)S[x];
                 for (int64_t g = 0; g < group; g++) {
                     int64_t h = hk * group + g;

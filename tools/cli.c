@@ -158,6 +158,16 @@ int cli_texts_take(void *base, const char *verb, const char *arg) {
     return CLI_OK;
 }
 
+int cli_parse_texts(int argc, char **argv, const char *verb, const cli_option *options, void *base,
+                    const char *const *model, void (*usage)(FILE *), int *code) {
+    int rc = cli_parse(argc, argv, verb, options, base, NULL, NULL, cli_texts_take, usage);
+    if (rc != CLI_OK) *code = cli_parsed(rc);
+    else if (!*model || !**model) *code = cli_usage_error(verb, "--model DIR is required");
+    else return 1;
+    cli_texts_free((cli_texts *)base);
+    return 0;
+}
+
 void cli_print_options(FILE *f, const cli_option *table) {
     for (const cli_option *o = table; o->name || o->help; o++)
         if (o->help) fputs(o->help, f);

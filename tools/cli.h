@@ -141,6 +141,13 @@ enum { CLI_HELP_SHOWN = -1 };
 int cli_parse(int argc, char **argv, const char *verb, const cli_option *table, void *base,
               const cli_option *table2, void *base2, cli_positional_fn positional, void (*usage)(FILE *));
 
+/* cli_parse_texts: cli_parse for a verb whose option struct begins with a cli_texts (texts.h;
+ * operands taken by cli_texts_take) and that needs --model DIR (*model, read after
+ * the parse). Returns 1 to go on; 0 with the texts freed and *code the exit status (--help: 0, a
+ * usage error such as "--model DIR is required": 2). */
+int cli_parse_texts(int argc, char **argv, const char *verb, const cli_option *options, void *base,
+                    const char *const *model, void (*usage)(FILE *), int *code);
+
 /* cli_parsed: the exit status for a cli_parse result other than CLI_OK. */
 static inline int cli_parsed(int r) { return r == CLI_HELP_SHOWN ? CLI_OK : r; }
 

@@ -55,18 +55,11 @@ int cmd_embed(int argc, char **argv) {
     embed_opts o = {0};
     o.batch = 32;
     o.progress = CLI_PROGRESS_AUTO;
-    int rc = cli_parse(argc, argv, "embed", options, &o, NULL, NULL, cli_texts_take, usage);
+    int rc;
+    if (!cli_parse_texts(argc, argv, "embed", options, &o, &o.model, usage, &rc)) return rc;
     cli_texts texts = o.texts;
     const char *model = o.model, *outp = o.outp;
     const int64_t batch = o.batch, threads = o.threads;
-    if (rc != CLI_OK) {
-        cli_texts_free(&texts);
-        return cli_parsed(rc);
-    }
-    if (!model || !*model) {
-        cli_texts_free(&texts);
-        return cli_usage_error("embed", "--model DIR is required");
-    }
     cli_outputs outs;
     cli_outputs_init(&outs, "embed");
     if ((rc = cli_output_add(&outs, "-o", outp, 1)) || (rc = cli_output_input(&outs, "--model", model))) {

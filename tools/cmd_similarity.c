@@ -35,18 +35,11 @@ static void usage(FILE *f) {
 
 int cmd_similarity(int argc, char **argv) {
     similarity_opts o = {0};
-    int pr = cli_parse(argc, argv, "similarity", options, &o, NULL, NULL, cli_texts_take, usage);
+    int code;
+    if (!cli_parse_texts(argc, argv, "similarity", options, &o, &o.model, usage, &code)) return code;
     cli_texts texts = o.texts;
     const char *model = o.model;
     int64_t threads = o.threads;
-    if (pr != CLI_OK) {
-        cli_texts_free(&texts);
-        return cli_parsed(pr);
-    }
-    if (!model || !*model) {
-        cli_texts_free(&texts);
-        return cli_usage_error("similarity", "--model DIR is required");
-    }
     if (texts.n < 2) {
         cli_texts_free(&texts);
         return cli_usage_error("similarity", "give at least two texts");

@@ -229,14 +229,8 @@ int attn_decoder_layer(attn_tensor *out, const attn_tensor *x, const attn_tensor
     }
     for (int64_t i = 0; rc == 0 && i < N; i++) slot[i] = item[i] = i / (Ln > 0 ? Ln : 1);
     for (int64_t b = 0; b < B; b++) count[b] = Ln;
-    attn_decoder_rows r;
-    memset(&r, 0, sizeof r);
-    r.n_rows = N;
-    r.slot = slot;
-    r.cross_kv = cross;
-    r.cross_len = Ls;
-    r.cross_lengths = enc_lengths;
-    r.row_item = item;
+    const attn_decoder_rows r = {
+        .n_rows = N, .slot = slot, .cross_kv = cross, .cross_len = Ls, .cross_lengths = enc_lengths, .row_item = item};
     if (rc == 0) {
         memcpy(out->data, x->data, sizeof(float) * (size_t)attn_tensor_numel(x));
         rc = attn_decoder_block((float *)out->data, &bc, &bw, 0, kv, &r, arena);

@@ -116,6 +116,14 @@ static void attn__pf_query_features(attn__pf_buf *f, int64_t n, int64_t M) {
     }
 }
 
+/* Query features of rows r0 .. r0+n-1 of q[b, h] into f->proj: attn__pf_project, then
+ * attn__pf_query_features. */
+static void attn__pf_queries(attn__pf_buf *f, const attn_tensor *q, int64_t b, int64_t h, int64_t r0, int64_t n,
+                             const float *omega, int64_t M, int64_t D, float a) {
+    attn__pf_project(f, q, b, h, r0, n, omega, M, D, a);
+    attn__pf_query_features(f, n, M);
+}
+
 /* Key features exp(proj - hn - kmax) for real keys, 0 for padding. */
 static void attn__pf_key_features(attn__pf_buf *f, int64_t n, int64_t M, double kmax, const unsigned char *valid) {
     for (int64_t r = 0; r < n; r++) {
@@ -255,8 +263,7 @@ int attn__variant_performer(attn_tensor *out, attn_tensor *weights, const attn_t
                     if (qi1 > qi0)
                         for (int64_t g = 0; g < group; g++) {
                             fq.proj = save + g * CK * M;
-                            attn__pf_project(&fq, q, b, hk * group + g, qi0, qi1 - qi0, omega, M, D, a);
-                            attn__pf_query_features(&fq, qi1 - qi0, M);
+                            attn__pf_queries(&fq, q, b, hk * group + g, qi0, qi1 - qi0, omega, M, D, a);
                         }
                     fq.proj = save;
                     for (int64_t r = 0; r < n; r++) {
@@ -284,8 +291,7 @@ int attn__variant_performer(attn_tensor *out, attn_tensor *weights, const attn_t
                     int64_t h = hk * group + g;
                     for (int64_t i0 = 0; i0 < Lq; i0 += CK) {
                         int64_t n = Lq - i0 < CK ? Lq - i0 : CK;
-                        attn__pf_project(&fq, q, b, h, i0, n, omega, M, D, a);
-                        attn__pf_query_features(&fq, n, M);
+                        attn__pf_queries(&fq, q, b, h, i0, n, omega, M, D, a);
                         if (Dv > 0)
                             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)Dv, (int)M, 1.0f, fq.proj, (int)M,
                                         Sc, (int)Dv, 0.0f, ob, (int)Dv);
@@ -304,8 +310,7 @@ int attn__variant_performer(attn_tensor *out, attn_tensor *weights, const attn_t
                     int64_t h = hk * group + g;
                     for (int64_t i0 = 0; i0 < Lq; i0 += CK) {
                         int64_t n = Lq - i0 < CK ? Lq - i0 : CK;
-                        attn__pf_project(&fq, q, b, h, i0, n, omega, M, D, a);
-                        attn__pf_query_features(&fq, n, M);
+                        attn__pf_queries(&fq, q, b, h, i0, n, omega, M, D, a);
                         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)Lk, (int)M, 1.0f, fq.proj, (int)M,
                                     phik_all, (int)M, 0.0f, wrow, (int)Lk);
                         for (int64_t r = 0; r < n; r++) {

@@ -9,16 +9,13 @@
 #include <string.h>
 
 attn_variant_params attn_variant_params_default(attn_variant_kind kind) {
-    attn_variant_params p;
-    memset(&p, 0, sizeof p);
-    p.kind = kind;
-    p.window = kind == ATTN_VARIANT_LONGFORMER ? 128 : 256;
-    p.n_global = 1;
-    p.block = 64;
-    p.global_blocks = 1;
-    p.random_blocks = 3;
-    p.features = 256;
-    return p;
+    return (attn_variant_params){.kind = kind,
+                                 .window = kind == ATTN_VARIANT_LONGFORMER ? 128 : 256,
+                                 .n_global = 1,
+                                 .block = 64,
+                                 .global_blocks = 1,
+                                 .random_blocks = 3,
+                                 .features = 256};
 }
 
 static const char *const attn__variant_names[] = {"exact", "linear", "performer", "sliding", "longformer", "bigbird"};

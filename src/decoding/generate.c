@@ -16,11 +16,7 @@ static double attn__now(void) {
 }
 
 attn_generate_opts attn_generate_opts_default(void) {
-    attn_generate_opts o;
-    memset(&o, 0, sizeof o);
-    o.sampling = attn_sampler_params_default();
-    o.max_tokens = 128;
-    return o;
+    return (attn_generate_opts){.sampling = attn_sampler_params_default(), .max_tokens = 128};
 }
 
 void attn_token_list_free(attn_token_list *t) {

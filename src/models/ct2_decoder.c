@@ -54,19 +54,16 @@ void attn__ct2_layer_free(attn__ct2_layer *l) {
 
 attn_block_config attn__ct2_block_config(int64_t E, int64_t H, int64_t F, int pre_norm, attn_activation act, int cross, int int8,
                                          float query_scale) {
-    attn_block_config c;
-    memset(&c, 0, sizeof c);
-    c.d_model = E;
-    c.n_heads = H;
-    c.d_ff = F;
-    c.d_cross = cross ? E : 0;
-    c.norm_first = pre_norm;
-    c.norm = ATTN_NORM_LAYER_CT2;
-    c.eps = 1e-5f;
-    c.act = act;
-    c.ct2_attention = int8;
-    c.query_scale = query_scale;
-    return c;
+    return (attn_block_config){.d_model = E,
+                               .n_heads = H,
+                               .d_ff = F,
+                               .d_cross = cross ? E : 0,
+                               .norm_first = pre_norm,
+                               .norm = ATTN_NORM_LAYER_CT2,
+                               .eps = 1e-5f,
+                               .act = act,
+                               .ct2_attention = int8,
+                               .query_scale = query_scale};
 }
 
 int attn__ct2_encode(float *x, const attn__ct2_layer *layers, int64_t n, const attn_block_config *c, int64_t B, int64_t L,

@@ -295,12 +295,7 @@ int attn_vit_load(attn_vit **out, const char *model_dir) {
         attn_vit_free(m);
         return rc;
     }
-    m->lcfg.attn.d_model = E;
-    m->lcfg.attn.n_heads = c->n_heads;
-    m->lcfg.d_ff = F;
-    m->lcfg.act = c->act;
-    m->lcfg.norm_first = 1; /* ViT is pre-LN */
-    m->lcfg.eps = c->eps;
+    m->lcfg = (attn_layer_config){.attn = {.d_model = E, .n_heads = c->n_heads}, .d_ff = F, .act = c->act, .norm_first = 1 /* ViT is pre-LN */, .eps = c->eps};
     *out = m;
     return ATTN_OK;
 }

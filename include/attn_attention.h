@@ -63,19 +63,24 @@ typedef struct {
     float scale;
     int n_threads;              /* <= 0: attn_get_num_threads() */
     attn_impl impl;             /* which implementation attn_sdpa uses */
+    attn_tensor *lse;           /* NULL, or float32 [B, H, Lq], any strides (written): each query row's
+                                   log-sum-exp, the natural log of sum_j exp(scale·q·k_j + mask_j) over
+                                   its visible keys (the softmax's normaliser, what attn_sdpa_backward
+                                   takes); -inf for a row with no visible key. attn_sdpa only (the
+                                   weights-free layers that call it leave it NULL). */
 } attn_sdpa_params;
 
 /* attn_sdpa_params_default: all fields zero: no mask, not causal, default scale, default
- * threads, default implementation. */
+ * threads, default implementation, no log-sum-exp output. */
 attn_sdpa_params attn_sdpa_params_default(void);
 
 /* attn_sdpa: scaled dot-product attention with the semantics above, dispatching on
  * p->impl (p may be NULL for the defaults).
  * Errors: ATTN_E_INVALID (NULL q/k/v/out, window < 0, non-finite scale, key_lengths out of
  * range), ATTN_E_DTYPE (q/k/v/out not float32 / bfloat16 / float16, q, k, v of different dtypes,
- * weights not float32, mask neither bool nor float32),
+ * weights or lse not float32, mask neither bool nor float32),
  * ATTN_E_SHAPE (rank != 4, B or D mismatch, H % Hkv != 0, Hkv == 0, mask not broadcastable,
- * out/weights shape wrong), ATTN_E_RANGE (NaN or +inf in a float mask).
+ * out/weights/lse shape wrong), ATTN_E_RANGE (NaN or +inf in a float mask).
  * NaN/inf in q, k or v is reported as ATTN_E_RANGE naming the tensor and index. The reference
  * path scans all of q, k and v first; the fused path scans q, checks every score block and its
  * result, so it reports only keys and values it reads (keys outside every query's causal /
@@ -109,6 +114,53 @@ int attn_sdpa_check(const attn_tensor *out, const attn_tensor *weights, const at
  * Returns NULL (attn_last_error set) when ATTN_SIMD names a path this CPU cannot run or is not a
  * known value, or for an unknown impl / dtype. */
 const char *attn_sdpa_kernel_name(attn_impl impl, attn_dtype dtype);
+
+/* attn_sdpa_backward: gradients of attn_sdpa's out with respect to q, k and v, given the
+ * forward's out and log-sum-exp (attn_sdpa_params.lse) and the gradient dout of a loss with
+ * respect to out.
+ * Shapes (PyTorch order), all float32, any strides:
+ *   q    [B, H,   Lq, D]     k  [B, Hkv, Lk, D]     v  [B, Hkv, Lk, Dv]
+ *   out  [B, H,   Lq, Dv]    lse [B, H, Lq] (natural log; -inf for a row with no visible key)
+ *   dout [B, H,   Lq, Dv]
+ *   dq   [B, H,   Lq, D]  (written)   dk [B, Hkv, Lk, D] (written)   dv [B, Hkv, Lk, Dv] (written)
+ * p: the forward's parameters (mask, is_causal, window, key_lengths, scale; the same visibility
+ * rules as attn_sdpa); p->lse is not read (lse is the argument above); p->n_threads as attn_sdpa;
+ * p->impl = ATTN_IMPL_REFERENCE runs attn_sdpa_backward_reference. p may be NULL (defaults).
+ * With S = scale·q·kᵀ + mask, P = exp(S - lse), Δ_i = sum_e dout[i][e]·out[i][e]:
+ *   dv_j = sum_i P_ij dout_i,  dP_ij = dout_i·v_j,  dS_ij = P_ij (dP_ij - Δ_i),
+ *   dq_i = scale · sum_j dS_ij k_j,  dk_j = scale · sum_i dS_ij q_i;
+ * under GQA (H = g·Hkv) dk and dv of kv head hk sum over its g query heads. A query row with no
+ * visible key gets dq = 0 and contributes nothing (never NaN); a key no query sees gets dk = dv = 0.
+ * Masked entries of a float mask get no gradient (the mask is not differentiated).
+ * Algorithm: FlashAttention-2's backward (Dao 2023, Algorithm 2) without materialising the
+ * [Lq, Lk] matrix: P is recomputed per tile (64 queries x 64 keys) from lse; pass 1 gives every
+ * thread whole key blocks of one (b, kv head) — it owns their dk / dv and loops over the query
+ * heads of the group and the query blocks —, pass 2 gives every thread whole query blocks of one
+ * (b, h) and accumulates their dq over the key blocks (recomputing P and dS: no atomics, no
+ * per-thread copies of dq, and the result does not depend on the thread count). Cost ≈ 7
+ * [Lq x Lk x D] products (the forward does 2).
+ * Memory beyond the inputs and outputs: 4·B·H·Lq bytes (Δ) plus a per-thread scratch of
+ * about 4·(6·64·(D + Dv) + 2·64·64 + 64·D) bytes (< 0.5 MiB at D = Dv = 128), i.e. O(L).
+ * The SIMD path follows ATTN_SIMD as attn_sdpa's fused kernel: AVX2 + FMA when the CPU has it
+ * (also with avx512 selected: the backward has no AVX-512 kernel), else portable C.
+ * Errors: ATTN_E_INVALID (a NULL tensor, bad parameters as attn_sdpa), ATTN_E_DTYPE (a tensor not
+ * float32, mask neither bool nor float32), ATTN_E_SHAPE (shapes above), ATTN_E_RANGE (NaN / inf
+ * in q, k, v, out or dout; NaN or +inf in lse; a gradient that overflows float32 — then dq, dk
+ * and dv are undefined), ATTN_E_NOMEM. The outputs must not overlap the inputs.
+ * Source: Dao 2023, "FlashAttention-2", Algorithm 2; matches torch.autograd through
+ * torch.nn.functional.scaled_dot_product_attention (PyTorch 2.x) except for fully masked rows,
+ * where torch gives NaN. */
+int attn_sdpa_backward(attn_tensor *dq, attn_tensor *dk, attn_tensor *dv, const attn_tensor *q,
+                       const attn_tensor *k, const attn_tensor *v, const attn_tensor *out,
+                       const attn_tensor *lse, const attn_tensor *dout, const attn_sdpa_params *p);
+
+/* attn_sdpa_backward_reference: the float64 oracle of attn_sdpa_backward: one query row at a
+ * time it materialises the row's scores and probabilities in double, recomputing the softmax,
+ * out and Δ from q, k and v (out and lse are checked, not used), and accumulates dk and dv of a
+ * (b, kv head) in double. Memory 8·(Lk·(D + Dv + 2) + D) bytes per thread. Same contract. */
+int attn_sdpa_backward_reference(attn_tensor *dq, attn_tensor *dk, attn_tensor *dv, const attn_tensor *q,
+                                 const attn_tensor *k, const attn_tensor *v, const attn_tensor *out,
+                                 const attn_tensor *lse, const attn_tensor *dout, const attn_sdpa_params *p);
 
 #ifdef __cplusplus
 }

@@ -53,6 +53,7 @@ typedef struct {
     float scale;
     int n_threads;
     attn_impl impl;
+    attn_tensor *lse;
 } attn_sdpa_params;
 int attn_sdpa(attn_tensor *out, attn_tensor *weights, const attn_tensor *q, const attn_tensor *k,
               const attn_tensor *v, const attn_sdpa_params *p);

@@ -212,6 +212,14 @@ int attn__sdpa_check_ex(const attn_tensor *out, const attn_tensor *weights, cons
                                           (long long)p->key_lengths[b], (long long)Lk);
         if (p->impl != ATTN_IMPL_DEFAULT && p->impl != ATTN_IMPL_REFERENCE && p->impl != ATTN_IMPL_FUSED)
             return attn_set_error(ATTN_E_INVALID, "sdpa: unknown impl %d", (int)p->impl);
+        if (p->lse) {
+            const attn_tensor *t = p->lse;
+            if (t->dtype != ATTN_F32) return attn_set_error(ATTN_E_DTYPE, "sdpa: lse must be float32, got %s", attn_dtype_name(t->dtype));
+            if (t->ndim != 3 || t->shape[0] != B || t->shape[1] != H || t->shape[2] != Lq)
+                return attn_set_error(ATTN_E_SHAPE, "sdpa: lse must be [%lld, %lld, %lld] (3-D [B, H, Lq])", (long long)B,
+                                      (long long)H, (long long)Lq);
+            if (!t->data && attn_tensor_numel(t) > 0) return attn_set_error(ATTN_E_INVALID, "sdpa: lse has no data");
+        }
     }
     attn__mask_view mv; /* validates the mask (dtype, broadcast, NaN/+inf) once for the kernels */
     ATTN_TRY(attn__sdpa_mask_view(&mv, p ? p->mask : NULL, B, H, Lq, Lk));

@@ -432,6 +432,8 @@ static void attn__tile_item(const attn__fctx *c, float *scr, int64_t b, int64_t 
         }
         return;
     }
+    if (c->p && c->p->lse) /* the rows' final m and l: log-sum-exp = m + log l */
+        for (int i = 0; i < nq; i++) *attn__lse_at(c->p->lse, b, h, i0 + i) = l[i] > 0.0f ? m[i] + logf(l[i]) : -INFINITY;
     float *obase = (float *)c->out->data + b * c->out->stride[0] + h * c->out->stride[1];
     const int64_t os2 = c->out->stride[2], os3 = c->out->stride[3];
     if (ow) { /* bfloat16 / float16 out: float32 rows, then one rounding each */
@@ -529,6 +531,7 @@ static void attn__row_item(const attn__fctx *c, float *scr, int64_t b, int64_t h
         return;
     }
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    if (c->p && c->p->lse) *attn__lse_at(c->p->lse, b, h, i) = l > 0.0f ? m + logf(l) : -INFINITY;
     const size_t oes = attn_dtype_size(c->out_dt);
     char *orow = (char *)c->out->data + (size_t)(b * c->out->stride[0] + h * c->out->stride[1] + i * c->out->stride[2]) * oes;
     for (int64_t x = 0; x < Dv; x++) attn__store_f32(orow + (size_t)(x * c->out->stride[3]) * oes, c->out_dt, O[x] * inv);
@@ -559,6 +562,7 @@ static void attn__merge_row(const attn__fctx *c, int64_t r) {
         for (int64_t x = 0; x < Dv; x++) acc[2 + x] += rec[2 + x] * f;
     }
     const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+    if (c->p && c->p->lse) *attn__lse_at(c->p->lse, b, h, i) = L > 0.0f ? M + logf(L) : -INFINITY;
     for (int64_t x = 0; x < Dv; x++) attn__store_f32(orow + (size_t)(x * os3) * oes, c->out_dt, acc[2 + x] * inv);
 }
 
@@ -585,7 +589,7 @@ int attn__sdpa_fused_ex(attn_tensor *out, attn_tensor *weights, const attn_tenso
     c.scale = (p && p->has_scale) ? p->scale : (float)(1.0 / sqrt((double)(c.D > 0 ? c.D : 1)));
     const int64_t rows = c.B * c.H * c.Lq;
     if (rows == 0) return ATTN_OK;
-    if (c.Dv == 0 && !weights) return ATTN_OK;
+    if (c.Dv == 0 && !weights && !(p && p->lse)) return ATTN_OK;
 
     c.bq = o.block_q > 0 ? (int)attn__round16((size_t)o.block_q) : FUSED_BQ;
     c.bk = o.block_k > 0 ? o.block_k : (path == ATTN__SIMD_AVX512 ? 96 : 64);

@@ -42,6 +42,11 @@ int attn__any_nonfinite(const float *p, int64_t n, int64_t s);
 /* The same for n elements of dtype dt (float32, bfloat16 or float16). */
 int attn__any_nonfinite_dt(const void *p, attn_dtype dt, int64_t n, int64_t s);
 
+/* Element (b, h, i) of a float32 [B, H, Lq] log-sum-exp tensor (attn_sdpa_params.lse). */
+static inline float *attn__lse_at(const attn_tensor *t, int64_t b, int64_t h, int64_t i) {
+    return (float *)t->data + b * t->stride[0] + h * t->stride[1] + i * t->stride[2];
+}
+
 /* A float mask value that means "masked": -inf or anything <= -FLT_MAX. */
 static inline int attn__mask_value_is_masked(float m) { return m <= -FLT_MAX; }
 

@@ -27,7 +27,7 @@ int attn_sdpa_reference(attn_tensor *out, attn_tensor *weights, const attn_tenso
     const int64_t group = Hkv > 0 ? H / Hkv : 1;
     int nt = (p && p->n_threads > 0) ? p->n_threads : attn_get_num_threads();
     const int64_t rows = B * H * Lq;
-    if (rows == 0 || (Dv == 0 && !weights)) return ATTN_OK; /* nothing to write (zero-size output) */
+    if (rows == 0 || (Dv == 0 && !weights && !(p && p->lse))) return ATTN_OK; /* nothing to write (zero-size output) */
     if (nt > rows) nt = (int)rows;
     if (nt < 1) nt = 1;
 
@@ -91,6 +91,8 @@ int attn_sdpa_reference(attn_tensor *out, attn_tensor *weights, const attn_tenso
         }
         /* sum >= 1 whenever a key is visible (the max term is exp(0)); 0 for an empty row */
         double inv = sum > 0.0 ? 1.0 / sum : 0.0;
+        if (p && p->lse)
+            *attn__lse_at(p->lse, b, h, i) = sum > 0.0 ? (float)(mx + log(sum)) : -INFINITY;
         for (int64_t d = 0; d < Dv; d++) acc[d] = 0.0;
         for (int64_t j = 0; j < Lk; j++) {
             double w = vis[j] ? sc[j] * inv : 0.0;

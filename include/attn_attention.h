@@ -140,7 +140,8 @@ const char *attn_sdpa_kernel_name(attn_impl impl, attn_dtype dtype);
  * per-thread copies of dq, and the result does not depend on the thread count). Cost ≈ 7
  * [Lq x Lk x D] products (the forward does 2).
  * Memory beyond the inputs and outputs: 4·B·H·Lq bytes (Δ) plus a per-thread scratch of
- * about 4·(6·64·(D + Dv) + 2·64·64 + 64·D) bytes (< 0.5 MiB at D = Dv = 128), i.e. O(L).
+ * about 4·(64·(5·D + 3·Dv) + 2·64·64) bytes (290 KiB at D = Dv = 128), i.e. O(L): 0.38 MiB in
+ * all at B = H = 1, L = 16384, D = 64 with 2 threads (tests/test_sdpa_backward.c).
  * The SIMD path follows ATTN_SIMD as attn_sdpa's fused kernel: AVX2 + FMA when the CPU has it
  * (also with avx512 selected: the backward has no AVX-512 kernel), else portable C.
  * Errors: ATTN_E_INVALID (a NULL tensor, bad parameters as attn_sdpa), ATTN_E_DTYPE (a tensor not

@@ -5,7 +5,7 @@
     out = attn.sdpa(q, q, q, is_causal=True)                   # torch's semantics, [1, 8, 128, 64]
     emb = attn.Embedder("models/all-MiniLM-L6-v2").encode(["A man plays a guitar."])  # [1, 384]
 
-Functions: sdpa (scaled_dot_product_attention), variant, positional_encoding, layer_norm,
+Functions: sdpa (scaled_dot_product_attention), sdpa_backward, variant, positional_encoding, layer_norm,
 rms_norm, rope, softmax, set_num_threads, get_num_threads, version. Classes: Embedder
 (sentence embeddings, attention maps), Translator (CTranslate2 Transformer models), Whisper
 (speech recognition).
@@ -19,7 +19,7 @@ from ._core import (AttnError, AttnIOError, AttnMemoryError, DTypeError, FormatE
                     InvalidArgumentError, RangeError, ShapeError, UnsupportedError,
                     get_num_threads, set_num_threads, version)
 from ._ffi import library_path
-from .attention import VARIANTS, scaled_dot_product_attention, sdpa, variant
+from .attention import VARIANTS, scaled_dot_product_attention, sdpa, sdpa_backward, variant
 from .embedder import Embedder
 from .ops import layer_norm, positional_encoding, rms_norm, rope, softmax
 from .llm import LLM
@@ -30,7 +30,7 @@ from .vision import ImageClassifier
 __version__ = "0.1.0"
 
 __all__ = [
-    "sdpa", "scaled_dot_product_attention", "variant", "VARIANTS", "positional_encoding",
+    "sdpa", "scaled_dot_product_attention", "sdpa_backward", "variant", "VARIANTS", "positional_encoding",
     "layer_norm", "rms_norm", "rope", "softmax", "Embedder", "Translator", "TranslationResult", "Whisper", "Transcription", "Segment", "LLM",
     "ImageClassifier",
     "set_num_threads",

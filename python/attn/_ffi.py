@@ -57,6 +57,9 @@ typedef struct {
 } attn_sdpa_params;
 int attn_sdpa(attn_tensor *out, attn_tensor *weights, const attn_tensor *q, const attn_tensor *k,
               const attn_tensor *v, const attn_sdpa_params *p);
+int attn_sdpa_backward(attn_tensor *dq, attn_tensor *dk, attn_tensor *dv, const attn_tensor *q,
+                       const attn_tensor *k, const attn_tensor *v, const attn_tensor *out,
+                       const attn_tensor *lse, const attn_tensor *dout, const attn_sdpa_params *p);
 
 typedef enum {
     ATTN_VARIANT_EXACT = 0, ATTN_VARIANT_LINEAR = 1, ATTN_VARIANT_PERFORMER = 2,

@@ -112,7 +112,7 @@ def _causal_kind(fn: str, is_causal: CausalArg) -> str:
 def sdpa(query: ArrayLike, key: ArrayLike, value: ArrayLike, attn_mask: Optional[ArrayLike] = None,
          dropout_p: float = 0.0, is_causal: CausalArg = False, scale: Optional[float] = None,
          enable_gqa: bool = True, *, window: Optional[int] = None, return_weights: bool = False,
-         impl: str = "default") -> Union[np.ndarray, Tuple[np.ndarray, np.ndarray]]:
+         impl: str = "default", return_lse: bool = False) -> Union[np.ndarray, Tuple[np.ndarray, ...]]:
     """Scaled dot-product attention, with the argument meaning of PyTorch's
     ``torch.nn.functional.scaled_dot_product_attention`` (positional order included)::
 
@@ -149,10 +149,13 @@ def sdpa(query: ArrayLike, key: ArrayLike, value: ArrayLike, attn_mask: Optional
         return_weights: also return the softmax weights ``[..., Hq, Lq, Lk]`` (float32).
         impl: "default" (the fused online-softmax kernel), "fused", or "reference" (the
             float64-accumulating reference path of libattn).
+        return_lse: also return each query row's log-sum-exp ``[..., Hq, Lq]`` (float32, natural
+            log of the sum of exp(scaled score + mask) over the visible keys; -inf for a row
+            that sees no key): what ``sdpa_backward`` takes.
 
     Returns:
-        out ``[..., Hq, Lq, Dv]`` of query's dtype (C-contiguous), or ``(out, weights)`` with
-        float32 weights.
+        out ``[..., Hq, Lq, Dv]`` of query's dtype (C-contiguous); ``(out, weights)`` with
+        float32 weights; ``(out, lse)``; or ``(out, weights, lse)`` when both are asked for.
 
     A query row that sees no key at all gives out = 0 and weights = 0, as current PyTorch
     does on CPU (checked with 2.15; older releases gave NaN). Float mask values <= -3.4028235e38 (finfo.min)
@@ -212,21 +215,111 @@ def sdpa(query: ArrayLike, key: ArrayLike, value: ArrayLike, attn_mask: Optional
 
     out = np.empty((B, H, Lq, Dv), dtype=q.dtype)
     mp, mkeep = tensor(m)
-    # attn_sdpa_params: mask, is_causal, window, key_lengths, has_scale, scale, n_threads, impl
+    lse = np.empty((B, H, Lq), dtype=np.float32) if return_lse else None
+    tl = Tensor(lse) if lse is not None else None
+    # attn_sdpa_params: mask, is_causal, window, key_lengths, has_scale, scale, n_threads, impl, lse
     p = ffi.new(_T_PARAMS, [mp, 1 if c_causal else 0, c_window, ffi.NULL, 0 if sc is None else 1,
-                            0.0 if sc is None else sc, 0, _IMPLS[impl]])
+                            0.0 if sc is None else sc, 0, _IMPLS[impl], tl.ptr if tl else ffi.NULL])
     to, tw = Tensor(out), (Tensor(w_view) if w_view is not None else None)
     tq, tk, tv = Tensor(q), Tensor(k), Tensor(v)
     rc = lib.attn_sdpa(to.ptr, tw.ptr if tw else ffi.NULL, tq.ptr, tk.ptr, tv.ptr, p)
     raise_for(rc)
     del mkeep
     out = out.reshape(qkv.lead + (Dv,))
-    if weights is None:
-        return out
-    return out, weights.reshape(qkv.full)
+    res = (out,) + (() if weights is None else (weights.reshape(qkv.full),))
+    if lse is not None:
+        res += (lse.reshape(qkv.lead),)
+    return res[0] if len(res) == 1 else res
 
 
 scaled_dot_product_attention = sdpa
+
+
+def sdpa_backward(query: ArrayLike, key: ArrayLike, value: ArrayLike, out: ArrayLike, lse: ArrayLike,
+                  grad_out: ArrayLike, attn_mask: Optional[ArrayLike] = None, dropout_p: float = 0.0,
+                  is_causal: CausalArg = False, scale: Optional[float] = None, enable_gqa: bool = False, *,
+                  window: Optional[int] = None, impl: str = "default") -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Gradients of ``sdpa`` with respect to query, key and value, as torch.autograd gives them
+    through ``torch.nn.functional.scaled_dot_product_attention``: with P = softmax(scores),
+    dP = grad_out @ value.T, dS = P * (dP - rowsum(grad_out * out)),
+    ``dq = dS @ key * scale``, ``dk = dS.T @ query * scale``, ``dv = P.T @ grad_out`` (dk and dv
+    summed over the query heads of a group under GQA). libattn's attn_sdpa_backward
+    (FlashAttention-2's backward, Dao 2023: P recomputed per tile from lse, O(L) memory).
+
+    Args:
+        query, key, value, attn_mask, is_causal, scale, enable_gqa, window: as given to ``sdpa``
+            (float32 only; enable_gqa defaults to False as in torch). The batch dims of query,
+            key and value must be equal (no broadcasting: each gets its own gradient).
+        out: the forward's output ``[..., Hq, Lq, Dv]`` (float32).
+        lse: the forward's log-sum-exp ``[..., Hq, Lq]`` (``sdpa(..., return_lse=True)``).
+        grad_out: the gradient of the loss with respect to out, ``[..., Hq, Lq, Dv]``.
+        dropout_p: must be 0.0.
+        impl: "default" / "fused" (the tiled kernel) or "reference" (libattn's float64 one).
+
+    Returns:
+        ``(dq, dk, dv)``: float32 arrays of the shapes of query, key and value. A query row that
+        sees no key gets dq = 0 (torch gives NaN there); a key no query sees gets dk = dv = 0.
+
+    Raises:
+        TypeError: an input is not float32. ValueError: shapes that do not fit, a bad option,
+        NaN / inf in an input (NaN or +inf in lse). The GIL is released while libattn computes.
+    """
+    fn = "sdpa_backward"
+    if dropout_p != 0.0:
+        raise ValueError(f"{fn}: dropout_p must be 0.0, got {dropout_p}")
+    if impl not in _IMPLS:
+        raise ValueError(f"{fn}: impl must be one of {sorted(_IMPLS)}, got {impl!r}")
+    qa, ka, va = as_f32(query, "query", fn), as_f32(key, "key", fn), as_f32(value, "value", fn)
+    if qa.ndim >= 4 and not (qa.shape[:-3] == ka.shape[:-3] == va.shape[:-3]):
+        raise ValueError(f"{fn}: query, key and value must have the same batch dims, got {qa.shape}, "
+                         f"{ka.shape} and {va.shape}")
+    qkv = _prepare(fn, qa, ka, va, bool(enable_gqa))
+    causal = _causal_kind(fn, is_causal)
+    W = 0 if window is None else check_int(window, "window", fn, minimum=1)
+    sc = None if scale is None else check_float(scale, "scale", fn)
+    q, k, v = qkv.q, qkv.k, qkv.v
+    B, H, Lq, D = q.shape
+    Lk, Dv = k.shape[2], v.shape[3]
+    arrs = []
+    for a, name, shape in ((out, "out", qkv.lead + (Dv,)), (grad_out, "grad_out", qkv.lead + (Dv,)),
+                           (lse, "lse", qkv.lead)):
+        a = as_f32(a, name, fn)
+        if a.shape != shape:
+            raise ValueError(f"{fn}: {name} must have shape {shape}, got {a.shape}")
+        arrs.append(a.reshape((B, H, Lq) + ((Dv,) if name != "lse" else ())))
+    o, g, lz = arrs
+    m = None if attn_mask is None else _mask(fn, attn_mask, qkv.full)
+    # the same conversion of torch's top-left causal / window to libattn's bottom-right as sdpa
+    c_causal, c_window, nk = causal != "none", W, Lk
+    if (causal == "upper_left" or (causal == "none" and W)) and Lq != Lk:
+        if Lq < Lk:  # keys past Lq are invisible to every query: their gradients are 0
+            nk = Lq
+            if m is not None and m.shape[-1] == Lk:
+                m = m[..., :Lq]
+        else:
+            i = np.arange(Lq)[:, None]
+            j = np.arange(Lk)[None, :]
+            vis = j <= i
+            if W:
+                vis &= j > i - W
+            if m is None:
+                m = vis
+            elif m.dtype == np.bool_:
+                m = np.logical_and(m, vis)
+            else:
+                m = np.where(vis, m, np.float32(-np.inf)).astype(np.float32)
+            c_causal, c_window = False, 0
+    dq = np.empty(q.shape, dtype=np.float32)
+    dk = np.zeros(k.shape, dtype=np.float32)
+    dv = np.zeros(v.shape, dtype=np.float32)
+    mp, mkeep = tensor(m)
+    p = ffi.new(_T_PARAMS, [mp, 1 if c_causal else 0, c_window, ffi.NULL, 0 if sc is None else 1,
+                            0.0 if sc is None else sc, 0, _IMPLS[impl], ffi.NULL])
+    ts = [Tensor(a) for a in (dq, dk[:, :, :nk], dv[:, :, :nk], q, k[:, :, :nk], v[:, :, :nk], o, lz, g)]
+    rc = lib.attn_sdpa_backward(*(t.ptr for t in ts), p)
+    raise_for(rc)
+    del mkeep
+    return dq.reshape(qa.shape), dk.reshape(ka.shape), dv.reshape(va.shape)
 
 VARIANTS = ("exact", "linear", "performer", "sliding", "longformer", "bigbird")
 
@@ -328,6 +421,7 @@ def variant(name: str, query: ArrayLike, key: ArrayLike, value: ArrayLike, *, is
     raise_for(rc)
     del keep
     out = out.reshape(qkv.lead + (Dv,))
-    if weights is None:
-        return out
-    return out, weights.reshape(qkv.full)
+    res = (out,) + (() if weights is None else (weights.reshape(qkv.full),))
+    if lse is not None:
+        res += (lse.reshape(qkv.lead),)
+    return res[0] if len(res) == 1 else res

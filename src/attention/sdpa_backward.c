@@ -101,6 +101,7 @@ static int attn__bw_rows(const attn__bwctx *c, int64_t b, int64_t h, int64_t i0,
 /* ---- AVX2 + FMA kernels (the same source compiled for avx2,fma; used only after the CPU check) */
 #if defined(__x86_64__) || defined(__i386__)
 #define ATTN__BW_HAVE_AVX2 1
+#include <immintrin.h>
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
 #else
@@ -108,7 +109,9 @@ static int attn__bw_rows(const attn__bwctx *c, int64_t b, int64_t h, int64_t i0,
 #pragma GCC target("avx2,fma")
 #endif
 #define BW_FN(x) x##_avx2
+#define BW_AVX2 1
 #include "attention/sdpa_backward_tmpl.h"
+#undef BW_AVX2
 #undef BW_FN
 #if defined(__clang__)
 #pragma clang attribute pop

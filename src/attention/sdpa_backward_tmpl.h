@@ -1,7 +1,8 @@
 /* Tile kernels of the SDPA backward (sdpa_backward.c), included twice by it: once compiled for
- * AVX2 + FMA (target pragma) with BW_FN(x) = x##_avx2, once as plain C with BW_FN(x) =
- * x##_portable. The loops are fixed 16-wide over independent lanes (omp simd), so the compiler
- * vectorises them for the target it compiles for; accumulation orders are fixed in the source.
+ * AVX2 + FMA (target pragma) with BW_FN(x) = x##_avx2 and BW_AVX2 defined (the tile product
+ * then uses intrinsics), once as plain C with BW_FN(x) = x##_portable. The other loops are fixed
+ * 16-wide over independent lanes (omp simd), so the compiler vectorises them for the target it
+ * compiles for; accumulation orders are fixed in the source.
  *
  * Layout: a tile is up to bq query rows x nk keys (nkp = nk rounded up to 16). Row-major
  * SP[i][j] (scores, then P), dPS[i][j] (dP, then dS); KT[d][j], VT[e][j] (keys / values
@@ -10,6 +11,58 @@
 
 /* C[i*ldc + j] (+)= sum_{t<T} A[i*as + t*at] · Bm[t*ldb + j] for i < M, j < N (N a multiple of
  * 16): four rows at a time share each 16-wide load of Bm. */
+#ifdef BW_AVX2
+/* AVX2 + FMA: the 4 x 16 block's 8 accumulators stay in ymm registers (GCC keeps plain arrays
+ * in memory here and, in ISO C mode, does not contract a*b + c into an FMA). */
+static void BW_FN(attn__bw_gemm)(float *C, int64_t ldc, int M, int N, const float *A, int64_t as, int64_t at,
+                                 const float *Bm, int64_t ldb, int T, int acc) {
+    int i = 0;
+    for (; i + 4 <= M; i += 4) {
+        const float *a0 = A + i * as, *a1 = a0 + as, *a2 = a1 + as, *a3 = a2 + as;
+        for (int j0 = 0; j0 < N; j0 += 16) {
+            float *o0 = C + i * ldc + j0, *o1 = o0 + ldc, *o2 = o1 + ldc, *o3 = o2 + ldc;
+            __m256 c00, c01, c10, c11, c20, c21, c30, c31;
+            if (acc) {
+                c00 = _mm256_loadu_ps(o0), c01 = _mm256_loadu_ps(o0 + 8), c10 = _mm256_loadu_ps(o1);
+                c11 = _mm256_loadu_ps(o1 + 8), c20 = _mm256_loadu_ps(o2), c21 = _mm256_loadu_ps(o2 + 8);
+                c30 = _mm256_loadu_ps(o3), c31 = _mm256_loadu_ps(o3 + 8);
+            } else {
+                c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = _mm256_setzero_ps();
+            }
+            for (int t = 0; t < T; t++) {
+                const float *bt = Bm + t * ldb + j0;
+                const __m256 b0 = _mm256_loadu_ps(bt), b1 = _mm256_loadu_ps(bt + 8);
+                __m256 x = _mm256_broadcast_ss(a0 + t * at);
+                c00 = _mm256_fmadd_ps(x, b0, c00), c01 = _mm256_fmadd_ps(x, b1, c01);
+                x = _mm256_broadcast_ss(a1 + t * at);
+                c10 = _mm256_fmadd_ps(x, b0, c10), c11 = _mm256_fmadd_ps(x, b1, c11);
+                x = _mm256_broadcast_ss(a2 + t * at);
+                c20 = _mm256_fmadd_ps(x, b0, c20), c21 = _mm256_fmadd_ps(x, b1, c21);
+                x = _mm256_broadcast_ss(a3 + t * at);
+                c30 = _mm256_fmadd_ps(x, b0, c30), c31 = _mm256_fmadd_ps(x, b1, c31);
+            }
+            _mm256_storeu_ps(o0, c00), _mm256_storeu_ps(o0 + 8, c01), _mm256_storeu_ps(o1, c10);
+            _mm256_storeu_ps(o1 + 8, c11), _mm256_storeu_ps(o2, c20), _mm256_storeu_ps(o2 + 8, c21);
+            _mm256_storeu_ps(o3, c30), _mm256_storeu_ps(o3 + 8, c31);
+        }
+    }
+    for (; i < M; i++) {
+        const float *a0 = A + i * as;
+        for (int j0 = 0; j0 < N; j0 += 16) {
+            float *o0 = C + i * ldc + j0;
+            __m256 c00 = acc ? _mm256_loadu_ps(o0) : _mm256_setzero_ps();
+            __m256 c01 = acc ? _mm256_loadu_ps(o0 + 8) : _mm256_setzero_ps();
+            for (int t = 0; t < T; t++) {
+                const float *bt = Bm + t * ldb + j0;
+                const __m256 x = _mm256_broadcast_ss(a0 + t * at);
+                c00 = _mm256_fmadd_ps(x, _mm256_loadu_ps(bt), c00);
+                c01 = _mm256_fmadd_ps(x, _mm256_loadu_ps(bt + 8), c01);
+            }
+            _mm256_storeu_ps(o0, c00), _mm256_storeu_ps(o0 + 8, c01);
+        }
+    }
+}
+#else
 static void BW_FN(attn__bw_gemm)(float *C, int64_t ldc, int M, int N, const float *A, int64_t as, int64_t at,
                                  const float *Bm, int64_t ldb, int T, int acc) {
     int i = 0;
@@ -63,6 +116,7 @@ static void BW_FN(attn__bw_gemm)(float *C, int64_t ldc, int M, int N, const floa
         }
     }
 }
+#endif
 
 /* SP: raw q·k -> P = exp(scale·q·k + mask - lse_i) on the row's visible keys, 0 elsewhere;
  * dPS: dP -> dS = P·(dP - Δ_i). Rows i < nq of the tile at query i0, keys j0 + [0, nk). */

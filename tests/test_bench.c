@@ -73,6 +73,18 @@ static void test_sdpa(void) {
           out_text, err_text);
     rc = run_attn("bench", "sdpa", "--L", "32", "--D", "8", "--H", "2", "--impl", "reference", "--min-time", "0", NULL);
     CHECK(rc == 0 && strstr(out_text, "kernel=\"reference\""), "bench sdpa reference: %d %s %s", rc, out_text, err_text);
+    /* --backward: one sdpa_backward line, GFLOP/s = 10*B*H*D*pairs / best (causal: 40*41/2 pairs;
+     * 1% for best_ms printed with 4 decimals) */
+    rc = run_attn("bench", "sdpa", "--backward", "--L", "40", "--D", "16", "--H", "2", "--causal", "--min-time", "0", NULL);
+    {
+        const char *ln = strstr(out_text, "sdpa_backward B=1 H=2 Hkv=2 Lq=40 Lk=40 D=16 causal=1 dtype=fp32");
+        const char *pb = ln ? strstr(ln, "best_ms=") : NULL, *pr = ln ? strstr(ln, "GFLOP/s=") : NULL;
+        double best = pb ? strtod(pb + 8, NULL) : 0, rate = pr ? strtod(pr + 8, NULL) : -1;
+        double want = best > 0 ? 10.0 * 2 * 16 * (40.0 * 41 / 2) / (best * 1e-3) * 1e-9 : -2;
+        CHECK(rc == 0 && ln && fabs(rate - want) <= 0.051 + 1e-2 * want, "bench sdpa --backward: %d %s %s", rc, out_text, err_text);
+    }
+    rc = run_attn("bench", "sdpa", "--backward", "--dtype", "bf16", NULL);
+    CHECK(rc == 2 && strstr(err_text, "fp32 only"), "bench sdpa --backward --dtype bf16: exit %d %s", rc, err_text);
 
     /* usage errors */
     const char *bad[][4] = {{"--dtype", "fp64"}, {"--L", "0"}, {"--H", "3", "--Hkv", "2"}, {"--impl", "magic"},

@@ -2,7 +2,7 @@
  *
  *   attn bench sdpa [--B N] [--H N] [--Hkv N] [--L N] [--Lq N] [--D N] [--causal]
  *                   [--dtype fp32|bf16|fp16] [--threads N] [--impl fused|reference]
- *                   [--min-time S] [--reps N]
+ *                   [--min-time S] [--reps N] [--backward]
  *   attn bench embed --model DIR [--threads N] [--batch N] [--sentences N] [--min-time S]
  *
  * sdpa: --L, --Lq, --D, --H, --threads and --dtype take comma-separated lists; every combination
@@ -12,6 +12,10 @@
  * Useful FLOPs = 4·B·H·D·(number of visible (query, key) pairs): Lq·Lk without a mask; with
  * --causal (bottom-right) only the visible pairs, so causal and non-causal rates compare
  * directly. The last line is "GFLOP/s: X" for the last configuration.
+ * --backward times attn_sdpa_backward instead (float32 only; one forward with the log-sum-exp
+ * first, untimed), lines start "sdpa_backward"; useful FLOPs = 10·B·H·D·pairs (the five
+ * products of FlashAttention-2's backward, 2.5x the forward; attn's kernel does 7, recomputing
+ * P for dq).
  * embed: embeds a built-in set of sentences (deterministic, 8-40 words each) with the model, one
  * warm-up pass over the first batch, then passes over the whole set until --min-time; prints the
  * best sentences/s; last line "sentences/s: X". Model loading is not timed. */
@@ -47,7 +51,7 @@ typedef struct {
     int64_t B, Hkv, reps;
     int_list H, L, Lq, D, T;
     attn_dtype dts[16];
-    int nDt, causal, impl;
+    int nDt, causal, impl, backward;
     float min_time;
     /* embed */
     const char *model;
@@ -123,6 +127,7 @@ static const cli_option sdpa_options[] = {
     {"--min-time", NULL, CLI_CALL, F(min_time), .fn = min_time_opt, .takes_value = 1,
      .help = "  --min-time S     seconds of timed calls per configuration (default 1)\n"},
     {"--reps", NULL, CLI_I64, F(reps), 3, 1000000, .help = "  --reps N         at most N timed calls (default 100)\n"},
+    {"--backward", NULL, CLI_FLAG, F(backward), 1, .help = "  --backward       time attn_sdpa_backward (fp32; FLOPs = 10*B*H*D*pairs)\n"},
     {0}};
 static const cli_option embed_options[] = {
     {"--model", NULL, CLI_STR, F(model), .help = "  --model DIR      sentence-transformers BERT model directory (required)\n"},
@@ -229,6 +234,66 @@ done:
     return res;
 }
 
+/* one --backward configuration; returns GFLOP/s (or -1 on failure, message printed) */
+static double bench_sdpa_backward_one(int64_t B, int64_t H, int64_t Hkv, int64_t Lq, int64_t Lk, int64_t D, int causal,
+                                      int threads, attn_impl impl, double min_time, int64_t max_reps) {
+    const size_t nq = (size_t)(B * H * Lq * D), nk = (size_t)(B * Hkv * Lk * D), nl = (size_t)(B * H * Lq);
+    float *buf[8];
+    const size_t sz[8] = {nq, nk, nk, nq, nq, nq, nk, nk}; /* q k v out dout dq dk dv */
+    float *lse = malloc(sizeof(float) * nl + 1);
+    int ok = lse != NULL;
+    for (int i = 0; i < 8; i++) ok &= (buf[i] = malloc(sizeof(float) * sz[i] + 1)) != NULL;
+    double *times = malloc(sizeof(double) * (size_t)(max_reps + 1));
+    double res = -1;
+    if (!ok || !times) {
+        cli_error("bench sdpa: out of memory");
+        goto done;
+    }
+    uint64_t s = 0x9E3779B97F4A7C15ULL;
+    fill_uniform(buf[0], nq, &s), fill_uniform(buf[1], nk, &s), fill_uniform(buf[2], nk, &s), fill_uniform(buf[4], nq, &s);
+    int64_t sq[4] = {B, H, Lq, D}, sk[4] = {B, Hkv, Lk, D}, sl[3] = {B, H, Lq};
+    attn_tensor t[8], tl;
+    for (int i = 0; i < 8; i++) attn_tensor_make(&t[i], buf[i], ATTN_F32, 4, (i == 1 || i == 2 || i >= 6) ? sk : sq);
+    attn_tensor_make(&tl, lse, ATTN_F32, 3, sl);
+    attn_sdpa_params p = attn_sdpa_params_default();
+    p.is_causal = causal;
+    p.n_threads = threads;
+    p.impl = impl;
+    p.lse = &tl;
+    if (attn_sdpa(&t[3], NULL, &t[0], &t[1], &t[2], &p) < 0 ||
+        attn_sdpa_backward(&t[5], &t[6], &t[7], &t[0], &t[1], &t[2], &t[3], &tl, &t[4], &p) < 0) { /* warm-up */
+        cli_lib_error("bench sdpa");
+        goto done;
+    }
+    double pairs = 0;
+    for (int64_t i = 0; i < Lq; i++) {
+        int64_t hi = causal ? i + Lk - Lq + 1 : Lk;
+        pairs += (double)(hi < 0 ? 0 : hi > Lk ? Lk : hi);
+    }
+    int64_t n = 0;
+    const double t_start = now_s();
+    while (n < max_reps && (n < 3 || now_s() - t_start < min_time)) {
+        double t0 = now_s();
+        if (attn_sdpa_backward(&t[5], &t[6], &t[7], &t[0], &t[1], &t[2], &t[3], &tl, &t[4], &p) < 0) {
+            cli_lib_error("bench sdpa");
+            goto done;
+        }
+        times[n++] = now_s() - t0;
+    }
+    qsort(times, (size_t)n, sizeof(double), cmp_d);
+    res = 10.0 * (double)B * (double)H * (double)D * pairs / times[0] * 1e-9;
+    printf("sdpa_backward B=%lld H=%lld Hkv=%lld Lq=%lld Lk=%lld D=%lld causal=%d dtype=fp32 threads=%d kernel=\"%s\" "
+           "reps=%lld best_ms=%.4f median_ms=%.4f GFLOP/s=%.1f\n",
+           (long long)B, (long long)H, (long long)Hkv, (long long)Lq, (long long)Lk, (long long)D, causal,
+           threads > 0 ? threads : attn_get_num_threads(), impl == ATTN_IMPL_REFERENCE ? "reference" : "tiled",
+           (long long)n, times[0] * 1e3, times[n / 2] * 1e3, res);
+    fflush(stdout);
+done:
+    for (int i = 0; i < 8; i++) free(buf[i]);
+    free(lse), free(times);
+    return res;
+}
+
 static int bench_sdpa(int argc, char **argv) {
     bench_opts b = {.B = 1, .reps = 100, .H = {{8}, 1}, .L = {{4096}, 1}, .Lq = {{0}, 1}, .D = {{64}, 1}, .T = {{0}, 1},
                     .dts = {ATTN_F32}, .nDt = 1, .impl = ATTN_IMPL_FUSED, .min_time = 1.0f};
@@ -239,6 +304,9 @@ static int bench_sdpa(int argc, char **argv) {
     const attn_dtype *dts = b.dts;
     const attn_impl impl = (attn_impl)b.impl;
     const float min_time = b.min_time;
+    if (b.backward)
+        for (int i = 0; i < nDt; i++)
+            if (dts[i] != ATTN_F32) return cli_usage_error("bench", "--backward takes --dtype fp32 only");
     double last = -1;
     for (int iL = 0; iL < nL; iL++)
         for (int iLq = 0; iLq < nLq; iLq++)
@@ -249,8 +317,10 @@ static int bench_sdpa(int argc, char **argv) {
                             const int64_t H = Hs[iH], hk = Hkv ? Hkv : H;
                             if (H % hk) return cli_usage_error("bench", "--Hkv %lld does not divide --H %lld", (long long)hk, (long long)H);
                             const int64_t Lq = Lqs[iLq] ? Lqs[iLq] : Ls[iL];
-                            last = bench_sdpa_one(Bv, H, hk, Lq, Ls[iL], Ds[iD], causal, dts[iDt], (int)Ts[iT], impl,
-                                                  min_time, reps);
+                            last = b.backward ? bench_sdpa_backward_one(Bv, H, hk, Lq, Ls[iL], Ds[iD], causal, (int)Ts[iT],
+                                                                        impl, min_time, reps)
+                                              : bench_sdpa_one(Bv, H, hk, Lq, Ls[iL], Ds[iD], causal, dts[iDt], (int)Ts[iT],
+                                                               impl, min_time, reps);
                             if (last < 0) return CLI_FAIL;
                         }
     printf("GFLOP/s: %.1f\n", last);

@@ -35,4 +35,5 @@
 /* pictures */
 #include "attn_viz.h"
 #include "attn_viz_html.h"
+#include "attn_train.h"
 #endif

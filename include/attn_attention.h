@@ -66,8 +66,9 @@ typedef struct {
     attn_tensor *lse;           /* NULL, or float32 [B, H, Lq], any strides (written): each query row's
                                    log-sum-exp, the natural log of sum_j exp(scale·q·k_j + mask_j) over
                                    its visible keys (the softmax's normaliser, what attn_sdpa_backward
-                                   takes); -inf for a row with no visible key. attn_sdpa only (the
-                                   weights-free layers that call it leave it NULL). */
+                                   takes); -inf for a row with no visible key. Layers that take
+                                   attn_sdpa_params hand them to each attn_sdpa call they make:
+                                   leave it NULL there unless the layer documents it. */
 } attn_sdpa_params;
 
 /* attn_sdpa_params_default: all fields zero: no mask, not causal, default scale, default

@@ -1,0 +1,270 @@
+/* Backward passes of linear, LayerNorm, the activations and softmax, and the cross-entropy loss
+ * (include/attn_train.h). Each is the chain rule of the matching forward in src/ops/ops.c,
+ * checked against torch.autograd fixtures and float64 finite differences
+ * (tests/test_train_ops.c). GEMMs go to OpenBLAS in single-thread mode, split over attn's
+ * threads (the library-wide policy of core/threads.c); row reductions are in double. */
+#include "attn_train.h"
+#include "core/internal.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* a contiguous float32 tensor of rank >= 1 */
+static int attn__tr_f32(const attn_tensor *t, const char *op, const char *name) {
+    if (!t) return attn_set_error(ATTN_E_INVALID, "%s: %s must not be NULL", op, name);
+    if (t->dtype != ATTN_F32)
+        return attn_set_error(ATTN_E_DTYPE, "%s: %s must be float32, got %s", op, name, attn_dtype_name(t->dtype));
+    if (t->ndim < 1) return attn_set_error(ATTN_E_SHAPE, "%s: %s must have at least 1 dim", op, name);
+    if (!attn_tensor_is_contiguous(t)) return attn_set_error(ATTN_E_INVALID, "%s: %s must be contiguous", op, name);
+    if (!t->data && attn_tensor_numel(t) > 0) return attn_set_error(ATTN_E_INVALID, "%s: %s has no data", op, name);
+    return ATTN_OK;
+}
+
+static int attn__tr_same(const attn_tensor *a, const char *an, const attn_tensor *b, const char *bn, const char *op) {
+    int same = a->ndim == b->ndim;
+    for (int i = 0; same && i < a->ndim; i++) same = a->shape[i] == b->shape[i];
+    if (!same) return attn_set_error(ATTN_E_SHAPE, "%s: %s must have the shape of %s", op, an, bn);
+    return ATTN_OK;
+}
+
+/* a [n] float32 vector (or NULL when allowed) */
+static int attn__tr_vec(const attn_tensor *t, int64_t n, const char *op, const char *name) {
+    if (!t) return ATTN_OK;
+    ATTN_TRY(attn__tr_f32(t, op, name));
+    if (t->ndim != 1 || t->shape[0] != n)
+        return attn_set_error(ATTN_E_SHAPE, "%s: %s must be [%lld]", op, name, (long long)n);
+    return ATTN_OK;
+}
+
+static int64_t attn__tr_last(const attn_tensor *t) { return t->shape[t->ndim - 1]; }
+static int64_t attn__tr_rows(const attn_tensor *t) {
+    const int64_t n = attn__tr_last(t);
+    return n > 0 ? attn_tensor_numel(t) / n : 0;
+}
+
+int attn_linear_backward(attn_tensor *dx, attn_tensor *dw, attn_tensor *db, const attn_tensor *dy,
+                         const attn_tensor *x, const attn_tensor *w, int accumulate) {
+    const char *op = "linear backward";
+    ATTN_TRY(attn__tr_f32(dy, op, "dy"));
+    ATTN_TRY(attn__tr_f32(x, op, "x"));
+    ATTN_TRY(attn__tr_f32(w, op, "weight"));
+    if (w->ndim != 2) return attn_set_error(ATTN_E_SHAPE, "%s: weight must be [out_features, in_features]", op);
+    const int64_t N = w->shape[0], K = w->shape[1], M = attn__tr_rows(x);
+    if (attn__tr_last(x) != K || attn__tr_last(dy) != N || dy->ndim != x->ndim)
+        return attn_set_error(ATTN_E_SHAPE, "%s: x must be [..., %lld] and dy [..., %lld] with the same leading dims", op,
+                              (long long)K, (long long)N);
+    for (int i = 0; i < x->ndim - 1; i++)
+        if (dy->shape[i] != x->shape[i]) return attn_set_error(ATTN_E_SHAPE, "%s: dy and x differ at dim %d", op, i);
+    if (dx) {
+        ATTN_TRY(attn__tr_f32(dx, op, "dx"));
+        ATTN_TRY(attn__tr_same(dx, "dx", x, "x", op));
+    }
+    if (dw) {
+        ATTN_TRY(attn__tr_f32(dw, op, "dw"));
+        ATTN_TRY(attn__tr_same(dw, "dw", w, "weight", op));
+    }
+    ATTN_TRY(attn__tr_vec(db, N, op, "db"));
+    const float *g = (const float *)dy->data, *xp = (const float *)x->data, *wp = (const float *)w->data;
+    int nt = attn_get_num_threads(); /* also puts OpenBLAS in single-thread mode */
+    if (dx && M > 0 && K > 0) { /* dx[M, K] = dy[M, N] · W[N, K], split by rows */
+        float *o = (float *)dx->data;
+        const int64_t chunk = (M + nt - 1) / nt;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && (double)M * N * K >= 1e6)
+        for (int t = 0; t < nt; t++) {
+            const int64_t a = t * chunk, b = a + chunk < M ? a + chunk : M;
+            if (a >= b) continue;
+            if (N == 0) memset(o + a * K, 0, sizeof(float) * (size_t)((b - a) * K));
+            else
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(b - a), (int)K, (int)N, 1.0f, g + a * N, (int)N,
+                            wp, (int)K, 0.0f, o + a * K, (int)K);
+        }
+    }
+    if (dw && N > 0 && K > 0) { /* dw[N, K] (+)= dyᵀ[N, M] · x[M, K], split by rows of dw */
+        float *o = (float *)dw->data;
+        const int64_t chunk = (N + nt - 1) / nt;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && (double)M * N * K >= 1e6)
+        for (int t = 0; t < nt; t++) {
+            const int64_t a = t * chunk, b = a + chunk < N ? a + chunk : N;
+            if (a >= b) continue;
+            if (M == 0) {
+                if (!accumulate) memset(o + a * K, 0, sizeof(float) * (size_t)((b - a) * K));
+            } else {
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(b - a), (int)K, (int)M, 1.0f, g + a, (int)N, xp,
+                            (int)K, accumulate ? 1.0f : 0.0f, o + a * K, (int)K);
+            }
+        }
+    }
+    if (db) {
+        float *o = (float *)db->data;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && (double)M * N >= 1e5)
+        for (int64_t n = 0; n < N; n++) {
+            double s = 0.0;
+            for (int64_t m = 0; m < M; m++) s += g[m * N + n];
+            o[n] = (float)(accumulate ? o[n] + s : s);
+        }
+    }
+    return ATTN_OK;
+}
+
+int attn_layernorm_backward(attn_tensor *dx, attn_tensor *dgamma, attn_tensor *dbeta, const attn_tensor *dy,
+                            const attn_tensor *x, const attn_tensor *gamma, float eps, int accumulate) {
+    const char *op = "layernorm backward";
+    ATTN_TRY(attn__tr_f32(dy, op, "dy"));
+    ATTN_TRY(attn__tr_f32(x, op, "x"));
+    ATTN_TRY(attn__tr_same(dy, "dy", x, "x", op));
+    const int64_t E = attn__tr_last(x), M = attn__tr_rows(x);
+    ATTN_TRY(attn__tr_vec(gamma, E, op, "gamma"));
+    ATTN_TRY(attn__tr_vec(dgamma, E, op, "dgamma"));
+    ATTN_TRY(attn__tr_vec(dbeta, E, op, "dbeta"));
+    if (dx) {
+        ATTN_TRY(attn__tr_f32(dx, op, "dx"));
+        ATTN_TRY(attn__tr_same(dx, "dx", x, "x", op));
+    }
+    if (!(eps >= 0.0f) || !isfinite(eps)) return attn_set_error(ATTN_E_INVALID, "%s: eps must be finite and >= 0", op);
+    const float *g = (const float *)dy->data, *xp = (const float *)x->data, *gm = gamma ? (const float *)gamma->data : NULL;
+    double *acc = NULL; /* [2][E] dgamma, dbeta sums in double */
+    if ((dgamma || dbeta) && E > 0) {
+        acc = (double *)calloc(2 * (size_t)E, sizeof(double));
+        if (!acc) return attn_set_error(ATTN_E_NOMEM, "%s: out of memory", op);
+    }
+    for (int64_t m = 0; m < M; m++) { /* rows in order: the parameter sums are deterministic */
+        const float *xr = xp + m * E, *gr = g + m * E;
+        double mean = 0.0, var = 0.0;
+        for (int64_t e = 0; e < E; e++) mean += xr[e];
+        mean /= (double)E;
+        for (int64_t e = 0; e < E; e++) var += (xr[e] - mean) * (xr[e] - mean);
+        var /= (double)E;
+        const double rstd = var + eps > 0.0 ? 1.0 / sqrt(var + eps) : 0.0;
+        double mg = 0.0, mgx = 0.0;
+        for (int64_t e = 0; e < E; e++) {
+            const double xh = (xr[e] - mean) * rstd, gg = gr[e] * (gm ? (double)gm[e] : 1.0);
+            mg += gg, mgx += gg * xh;
+            if (acc) acc[e] += gr[e] * xh, acc[E + e] += gr[e];
+        }
+        mg /= (double)E, mgx /= (double)E;
+        if (dx) {
+            float *o = (float *)dx->data + m * E;
+            for (int64_t e = 0; e < E; e++) {
+                const double xh = (xr[e] - mean) * rstd, gg = gr[e] * (gm ? (double)gm[e] : 1.0);
+                o[e] = (float)(rstd * (gg - mg - xh * mgx));
+            }
+        }
+    }
+    for (int r = 0; r < 2 && acc; r++) {
+        attn_tensor *t = r ? dbeta : dgamma;
+        if (!t) continue;
+        float *o = (float *)t->data;
+        for (int64_t e = 0; e < E; e++) o[e] = (float)(accumulate ? o[e] + acc[r * E + e] : acc[r * E + e]);
+    }
+    if (!acc)
+        for (int r = 0; r < 2; r++) {
+            attn_tensor *t = r ? dbeta : dgamma;
+            if (t && !accumulate && E > 0) memset(t->data, 0, sizeof(float) * (size_t)E);
+        }
+    free(acc);
+    return ATTN_OK;
+}
+
+/* act'(x) in double */
+static double attn__act_grad(double x, attn_activation act) {
+    switch (act) {
+    case ATTN_ACT_RELU:
+        return x > 0.0 ? 1.0 : 0.0;
+    case ATTN_ACT_GELU: /* d/dx x·Φ(x) = Φ(x) + x·φ(x) */
+        return 0.5 * (1.0 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2.0 * M_PI);
+    case ATTN_ACT_GELU_TANH: {
+        const double c = sqrt(2.0 / M_PI), u = c * (x + 0.044715 * x * x * x), t = tanh(u);
+        return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
+    }
+    case ATTN_ACT_SILU: {
+        const double s = 1.0 / (1.0 + exp(-x));
+        return s * (1.0 + x * (1.0 - s));
+    }
+    default:
+        return 1.0;
+    }
+}
+
+int attn_activation_backward(attn_tensor *dx, const attn_tensor *dy, const attn_tensor *x, attn_activation act) {
+    const char *op = "activation backward";
+    if (act < ATTN_ACT_RELU || act > ATTN_ACT_IDENTITY) return attn_set_error(ATTN_E_INVALID, "%s: unknown activation %d", op, (int)act);
+    ATTN_TRY(attn__tr_f32(dx, op, "dx"));
+    ATTN_TRY(attn__tr_f32(dy, op, "dy"));
+    ATTN_TRY(attn__tr_f32(x, op, "x"));
+    ATTN_TRY(attn__tr_same(dy, "dy", x, "x", op));
+    ATTN_TRY(attn__tr_same(dx, "dx", x, "x", op));
+    const int64_t n = attn_tensor_numel(x);
+    const float *g = (const float *)dy->data, *xp = (const float *)x->data;
+    float *o = (float *)dx->data;
+    const int nt = attn_get_num_threads();
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && n >= 65536)
+    for (int64_t i = 0; i < n; i++) o[i] = (float)(g[i] * attn__act_grad(xp[i], act));
+    return ATTN_OK;
+}
+
+int attn_softmax_backward(attn_tensor *dx, const attn_tensor *dy, const attn_tensor *y) {
+    const char *op = "softmax backward";
+    ATTN_TRY(attn__tr_f32(dx, op, "dx"));
+    ATTN_TRY(attn__tr_f32(dy, op, "dy"));
+    ATTN_TRY(attn__tr_f32(y, op, "y"));
+    ATTN_TRY(attn__tr_same(dy, "dy", y, "y", op));
+    ATTN_TRY(attn__tr_same(dx, "dx", y, "y", op));
+    const int64_t N = attn__tr_last(y), M = attn__tr_rows(y);
+    const float *g = (const float *)dy->data, *yp = (const float *)y->data;
+    float *o = (float *)dx->data;
+    for (int64_t m = 0; m < M; m++) {
+        double s = 0.0;
+        for (int64_t j = 0; j < N; j++) s += (double)g[m * N + j] * yp[m * N + j];
+        for (int64_t j = 0; j < N; j++) o[m * N + j] = (float)(yp[m * N + j] * (g[m * N + j] - s));
+    }
+    return ATTN_OK;
+}
+
+int attn_cross_entropy(double *loss, attn_tensor *dlogits, const attn_tensor *logits, const attn_tensor *labels,
+                       double label_smoothing) {
+    const char *op = "cross entropy";
+    if (!loss || !labels) return attn_set_error(ATTN_E_INVALID, "%s: loss and labels must not be NULL", op);
+    ATTN_TRY(attn__tr_f32(logits, op, "logits"));
+    if (logits->ndim != 2) return attn_set_error(ATTN_E_SHAPE, "%s: logits must be [N, C]", op);
+    const int64_t N = logits->shape[0], C = logits->shape[1];
+    if (labels->dtype != ATTN_I32 && labels->dtype != ATTN_I64)
+        return attn_set_error(ATTN_E_DTYPE, "%s: labels must be int32 or int64, got %s", op, attn_dtype_name(labels->dtype));
+    if (labels->ndim != 1 || labels->shape[0] != N || !attn_tensor_is_contiguous(labels))
+        return attn_set_error(ATTN_E_SHAPE, "%s: labels must be a contiguous [%lld]", op, (long long)N);
+    if (dlogits) {
+        ATTN_TRY(attn__tr_f32(dlogits, op, "dlogits"));
+        ATTN_TRY(attn__tr_same(dlogits, "dlogits", logits, "logits", op));
+    }
+    if (!(label_smoothing >= 0.0 && label_smoothing < 1.0))
+        return attn_set_error(ATTN_E_INVALID, "%s: label_smoothing must be in [0, 1), got %g", op, label_smoothing);
+    if (N > 0 && C == 0) return attn_set_error(ATTN_E_SHAPE, "%s: no classes", op);
+    const float *z = (const float *)logits->data;
+    const double s = label_smoothing;
+    double total = 0.0;
+    for (int64_t n = 0; n < N; n++) {
+        const int64_t y = labels->dtype == ATTN_I32 ? ((const int32_t *)labels->data)[n] : ((const int64_t *)labels->data)[n];
+        if (y < 0 || y >= C)
+            return attn_set_error(ATTN_E_RANGE, "%s: labels[%lld] = %lld is not a class in 0..%lld", op, (long long)n,
+                                  (long long)y, (long long)(C - 1));
+        const float *zr = z + n * C;
+        double mx = -INFINITY, sum = 0.0, zsum = 0.0;
+        for (int64_t c = 0; c < C; c++) {
+            if (!isfinite(zr[c]))
+                return attn_set_error(ATTN_E_RANGE, "%s: logits[%lld, %lld] is %s", op, (long long)n, (long long)c,
+                                      isnan(zr[c]) ? "NaN" : "infinite");
+            mx = zr[c] > mx ? zr[c] : mx;
+        }
+        for (int64_t c = 0; c < C; c++) sum += exp(zr[c] - mx), zsum += zr[c];
+        const double lse = mx + log(sum);
+        total += lse - (1.0 - s) * zr[y] - s / (double)C * zsum;
+        if (dlogits) {
+            float *o = (float *)dlogits->data + n * C;
+            for (int64_t c = 0; c < C; c++)
+                o[c] = (float)((exp(zr[c] - lse) - (c == y ? 1.0 - s : 0.0) - s / (double)C) / (double)N);
+        }
+    }
+    *loss = N > 0 ? total / (double)N : 0.0;
+    return ATTN_OK;
+}

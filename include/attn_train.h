@@ -39,6 +39,21 @@ int attn_linear_backward(attn_tensor *dx, attn_tensor *dw, attn_tensor *db, cons
 int attn_layernorm_backward(attn_tensor *dx, attn_tensor *dgamma, attn_tensor *dbeta, const attn_tensor *dy,
                             const attn_tensor *x, const attn_tensor *gamma, float eps, int accumulate);
 
+/* attn_rmsnorm_backward: gradients of attn_rmsnorm (y = x·r·w, r = 1/sqrt(mean(x²) + eps) over
+ * the last dim E; torch.nn.functional.rms_norm), r recomputed per row in float64, g = dy·w:
+ *   dx = r·(g - x·r²·mean(g·x))  [..., E] (NULL = not wanted)
+ *   dweight = Σ_rows dy·x·r      [E] (NULL = not wanted; accumulate as above)
+ * weight [E] or NULL (= 1). Errors as attn_layernorm_backward. */
+int attn_rmsnorm_backward(attn_tensor *dx, attn_tensor *dweight, const attn_tensor *dy, const attn_tensor *x,
+                          const attn_tensor *weight, float eps, int accumulate);
+
+/* attn_embedding_backward: gradient of attn_embedding (torch.nn.functional.embedding): for each
+ * position n, dtable[ids[n], :] += dy[n, :] (rows of repeated ids summed, in id order of
+ * appearance; float32). ids [...] int32 / int64, dy [..., E], dtable [V, E]; accumulate == 0
+ * zeroes dtable first. Errors: ATTN_E_RANGE (an id outside 0..V-1, naming it; dtable is then
+ * unchanged), ATTN_E_DTYPE, ATTN_E_SHAPE, ATTN_E_INVALID. */
+int attn_embedding_backward(attn_tensor *dtable, const attn_tensor *dy, const attn_tensor *ids, int accumulate);
+
 /* attn_activation_backward: dx = dy · act'(x), element-wise, for every attn_activation:
  * RELU (derivative 0 at x = 0, as torch), GELU (exact: Φ(x) + x·φ(x)), GELU_TANH (derivative of
  * the tanh form, as torch's gelu(approximate="tanh")), SILU (σ(x)(1 + x(1 - σ(x)))), IDENTITY.

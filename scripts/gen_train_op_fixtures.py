@@ -7,6 +7,8 @@ tests/fixtures/train_ops/. Run from the repository root:
 
 linear:    y = F.linear(x, w, b); grads of sum(y * dy): dx, dw, db
 layernorm: F.layer_norm(x, [E], gamma, beta, 1e-5): dx, dgamma, dbeta
+rmsnorm:   x * rsqrt(mean(x^2) + 1e-6) * w: dx, dw
+embedding: F.embedding(ids, table): dtable
 act_*:     F.relu / F.gelu (erf) / F.gelu(approximate="tanh") / F.silu: dx
 softmax:   y = softmax(x, -1): y and dx
 ce_s0, ce_s1: F.cross_entropy(logits, labels, label_smoothing=0 / 0.1): loss (float64), dlogits
@@ -42,6 +44,20 @@ dy = torch.randn(6, 10)
 F.layer_norm(x, [10], g, be, 1e-5).backward(dy)
 for n, t in [("x", x), ("gamma", g), ("dy", dy), ("dx", x.grad), ("dgamma", g.grad), ("dbeta", be.grad)]:
     save("layernorm." + n, t)
+
+x, w = leaf(5, 12, scale=2.0), leaf(12, scale=0.3, shift=1.0)
+dy = torch.randn(5, 12)
+(x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w).backward(dy)
+for n, t in [("x", x), ("w", w), ("dy", dy), ("dx", x.grad), ("dw", w.grad)]:
+    save("rmsnorm." + n, t)
+
+table = leaf(9, 6)
+ids = torch.tensor([[3, 1, 3], [8, 0, 3]])
+dy = torch.randn(2, 3, 6)
+F.embedding(ids, table).backward(dy)
+save("embedding.ids", ids, np.int64)
+save("embedding.dy", dy)
+save("embedding.dtable", table.grad)
 
 xa = torch.cat([torch.linspace(-6, 6, 97), torch.randn(100) * 2, torch.zeros(3)])
 dy = torch.randn(xa.shape)

@@ -74,6 +74,35 @@ static void test_torch(void) {
         free(a), free(b), free(c);
         attn_npy_free(&x), attn_npy_free(&g), attn_npy_free(&dy), attn_npy_free(&rdx), attn_npy_free(&rdg), attn_npy_free(&rdb);
     }
+    { /* rmsnorm */
+        attn_tensor x = fx("rmsnorm.x"), w = fx("rmsnorm.w"), dy = fx("rmsnorm.dy");
+        attn_tensor rdx = fx("rmsnorm.dx"), rdw = fx("rmsnorm.dw");
+        float *a, *b;
+        attn_tensor dx = like(&x, &a), dw = like(&w, &b);
+        CHECK_OK(attn_rmsnorm_backward(&dx, &dw, &dy, &x, &w, 1e-6f, 0));
+        double e1 = rel(a, rdx.data, 60), e2 = rel(b, rdw.data, 12);
+        note(&worst_torch, e1), note(&worst_torch, e2);
+        CHECK(e1 < 1e-5 && e2 < 1e-5, "rmsnorm vs torch: dx %.3g dweight %.3g", e1, e2);
+        free(a), free(b);
+        attn_npy_free(&x), attn_npy_free(&w), attn_npy_free(&dy), attn_npy_free(&rdx), attn_npy_free(&rdw);
+    }
+    { /* embedding: repeated ids sum */
+        attn_tensor ids = fx("embedding.ids"), dy = fx("embedding.dy"), r = fx("embedding.dtable");
+        float *a;
+        attn_tensor dt = like(&r, &a);
+        for (int i = 0; i < 54; i++) a[i] = 7.0f; /* overwritten (accumulate 0) */
+        CHECK_OK(attn_embedding_backward(&dt, &dy, &ids, 0));
+        double e = rel(a, r.data, 54);
+        note(&worst_torch, e);
+        CHECK(e < 1e-6, "embedding backward vs torch: %.3g", e);
+        ((int64_t *)ids.data)[4] = 9; /* V = 9: out of range, dtable unchanged */
+        float keep = a[0];
+        CHECK_ERR(attn_embedding_backward(&dt, &dy, &ids, 1), ATTN_E_RANGE);
+        CHECK(a[0] == keep && strstr(attn_last_error(), "id 9 at position 4"), "bad id named, table unchanged: %s",
+              attn_last_error());
+        free(a);
+        attn_npy_free(&ids), attn_npy_free(&dy), attn_npy_free(&r);
+    }
     { /* activations */
         attn_tensor x = fx("act.x"), dy = fx("act.dy");
         const char *names[4] = {"relu", "gelu", "gelu_tanh", "silu"};
@@ -185,6 +214,39 @@ static void test_finite_differences(void) {
         double e1 = rel64(dx, fdx, M * E), e2 = rel64(dg, fdg, E), e3 = rel64(db, fdb, E);
         note(&worst_fd, e1), note(&worst_fd, e2), note(&worst_fd, e3);
         CHECK(e1 < 2e-6 && e2 < 2e-6 && e3 < 2e-6, "layernorm vs finite differences: %.3g %.3g %.3g", e1, e2, e3);
+    }
+    { /* rmsnorm: dx, dweight */
+        enum { M = 3, E = 8 };
+        float x[M * E], w[E], dy[M * E], dx[M * E], dw[E];
+        fill(x, M * E, &s, -2, 3), fill(w, E, &s, 0.5f, 1.5f), fill(dy, M * E, &s, -1, 1);
+        double xd[M * E], wd[E], fdx[M * E], fdw[E];
+        for (int i = 0; i < M * E; i++) xd[i] = x[i];
+        for (int i = 0; i < E; i++) wd[i] = w[i];
+        double *vars[2] = {xd, wd}, *outs[2] = {fdx, fdw};
+        int ns[2] = {M * E, E};
+        for (int t = 0; t < 2; t++)
+            for (int i = 0; i < ns[t]; i++) {
+                double f[2], x0 = vars[t][i];
+                for (int sg = 0; sg < 2; sg++) {
+                    vars[t][i] = x0 + (sg ? -h : h);
+                    double L = 0;
+                    for (int m = 0; m < M; m++) {
+                        double ms = 0;
+                        for (int e = 0; e < E; e++) ms += xd[m * E + e] * xd[m * E + e];
+                        const double r = 1 / sqrt(ms / E + 1e-6);
+                        for (int e = 0; e < E; e++) L += xd[m * E + e] * r * wd[e] * dy[m * E + e];
+                    }
+                    f[sg] = L;
+                }
+                vars[t][i] = x0;
+                outs[t][i] = (f[0] - f[1]) / (2 * h);
+            }
+        attn_tensor tx = attn_tensor_f32_2d(x, M, E), tw = attn_tensor_f32_1d(w, E), tdy = attn_tensor_f32_2d(dy, M, E);
+        attn_tensor tdx = attn_tensor_f32_2d(dx, M, E), tdw = attn_tensor_f32_1d(dw, E);
+        CHECK_OK(attn_rmsnorm_backward(&tdx, &tdw, &tdy, &tx, &tw, 1e-6f, 0));
+        double e1 = rel64(dx, fdx, M * E), e2 = rel64(dw, fdw, E);
+        note(&worst_fd, e1), note(&worst_fd, e2);
+        CHECK(e1 < 2e-6 && e2 < 2e-6, "rmsnorm vs finite differences: %.3g %.3g", e1, e2);
     }
     { /* activations (x away from relu's kink) */
         enum { N = 64 };

@@ -167,6 +167,80 @@ int attn_layernorm_backward(attn_tensor *dx, attn_tensor *dgamma, attn_tensor *d
     return ATTN_OK;
 }
 
+int attn_rmsnorm_backward(attn_tensor *dx, attn_tensor *dweight, const attn_tensor *dy, const attn_tensor *x,
+                          const attn_tensor *weight, float eps, int accumulate) {
+    const char *op = "rmsnorm backward";
+    ATTN_TRY(attn__tr_f32(dy, op, "dy"));
+    ATTN_TRY(attn__tr_f32(x, op, "x"));
+    ATTN_TRY(attn__tr_same(dy, "dy", x, "x", op));
+    const int64_t E = attn__tr_last(x), M = attn__tr_rows(x);
+    ATTN_TRY(attn__tr_vec(weight, E, op, "weight"));
+    ATTN_TRY(attn__tr_vec(dweight, E, op, "dweight"));
+    if (dx) {
+        ATTN_TRY(attn__tr_f32(dx, op, "dx"));
+        ATTN_TRY(attn__tr_same(dx, "dx", x, "x", op));
+    }
+    if (!(eps >= 0.0f) || !isfinite(eps)) return attn_set_error(ATTN_E_INVALID, "%s: eps must be finite and >= 0", op);
+    const float *g = (const float *)dy->data, *xp = (const float *)x->data, *wt = weight ? (const float *)weight->data : NULL;
+    double *acc = NULL;
+    if (dweight && E > 0) {
+        acc = (double *)calloc((size_t)E, sizeof(double));
+        if (!acc) return attn_set_error(ATTN_E_NOMEM, "%s: out of memory", op);
+    }
+    for (int64_t m = 0; m < M; m++) {
+        const float *xr = xp + m * E, *gr = g + m * E;
+        double ms = 0.0;
+        for (int64_t e = 0; e < E; e++) ms += (double)xr[e] * xr[e];
+        ms /= (double)E;
+        const double r = ms + eps > 0.0 ? 1.0 / sqrt(ms + eps) : 0.0;
+        double mgx = 0.0;
+        for (int64_t e = 0; e < E; e++) {
+            mgx += gr[e] * (wt ? (double)wt[e] : 1.0) * xr[e];
+            if (acc) acc[e] += (double)gr[e] * xr[e] * r;
+        }
+        mgx /= (double)E;
+        if (dx) {
+            float *o = (float *)dx->data + m * E;
+            for (int64_t e = 0; e < E; e++) o[e] = (float)(r * (gr[e] * (wt ? (double)wt[e] : 1.0) - xr[e] * r * r * mgx));
+        }
+    }
+    if (dweight) {
+        float *o = (float *)dweight->data;
+        for (int64_t e = 0; e < E; e++) o[e] = (float)(accumulate ? o[e] + acc[e] : acc[e]);
+    }
+    free(acc);
+    return ATTN_OK;
+}
+
+int attn_embedding_backward(attn_tensor *dtable, const attn_tensor *dy, const attn_tensor *ids, int accumulate) {
+    const char *op = "embedding backward";
+    ATTN_TRY(attn__tr_f32(dtable, op, "dtable"));
+    ATTN_TRY(attn__tr_f32(dy, op, "dy"));
+    if (!ids) return attn_set_error(ATTN_E_INVALID, "%s: ids must not be NULL", op);
+    if (ids->dtype != ATTN_I32 && ids->dtype != ATTN_I64)
+        return attn_set_error(ATTN_E_DTYPE, "%s: ids must be int32 or int64, got %s", op, attn_dtype_name(ids->dtype));
+    if (!attn_tensor_is_contiguous(ids)) return attn_set_error(ATTN_E_INVALID, "%s: ids must be contiguous", op);
+    if (dtable->ndim != 2) return attn_set_error(ATTN_E_SHAPE, "%s: dtable must be [V, E]", op);
+    const int64_t V = dtable->shape[0], E = dtable->shape[1], n = attn_tensor_numel(ids);
+    int ok = dy->ndim == ids->ndim + 1 && attn__tr_last(dy) == E;
+    for (int i = 0; ok && i < ids->ndim; i++) ok = dy->shape[i] == ids->shape[i];
+    if (!ok) return attn_set_error(ATTN_E_SHAPE, "%s: dy must have ids' shape plus [%lld]", op, (long long)E);
+    for (int64_t i = 0; i < n; i++) { /* check every id before writing: dtable unchanged on error */
+        const int64_t id = ids->dtype == ATTN_I32 ? ((const int32_t *)ids->data)[i] : ((const int64_t *)ids->data)[i];
+        if (id < 0 || id >= V)
+            return attn_set_error(ATTN_E_RANGE, "%s: id %lld at position %lld is not in 0..%lld", op, (long long)id,
+                                  (long long)i, (long long)(V - 1));
+    }
+    float *t = (float *)dtable->data;
+    if (!accumulate && V * E > 0) memset(t, 0, sizeof(float) * (size_t)(V * E));
+    const float *g = (const float *)dy->data;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t id = ids->dtype == ATTN_I32 ? ((const int32_t *)ids->data)[i] : ((const int64_t *)ids->data)[i];
+        for (int64_t e = 0; e < E; e++) t[id * E + e] += g[i * E + e];
+    }
+    return ATTN_OK;
+}
+
 /* act'(x) in double */
 static double attn__act_grad(double x, attn_activation act) {
     switch (act) {

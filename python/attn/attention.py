@@ -421,7 +421,6 @@ def variant(name: str, query: ArrayLike, key: ArrayLike, value: ArrayLike, *, is
     raise_for(rc)
     del keep
     out = out.reshape(qkv.lead + (Dv,))
-    res = (out,) + (() if weights is None else (weights.reshape(qkv.full),))
-    if lse is not None:
-        res += (lse.reshape(qkv.lead),)
-    return res[0] if len(res) == 1 else res
+    if weights is None:
+        return out
+    return out, weights.reshape(qkv.full)

@@ -102,22 +102,13 @@ static int attn__bw_rows(const attn__bwctx *c, int64_t b, int64_t h, int64_t i0,
 #if defined(__x86_64__) || defined(__i386__)
 #define ATTN__BW_HAVE_AVX2 1
 #include <immintrin.h>
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#endif
+#include "core/target_avx2_begin.h"
 #define BW_FN(x) x##_avx2
 #define BW_AVX2 1
 #include "attention/sdpa_backward_tmpl.h"
 #undef BW_AVX2
 #undef BW_FN
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "core/target_avx2_end.h"
 #endif
 
 /* ---- validation */
@@ -286,10 +277,7 @@ int attn__sdpa_backward_ex(attn_tensor *dq, attn_tensor *dk, attn_tensor *dv, co
 
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
+        const int tid = attn__omp_tid();
         float *scr = scratch + per * (size_t)tid;
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < rows; r++) { /* Δ_i in double: it is subtracted from dP */

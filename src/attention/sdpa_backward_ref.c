@@ -40,10 +40,7 @@ int attn_sdpa_backward_reference(attn_tensor *dq, attn_tensor *dk, attn_tensor *
 
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
     for (int64_t it = 0; it < items; it++) {
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
+        const int tid = attn__omp_tid();
         const int64_t b = it / Hkv, hk = it % Hkv;
         double *dK = work + per * (size_t)tid;               /* [Lk][D] */
         double *dV = dK + (size_t)Lk * (size_t)D;            /* [Lk][Dv] */

@@ -629,10 +629,7 @@ int attn__sdpa_fused_ex(attn_tensor *out, attn_tensor *weights, const attn_tenso
 
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
+        const int tid = attn__omp_tid();
         float *scr = scratch + per * (size_t)tid;
         if (c.row_path) {
 #pragma omp for schedule(dynamic, 1)

@@ -13,12 +13,7 @@
 
 /* Everything up to the matching pop is compiled for avx2,fma (gcc: target pragma; clang, used by
  * `make fuzz`: the same target attribute applied to every function). */
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#endif
+#include "core/target_avx2_begin.h"
 
 static inline float attn__hsum256(__m256 v) {
     __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -100,11 +95,7 @@ static inline __m256 attn__inv_pos256(__m256 x) {
 
 #include "attention/fused_simd_tmpl.h"
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "core/target_avx2_end.h"
 
 const attn__fused_kernels *attn__fused_kernels_avx2(void) { return &attn__kernels_avx2; }
 

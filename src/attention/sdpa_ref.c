@@ -45,10 +45,7 @@ int attn_sdpa_reference(attn_tensor *out, attn_tensor *weights, const attn_tenso
 
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t r = 0; r < rows; r++) {
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
+        const int tid = attn__omp_tid();
         double *sc = sc_all + per * (size_t)tid;
         unsigned char *vis = vis_all + per * (size_t)tid;
         double *acc = acc_all + (size_t)(Dv > 0 ? Dv : 1) * (size_t)tid;

@@ -48,6 +48,14 @@ void attn__convert_rows(void *dst, attn_dtype ddt, int64_t drs, int64_t dcs, con
 int attn__check_same_shape(const attn_tensor *dst, const attn_tensor *src, const char *who);
 
 /* One element of a float tensor (F32, BF16 or F16) as float32, and the reverse (RNE). */
+/* the calling thread's number in an OpenMP parallel region (0 outside one, or without OpenMP) */
+#ifdef _OPENMP
+#include <omp.h>
+static inline int attn__omp_tid(void) { return omp_get_thread_num(); }
+#else
+static inline int attn__omp_tid(void) { return 0; }
+#endif
+
 static inline float attn__load_f32(const void *p, attn_dtype dt) {
     if (dt == ATTN_F32) return *(const float *)p;
     if (dt == ATTN_BF16) return attn_bf16_to_f32(*(const uint16_t *)p);

@@ -50,6 +50,19 @@ static inline float *attn__lse_at(const attn_tensor *t, int64_t b, int64_t h, in
 /* A float mask value that means "masked": -inf or anything <= -FLT_MAX. */
 static inline int attn__mask_value_is_masked(float m) { return m <= -FLT_MAX; }
 
+/* 1 when the user mask (if any) lets query (b, h, i) see key j; *bias receives an additive float
+ * mask's value (0 otherwise). */
+static inline int attn__mask_allows(const attn__mask_view *mv, int64_t b, int64_t h, int64_t i, int64_t j, double *bias) {
+    *bias = 0.0;
+    if (!mv->present) return 1;
+    const int64_t mo = b * mv->stride[0] + h * mv->stride[1] + i * mv->stride[2] + j * mv->stride[3];
+    if (mv->is_bool) return ((const unsigned char *)mv->data)[mo] != 0;
+    const float m = ((const float *)mv->data)[mo];
+    if (attn__mask_value_is_masked(m)) return 0;
+    *bias = m;
+    return 1;
+}
+
 /* Key range [lo, hi) allowed by causal / window / key_lengths for query row i. */
 static inline void attn__key_range(const attn_sdpa_params *p, int64_t b, int64_t i, int64_t Lq, int64_t Lk,
                                    int64_t *lo, int64_t *hi) {

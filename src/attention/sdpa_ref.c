@@ -55,25 +55,9 @@ int attn_sdpa_reference(attn_tensor *out, attn_tensor *weights, const attn_tenso
         attn__key_range(p, b, i, Lq, Lk, &lo, &hi);
         double mx = -INFINITY;
         for (int64_t j = 0; j < Lk; j++) {
-            vis[j] = (unsigned char)(j >= lo && j < hi);
+            double mval;
+            vis[j] = (unsigned char)(j >= lo && j < hi && attn__mask_allows(&mv, b, h, i, j, &mval));
             if (!vis[j]) continue;
-            double mval = 0.0;
-            if (mv.present) {
-                int64_t mo = b * mv.stride[0] + h * mv.stride[1] + i * mv.stride[2] + j * mv.stride[3];
-                if (mv.is_bool) {
-                    if (!((const unsigned char *)mv.data)[mo]) {
-                        vis[j] = 0;
-                        continue;
-                    }
-                } else {
-                    float m = ((const float *)mv.data)[mo];
-                    if (attn__mask_value_is_masked(m)) {
-                        vis[j] = 0;
-                        continue;
-                    }
-                    mval = m;
-                }
-            }
             double dot = 0.0;
             for (int64_t d = 0; d < D; d++)
                 dot += attn__ref_ld(q, b, h, i, d) * attn__ref_ld(k, b, hk, j, d);

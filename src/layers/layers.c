@@ -145,7 +145,7 @@ void attn_decoder_state_free(attn_decoder_state *s) {
     if (!s) return;
     attn_kv_free(s->self_kv);
     free(s->cross_kv);
-    memset(s, 0, sizeof *s);
+    *s = (attn_decoder_state){NULL, NULL, 0, 0, 0};
 }
 
 void attn_decoder_state_reset(attn_decoder_state *s) {

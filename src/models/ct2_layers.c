@@ -165,9 +165,8 @@ int attn__ct2_ln_load(attn__ct2_ln *ln, const attn_ct2_file *f, const char *scop
 
 void attn__ct2_ln_free(attn__ct2_ln *ln) {
     if (!ln) return;
-    free(ln->g);
-    free(ln->b);
-    memset(ln, 0, sizeof *ln);
+    ATTN_FREE_ALL(ln->g, ln->b);
+    *ln = (attn__ct2_ln){NULL, NULL, 0};
 }
 
 

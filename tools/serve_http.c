@@ -492,7 +492,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     int kind = -1;
     for (size_t i = 0; i < sizeof posts / sizeof posts[0]; i++)
         if (strcmp(url, posts[i].path) == 0) kind = (int)posts[i].kind;
-    const int is_post = strcmp(method, "POST") == 0;
+    const int is_post = strcmp(method, "POST") == 0, is_get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
     if (!x) {
         x = (conn_ctx *)calloc(1, sizeof *x);
         if (!x) return MHD_NO;
@@ -533,7 +533,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return MHD_YES;
     }
     if (x->refused) return MHD_YES;
-    if (strcmp(url, "/health") == 0 && !is_post) {
+    if (strcmp(url, "/health") == 0 && is_get) {
         const int up = !serve_g->loading && !serve_g->stopping;
         return send_text(c, up ? 200 : 503, "application/json",
                          strdup(serve_g->loading ? "{\"status\":\"loading\"}" : serve_g->stopping ? "{\"status\":\"stopping\"}" : "{\"status\":\"ok\"}"), !up);
@@ -542,11 +542,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         serve_fail(&e, 503, "server_error", NULL, "loading", "the models are loading; retry shortly");
         return send_err(c, kind >= 0 ? (serve_kind)kind : SERVE_CHAT, &e);
     }
-    if (strcmp(url, "/v1/models") == 0 && !is_post) return models(c);
-    if (strcmp(url, "/metrics") == 0 && !is_post) return send_text(c, 200, "text/plain; version=0.0.4", serve_metrics_text(serve_g), 0);
+    if (strcmp(url, "/v1/models") == 0 && is_get) return models(c);
+    if (strcmp(url, "/metrics") == 0 && is_get) return send_text(c, 200, "text/plain; version=0.0.4", serve_metrics_text(serve_g), 0);
     if (kind < 0 || !is_post) {
-        serve_fail(&e, kind < 0 && strcmp(url, "/v1/models") && strcmp(url, "/metrics") ? 404 : 405, NULL, NULL, NULL,
-                   kind < 0 && strcmp(url, "/v1/models") && strcmp(url, "/metrics") ? "no endpoint %s %.100s" : "method %s is not allowed on %.100s", method, url);
+        const int known_path = kind >= 0 || !strcmp(url, "/v1/models") || !strcmp(url, "/metrics") || !strcmp(url, "/health");
+        serve_fail(&e, known_path ? 405 : 404, NULL, NULL, NULL, known_path ? "method %s is not allowed on %.100s" : "no endpoint %s %.100s", method, url);
         pthread_mutex_lock(&serve_g->metrics.mu);
         serve_g->metrics.other_requests++;
         pthread_mutex_unlock(&serve_g->metrics.mu);

@@ -147,7 +147,8 @@ static void slot_free(serve_sched *q, int64_t i) {
 static int pump(serve_sched *q, serve_task *t, int fed) {
     for (;; fed = 0) {
         const attn_generate_stats *gs = attn_generation_stats(t->g);
-        if (!fed && gs->pending_token >= 0 && gs->n_gen < t->opts.max_tokens && attn_llama_batch_slot_len(q->b, t->slot) < attn_llama_batch_max_len(q->b))
+        /* a stop string ends the generation at once (finish STOP is set only then): next returns 0 */
+        if (!fed && gs->pending_token >= 0 && gs->finish != ATTN_FINISH_STOP && gs->n_gen < t->opts.max_tokens && attn_llama_batch_slot_len(q->b, t->slot) < attn_llama_batch_max_len(q->b))
             return 1; /* else: next finishes (length, or context full when not fed) */
         const char *text;
         size_t len;

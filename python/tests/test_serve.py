@@ -346,3 +346,35 @@ def test_chat_batched_equals_alone(srv):
     [t.start() for t in ths]
     [t.join(300) for t in ths]
     assert got == alone and all(alone)
+
+
+def test_pipelined_and_idle_connections(srv):
+    # 64 silent connections do not stop the server from answering others (thread per connection,
+    # at most 256; silent ones are closed after --idle-timeout)
+    idle = [socket.create_connection(("127.0.0.1", srv.port), timeout=10) for _ in range(64)]
+    try:
+        assert srv.raw("GET", "/health")[0] == 200
+        # two pipelined requests on one connection: both answered, in order
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
+        one = json.dumps({"model": "stories260K", "content": "Once"}).encode()
+        two = json.dumps({"model": "stories260K", "tokens": [1, 403]}).encode()
+        s.sendall(b"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(one) + one +
+                  b"POST /detokenize HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(two) + two)
+        got = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+        s.close()
+        assert got.count(b"HTTP/1.1 200") == 2 and b'"tokens":[' in got and b'"content":' in got
+        assert got.index(b'"tokens":[') < got.index(b'"content":')
+        # headers that announce a body that never comes: the connection is not answered with a
+        # model call, and the server goes on
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"model\"")
+        s.close()
+        assert srv.raw("GET", "/health")[0] == 200
+    finally:
+        for c in idle:
+            c.close()

@@ -197,6 +197,51 @@ int main(void) {
         attn_generation_free(g);
         attn_llama_state_free(st);
     }
+    /* SmolLM2 Q4_1: a decode row next to a prompt chunk runs through the multi-row tile kernel
+     * (another float summation order; the next layer re-quantizes the activations to 8 bits, so
+     * a last-bit change can move a quantized value by one step). Bound: 1.5, the bound of this
+     * kernel's logits against llama.cpp (test_gguf_llm); alone in the batch it is exact. */
+    {
+        attn_llama *q = NULL;
+        if (attn_llama_load_gguf(&q, "models/SmolLM2-135M-Instruct.Q4_1.gguf") == 0) {
+            const attn_bpe *qt = attn_llama_tokenizer(q);
+            const int64_t QV = attn_llama_get_config(q)->vocab_size;
+            int32_t pa[64], pb[64];
+            int64_t na = 0, nb = 0;
+            CHECK_OK(attn_bpe_encode(qt, "The capital of France is", 24, 1, pa, 64, &na));
+            CHECK_OK(attn_bpe_encode(qt, "Tell me a story about", 21, 1, pb, 64, &nb));
+            float *l1 = (float *)malloc(sizeof(float) * (size_t)QV), *l2 = (float *)malloc(sizeof(float) * 2 * (size_t)QV);
+            attn_llama_state *st = NULL;
+            CHECK_OK(attn_llama_state_create(&st, q, 256));
+            CHECK_OK(attn_llama_forward(st, l1, pa, na, 0, 1));
+            int32_t t1 = (int32_t)attn_logits_argmax(l1, QV);
+            CHECK_OK(attn_llama_forward(st, l1, &t1, 1, 0, 1));
+            attn_llama_batch *qb = NULL;
+            CHECK_OK(attn_llama_batch_create(&qb, q, 2, 256, 64));
+            int64_t s0[64] = {0}, lr = na - 1, z = 0;
+            CHECK_OK(attn_llama_batch_forward(qb, pa, s0, na, &lr, 1, l2, 1));
+            CHECK_OK(attn_llama_batch_forward(qb, &t1, s0, 1, &z, 1, l2, 1));
+            double alone = attn_test_max_abs_diff(l1, l2, (size_t)QV);
+            CHECK(alone == 0, "Q4_1 decode row alone in a batch: identical (%.3g)", alone);
+            CHECK_OK(attn_llama_batch_clear_slot(qb, 0));
+            CHECK_OK(attn_llama_batch_forward(qb, pa, s0, na, &lr, 1, l2, 1));
+            int32_t rows[65];
+            int64_t rs[65], lr2[2] = {0, nb};
+            rows[0] = t1, rs[0] = 0;
+            for (int64_t i = 0; i < nb; i++) rows[1 + i] = pb[i], rs[1 + i] = 1;
+            CHECK_OK(attn_llama_batch_forward(qb, rows, rs, 1 + nb, lr2, 2, l2, 1));
+            double mixed = attn_test_max_abs_diff(l1, l2, (size_t)QV);
+            printf("SmolLM2 Q4_1: decode row batched with a %lld-token prompt chunk: max logit diff %.3g (alone in the batch: %.3g)\n", (long long)nb,
+                   mixed, alone);
+            CHECK(mixed <= 1.5, "Q4_1 decode row batched with a prompt chunk: max |diff| %.3g (bound 1.5)", mixed);
+            attn_llama_batch_free(qb);
+            attn_llama_state_free(st);
+            free(l1);
+            free(l2);
+            attn_llama_free(q);
+        } else
+            printf("SmolLM2 Q4_1 case skipped: %s\n", attn_last_error());
+    }
     free(lg);
     free(ref);
     attn_llama_batch_free(b);

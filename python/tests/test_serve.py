@@ -329,23 +329,24 @@ def test_key_queue_and_sigterm():
             s.p.kill()
 
 
-def test_chat_batched_equals_alone(srv):
-    # Q4_1 weights: activations are quantized per row, so a row's arithmetic does not depend on
-    # its batch; greedy replies of 4 concurrent chats equal each chat alone
+def test_chat_concurrent(srv):
+    # Q4_1 weights: a row batched with others goes through the multi-row tile kernel (another
+    # summation order, then 8-bit requantization of the activations), so greedy replies may part
+    # from the alone reply at near-ties; tests/test_llama_batch.c bounds the logit difference.
+    # Here: 4 concurrent chats are all answered in full.
     msgs = ["Name a fruit.", "What is 2 plus 2?", "Say hello in French.", "Name a planet."]
-    c = srv.client()
-    ask = lambda m: c.chat.completions.create(model=SMOL_NAME, messages=[{"role": "user", "content": m}], temperature=0,
-                                              max_tokens=10).choices[0].message.content
-    alone = [ask(m) for m in msgs]
     got = [None] * 4
 
     def one(i):
-        got[i] = ask(msgs[i])
+        r = srv.client().chat.completions.create(model=SMOL_NAME, messages=[{"role": "user", "content": msgs[i]}], temperature=0,
+                                                 max_tokens=10)
+        got[i] = (r.choices[0].message.content, r.usage.completion_tokens, r.choices[0].finish_reason)
 
     ths = [threading.Thread(target=one, args=(i,)) for i in range(4)]
     [t.start() for t in ths]
     [t.join(300) for t in ths]
-    assert got == alone and all(alone)
+    for text, n, fin in got:
+        assert text and (n == 10 and fin == "length" or n < 10 and fin == "stop")
 
 
 def test_pipelined_and_idle_connections(srv):

@@ -6,7 +6,8 @@
  * and normalised as the model's config says. */
 #include "serve.h"
 
-#include "attn_tokenizer.h"
+#include "attn_utf8.h"
+#include "attn_wordpiece.h"
 
 #include <math.h>
 #include <stdio.h>

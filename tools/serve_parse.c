@@ -4,7 +4,8 @@
  * naming it (never silently ignored). */
 #include "serve.h"
 
-#include "attn_tokenizer.h"
+#include "attn_utf8.h"
+#include "attn_wordpiece.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

@@ -9,7 +9,7 @@ CC      ?= cc
 VERSION := 0.1.0
 
 PKGS    := libcjson libutf8proc libpng pangocairo cairo sndfile samplerate fftw3f libjpeg zlib pixman-1
-PKGS    += libpcre2-8
+PKGS    += libpcre2-8 libmicrohttpd
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

@@ -102,6 +102,43 @@ int attn_llama_forward(attn_llama_state *s, float *logits, const int32_t *tokens
 /* attn_llama_state_model: the model a state was created for (NULL for NULL). */
 const attn_llama *attn_llama_state_model(const attn_llama_state *s);
 
+/* ------------------------------------------------------------------ batches of sequences
+ * Continuous batching (a server): one KV cache (attn_kv) with a slot per sequence; each forward
+ * step runs rows of different slots together through every layer (attn_decoder_block), e.g.
+ * the next token of each running sequence and a chunk of a new prompt, so the weights are read
+ * once for all of them. A row's result is the one attn_llama_forward gives for its sequence
+ * alone up to the weight kernel's summation order: the projections see N rows instead of 1.
+ * float32 weights: within 1e-5 on stories260K's logits. GGML blocks (Q4_1): the multi-row tile
+ * kernel sums in another order and the next layer re-quantizes activations to 8 bits, so a
+ * last-bit change can move a quantized value: up to 0.67 on SmolLM2's logits (bound 1.5, the
+ * kernel's bound against llama.cpp); a row alone in a step is exact (tests/test_llama_batch.c). */
+typedef struct attn_llama_batch attn_llama_batch;
+
+/* attn_llama_batch_create: n_slots sequences (1..4096) of up to max_len positions (<= 0 or >
+ * context: the model's context) each, at most max_rows (1..65536) rows per step. Memory: the KV
+ * cache (2 · n_layers · n_slots · max_len · n_kv_heads · head_dim float32) and activations
+ * [max_rows, dim]. Errors: ATTN_E_INVALID, ATTN_E_NOMEM. */
+int attn_llama_batch_create(attn_llama_batch **out, const attn_llama *m, int64_t n_slots, int64_t max_len, int64_t max_rows);
+/* attn_llama_batch_free: NULL-safe. */
+void attn_llama_batch_free(attn_llama_batch *b);
+/* attn_llama_batch_slot_len: positions held by a slot (0 out of range); attn_llama_batch_max_len:
+ * the capacity of each slot. */
+int64_t attn_llama_batch_slot_len(const attn_llama_batch *b, int64_t slot);
+int64_t attn_llama_batch_max_len(const attn_llama_batch *b);
+/* attn_llama_batch_clear_slot: forget a slot's positions (a new sequence may use it).
+ * Errors: ATTN_E_INVALID (no such slot). */
+int attn_llama_batch_clear_slot(attn_llama_batch *b, int64_t slot);
+/* attn_llama_batch_forward: one step of n rows (n <= max_rows): row i runs tokens[i] as the next
+ * position of sequence slot[i] (the rows of a slot are consecutive and take consecutive
+ * positions after what the slot holds: a prompt chunk, or one decode token). Logits float32
+ * [n_logits, vocab_size] are written for rows logit_rows[0..n_logits) (e.g. the last row of each
+ * slot). n_threads <= 0: attn_get_num_threads(). Errors: ATTN_E_INVALID (NULL, n < 1, a slot out
+ * of range, rows of a slot not consecutive, a logit row outside [0, n)), ATTN_E_RANGE (a token
+ * id outside the vocabulary; a slot without room for its rows: "context full"; a non-finite
+ * logit), ATTN_E_NOMEM; the slots' lengths are unchanged on error. */
+int attn_llama_batch_forward(attn_llama_batch *b, const int32_t *tokens, const int64_t *slot, int64_t n, const int64_t *logit_rows,
+                             int64_t n_logits, float *logits, int n_threads);
+
 /* ------------------------------------------------------------------ generation
  * Sampling generation with streamed text, as the CLI (attn generate / chat / summarize), the
  * Python package (attn.LLM) and the server use it: one loop, one context-full rule, one way of
@@ -169,6 +206,20 @@ int attn_generation_start(attn_generation **out, attn_llama_state *st, const att
  * before it, so a prompt of P tokens in a context of C positions yields at most C - P + 1
  * tokens (as llama2.c and llama.cpp). */
 int attn_generation_next(attn_generation *g, const char **text, size_t *len, int32_t *token);
+
+/* attn_generation_start_logits: the same generation for a caller that runs the model itself
+ * (a server batching several sequences with attn_llama_batch_forward): the prompt has already
+ * been run and `logits` [vocab_size] float32 are those of its last token (copied). Before each
+ * attn_generation_next that follows a generated token (stats.pending_token >= 0 and fewer than
+ * max_tokens generated) the caller runs that token and hands its logits to attn_generation_feed;
+ * when it does not (no room left in the context), next finishes with ATTN_FINISH_CONTEXT.
+ * m gives the vocabulary and the end tokens. Errors: ATTN_E_INVALID (NULL, n_prompt < 1, bad
+ * options), those of attn_sampler_create, ATTN_E_NOMEM. */
+int attn_generation_start_logits(attn_generation **out, const attn_llama *m, const attn_bpe *tok, const int32_t *prompt, int64_t n_prompt,
+                                 const float *logits, const attn_generate_opts *o, attn_token_list *history);
+/* attn_generation_feed: the logits [vocab_size] of the pending token (see above; copied).
+ * Errors: ATTN_E_INVALID (NULL, a generation of attn_generation_start, no pending token). */
+int attn_generation_feed(attn_generation *g, const float *logits);
 
 /* attn_generation_stats: counts, times and the finish reason so far. */
 const attn_generate_stats *attn_generation_stats(const attn_generation *g);

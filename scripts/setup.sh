@@ -13,6 +13,8 @@ PKGS="$PKGS libcairo2-dev libpango1.0-dev fonts-noto-core fonts-noto-cjk poppler
 # ViT / images: JPEG and gzip readers, pixman for resizing, the Fashion-MNIST data set
 PKGS="$PKGS libjpeg-dev zlib1g-dev libpixman-1-dev dataset-fashion-mnist"
 PKGS="$PKGS libpcre2-dev"
+# attn serve: the HTTP server library; python3-venv for the test venv with the openai client
+PKGS="$PKGS libmicrohttpd-dev python3-venv"
 command -v python3 >/dev/null 2>&1 || PKGS="$PKGS python3 python3-pip"
 # the Python package (python/) and its tests: cffi, NumPy, pytest
 PKGS="$PKGS python3 python3-cffi python3-numpy python3-pytest"
@@ -32,6 +34,10 @@ if [ -n "$missing" ]; then
 fi
 
 make -j2 all tests
+# the official openai client for python/tests/test_serve.py, in .venv (git-ignored) that sees the
+# Debian numpy / pytest / cffi; tests/run_python_tests.sh prefers it
+if [ ! -x .venv/bin/python ]; then /usr/bin/python3 -m venv --system-site-packages .venv; fi
+.venv/bin/python -c "import openai" 2>/dev/null || .venv/bin/pip install -q openai
 sh scripts/fetch_minilm.sh
 sh scripts/fetch_whisper.sh
 sh scripts/fetch_smollm2.sh

@@ -12,7 +12,8 @@ if [ ! -f "$ATTN_LIBRARY" ]; then
   echo "python tests: $ATTN_LIBRARY not built (make lib)"; echo "RESULT passed=0 failed=1"; exit 1
 fi
 py=""
-for c in "${PYTHON:-}" /usr/bin/python3 python3; do
+# .venv (scripts/setup.sh: --system-site-packages, with the openai package for test_serve) first
+for c in "${PYTHON:-}" "$PWD/.venv/bin/python" /usr/bin/python3 python3; do
   [ -n "$c" ] || continue
   if "$c" -c "import numpy, pytest, cffi" >/dev/null 2>&1; then py=$c; break; fi
 done

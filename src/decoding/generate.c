@@ -51,6 +51,7 @@ struct attn_generation {
     attn_generate_stats stats;
     double t0;
     int done, flushed;
+    int ext, fed; /* attn_generation_start_logits: the caller runs the model; logits of the pending token handed over */
 };
 
 void attn_generation_free(attn_generation *g) {
@@ -125,6 +126,54 @@ int attn_generation_start(attn_generation **out, attn_llama_state *st, const att
     return ATTN_OK;
 }
 
+int attn_generation_start_logits(attn_generation **out, const attn_llama *m, const attn_bpe *tok, const int32_t *prompt, int64_t n_prompt,
+                                 const float *logits, const attn_generate_opts *o, attn_token_list *history) {
+    if (!out || !m || !tok || !prompt || !logits || !o) return attn_set_error(ATTN_E_INVALID, "generate: NULL argument");
+    *out = NULL;
+    if (n_prompt < 1) return attn_set_error(ATTN_E_INVALID, "generate: the prompt is empty");
+    ATTN_TRY(attn__check_opts(o));
+    attn_generation *g = (attn_generation *)calloc(1, sizeof *g);
+    if (!g) return attn_set_error(ATTN_E_NOMEM, "generate: out of memory");
+    g->ext = 1;
+    g->tok = tok;
+    g->cfg = attn_llama_get_config(m);
+    g->o = *o;
+    g->hist = history ? history : &g->own;
+    g->stats.pending_token = -1;
+    const int64_t V = g->cfg->vocab_size;
+    g->pcap = 3 * attn_bpe_max_token_bytes(tok) + 64;
+    g->scap = 4096;
+    g->pcap_out = g->scap;
+    g->logits = (float *)malloc(sizeof(float) * (size_t)V);
+    g->piece = (char *)malloc(g->pcap);
+    g->pend = (char *)malloc(g->scap);
+    g->out = (char *)malloc(g->pcap_out);
+    int rc = g->logits && g->piece && g->pend && g->out ? ATTN_OK : attn_set_error(ATTN_E_NOMEM, "generate: out of memory");
+    if (rc == 0) rc = attn_sampler_create(&g->smp, &o->sampling, V);
+    const int64_t h0 = g->hist->n;
+    for (int64_t i = 0; rc == 0 && i < n_prompt; i++) rc = attn__push(g->hist, prompt[i]);
+    if (rc < 0) {
+        if (g->hist->n > h0) g->hist->n = h0;
+        attn_generation_free(g);
+        return rc;
+    }
+    memcpy(g->logits, logits, sizeof(float) * (size_t)V);
+    g->stats.n_prompt = n_prompt;
+    g->t0 = attn__now();
+    attn_bpe_stream_init(&g->ds, 0);
+    g->ds.prev_id = prompt[n_prompt - 1];
+    *out = g;
+    return ATTN_OK;
+}
+
+int attn_generation_feed(attn_generation *g, const float *logits) {
+    if (!g || !logits || !g->ext || g->stats.pending_token < 0 || g->done)
+        return attn_set_error(ATTN_E_INVALID, "generate: feed needs a generation of attn_generation_start_logits with a pending token");
+    memcpy(g->logits, logits, sizeof(float) * (size_t)g->cfg->vocab_size);
+    g->fed = 1;
+    return ATTN_OK;
+}
+
 /* the longest suffix of s[0..n) that is a proper prefix of a stop string */
 static size_t attn__stop_overlap(const char *s, size_t n, const attn_generate_opts *o) {
     size_t best = 0;
@@ -194,6 +243,14 @@ int attn_generation_next(attn_generation *g, const char **text, size_t *len, int
         return attn__finish(g, text, len, token);
     }
     /* the previous token enters the model first, if the context has room for it */
+    if (g->stats.pending_token >= 0 && g->ext) {
+        if (!g->fed) {
+            g->stats.finish = ATTN_FINISH_CONTEXT;
+            return attn__finish(g, text, len, token);
+        }
+        g->fed = 0;
+        g->stats.pending_token = -1;
+    }
     if (g->stats.pending_token >= 0) {
         if (attn_llama_state_len(g->st) >= attn_llama_state_max_len(g->st)) {
             g->stats.finish = ATTN_FINISH_CONTEXT;

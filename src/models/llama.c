@@ -528,3 +528,116 @@ int attn_llama_forward(attn_llama_state *s, float *logits, const int32_t *tokens
     }
     return 0;
 }
+
+/* ------------------------------------------------------------------ batch (several sequences) */
+
+struct attn_llama_batch {
+    const attn_llama *m;
+    int64_t n_slots, max_len, max_rows;
+    attn_kv *kv;      /* one slot per sequence */
+    attn_arena arena;
+    float *x, *h;     /* [max_rows, dim] */
+    int64_t *ss, *cnt; /* distinct slots of a step and their row counts [max_rows] */
+};
+
+int attn_llama_batch_create(attn_llama_batch **out, const attn_llama *m, int64_t n_slots, int64_t max_len, int64_t max_rows) {
+    if (!out || !m) return attn_set_error(ATTN_E_INVALID, "llama batch: NULL argument");
+    *out = NULL;
+    const attn_llama_config *c = &m->cfg;
+    if (n_slots < 1 || n_slots > 4096 || max_rows < 1 || max_rows > 65536)
+        return attn_set_error(ATTN_E_INVALID, "llama batch: %lld slots / %lld rows out of range (1..4096 / 1..65536)", (long long)n_slots,
+                              (long long)max_rows);
+    if (max_len <= 0 || max_len > c->context) max_len = c->context;
+    attn_llama_batch *b = (attn_llama_batch *)calloc(1, sizeof *b);
+    if (!b) return attn_set_error(ATTN_E_NOMEM, "llama batch: out of memory");
+    b->m = m;
+    b->n_slots = n_slots;
+    b->max_len = max_len;
+    b->max_rows = max_rows;
+    int rc = attn_kv_create(&b->kv, c->n_layers, n_slots, max_len, c->n_kv_heads * c->head_dim);
+    if (rc == 0) rc = attn_arena_init(&b->arena, 0);
+    b->x = (float *)malloc(sizeof(float) * (size_t)(max_rows * c->dim));
+    b->h = (float *)malloc(sizeof(float) * (size_t)(max_rows * c->dim));
+    b->ss = (int64_t *)malloc(sizeof(int64_t) * (size_t)max_rows);
+    b->cnt = (int64_t *)malloc(sizeof(int64_t) * (size_t)max_rows);
+    if (rc < 0 || !b->x || !b->h || !b->ss || !b->cnt) {
+        attn_llama_batch_free(b);
+        return attn_set_error(ATTN_E_NOMEM, "llama batch: out of memory for %lld slots of %lld positions", (long long)n_slots, (long long)max_len);
+    }
+    *out = b;
+    return 0;
+}
+
+void attn_llama_batch_free(attn_llama_batch *b) {
+    if (!b) return;
+    attn_kv_free(b->kv);
+    attn_arena_free(&b->arena);
+    free(b->x);
+    free(b->h);
+    free(b->ss);
+    free(b->cnt);
+    free(b);
+}
+
+int64_t attn_llama_batch_slot_len(const attn_llama_batch *b, int64_t slot) { return b ? attn_kv_len(b->kv, slot) : 0; }
+int64_t attn_llama_batch_max_len(const attn_llama_batch *b) { return b ? b->max_len : 0; }
+
+int attn_llama_batch_clear_slot(attn_llama_batch *b, int64_t slot) {
+    if (!b || slot < 0 || slot >= b->n_slots) return attn_set_error(ATTN_E_INVALID, "llama batch: no slot %lld", (long long)slot);
+    return attn_kv_set_len(b->kv, slot, 0);
+}
+
+int attn_llama_batch_forward(attn_llama_batch *b, const int32_t *tokens, const int64_t *slot, int64_t n, const int64_t *logit_rows,
+                             int64_t n_logits, float *logits, int n_threads) {
+    if (!b || !tokens || !slot || n < 1 || n_logits < 0 || (n_logits > 0 && (!logit_rows || !logits)))
+        return attn_set_error(ATTN_E_INVALID, "llama batch forward: bad arguments");
+    const attn_llama *m = b->m;
+    const attn_llama_config *c = &m->cfg;
+    const int64_t D = c->dim;
+    if (n > b->max_rows) return attn_set_error(ATTN_E_INVALID, "llama batch forward: %lld rows, the batch holds %lld", (long long)n, (long long)b->max_rows);
+    /* distinct slots (their rows consecutive), each with room for its rows */
+    int64_t ns = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
+            return attn_set_error(ATTN_E_RANGE, "llama: token id %d outside [0, %lld)", (int)tokens[i], (long long)c->vocab_size);
+        if (slot[i] < 0 || slot[i] >= b->n_slots)
+            return attn_set_error(ATTN_E_INVALID, "llama batch forward: row %lld names slot %lld of %lld", (long long)i, (long long)slot[i],
+                                  (long long)b->n_slots);
+        if (i > 0 && slot[i] == slot[i - 1]) {
+            b->cnt[ns - 1]++;
+            continue;
+        }
+        for (int64_t j = 0; j < ns; j++)
+            if (b->ss[j] == slot[i])
+                return attn_set_error(ATTN_E_INVALID, "llama batch forward: the rows of slot %lld are not consecutive", (long long)slot[i]);
+        b->ss[ns] = slot[i];
+        b->cnt[ns++] = 1;
+    }
+    for (int64_t j = 0; j < ns; j++)
+        if (b->cnt[j] > b->max_len - attn_kv_len(b->kv, b->ss[j]))
+            return attn_set_error(ATTN_E_RANGE, "llama: context full: slot %lld holds %lld positions, %lld more do not fit in %lld",
+                                  (long long)b->ss[j], (long long)attn_kv_len(b->kv, b->ss[j]), (long long)b->cnt[j], (long long)b->max_len);
+    for (int64_t k = 0; k < n_logits; k++)
+        if (logit_rows[k] < 0 || logit_rows[k] >= n)
+            return attn_set_error(ATTN_E_INVALID, "llama batch forward: logit row %lld outside [0, %lld)", (long long)logit_rows[k], (long long)n);
+    const int nt = n_threads > 0 ? n_threads : attn_get_num_threads();
+    for (int64_t t = 0; t < n; t++) ATTN_TRY(attn_qmatrix_dequantize_rows(b->x + t * D, &m->tok_embd, tokens[t], 1));
+    const attn_block_config bc = llama_block_config(m, nt);
+    attn_decoder_rows rows;
+    memset(&rows, 0, sizeof rows);
+    rows.n_rows = n;
+    rows.slot = slot;
+    for (int64_t l = 0; l < c->n_layers; l++) {
+        const attn_block_weights bw = llama_block_weights(&m->layers[l]);
+        ATTN_TRY(attn_decoder_block(b->x, &bc, &bw, l, b->kv, &rows, &b->arena));
+    }
+    ATTN_TRY(attn_kv_advance(b->kv, b->ss, b->cnt, ns));
+    if (n_logits == 0) return 0;
+    for (int64_t k = 0; k < n_logits; k++) memcpy(b->h + k * D, b->x + logit_rows[k] * D, sizeof(float) * (size_t)D);
+    const attn_norm_weights fn = {m->final_norm, NULL};
+    ATTN_TRY(attn_block_norm(b->h, b->h, n_logits, &bc, &fn));
+    ATTN_TRY(attn_qmatmul(logits, b->h, &m->output, n_logits, nt));
+    for (int64_t i = 0; i < n_logits * c->vocab_size; i++)
+        if (!isfinite(logits[i])) return attn_set_error(ATTN_E_RANGE, "llama: logit %lld is not finite", (long long)i);
+    return 0;
+}

@@ -1,0 +1,390 @@
+/* attn serve: request bodies (JSON, OpenAI shapes) -> serve_req, and error bodies. Pure
+ * functions of the body (no server state), fuzzed by tests/fuzz/fuzz_serve_request.c.
+ * Every field is checked for type and range; a field the server does not implement is a 400
+ * naming it (never silently ignored). */
+#include "serve.h"
+
+#include "attn_utf8.h"
+#include "attn_wordpiece.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int serve_fail(serve_err *e, int status, const char *type, const char *param, const char *code, const char *fmt, ...) {
+    e->status = status;
+    e->type = type ? type : "invalid_request_error";
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    e->code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+char *serve_error_json(const serve_err *e) {
+    cJSON *root = cJSON_CreateObject(), *o = cJSON_AddObjectToObject(root, "error");
+    cJSON_AddStringToObject(o, "message", e->message);
+    cJSON_AddStringToObject(o, "type", e->type ? e->type : "invalid_request_error");
+    if (e->param[0]) cJSON_AddStringToObject(o, "param", e->param);
+    else cJSON_AddNullToObject(o, "param");
+    if (e->code) cJSON_AddStringToObject(o, "code", e->code);
+    else cJSON_AddNullToObject(o, "code");
+    char *s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return s;
+}
+
+char *serve_b64(const void *p, size_t n) {
+    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *s = (const unsigned char *)p;
+    char *o = (char *)malloc(4 * ((n + 2) / 3) + 1);
+    if (!o) return NULL;
+    size_t k = 0, i = 0;
+    for (; i + 2 < n; i += 3) {
+        uint32_t v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
+        o[k++] = A[v >> 18], o[k++] = A[(v >> 12) & 63], o[k++] = A[(v >> 6) & 63], o[k++] = A[v & 63];
+    }
+    if (i < n) {
+        uint32_t v = (uint32_t)s[i] << 16 | (i + 1 < n ? (uint32_t)s[i + 1] << 8 : 0);
+        o[k++] = A[v >> 18], o[k++] = A[(v >> 12) & 63];
+        o[k++] = i + 1 < n ? A[(v >> 6) & 63] : '=';
+        o[k++] = '=';
+    }
+    o[k] = 0;
+    return o;
+}
+
+void serve_req_free(serve_req *r) {
+    if (!r) return;
+    free(r->model);
+    for (int64_t i = 0; i < r->n_msgs; i++) {
+        free((char *)r->msgs[i].role);
+        free((char *)r->msgs[i].content);
+    }
+    free(r->msgs);
+    free(r->prompt);
+    for (int64_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    free(r->stop);
+    for (int64_t i = 0; i < r->n_texts; i++) free(r->texts[i]);
+    free(r->texts);
+    free(r->text_lens);
+    for (int64_t i = 0; i < r->n_tok_arrays; i++) free(r->tok_arrays[i]);
+    free(r->tok_arrays);
+    free(r->tok_lens);
+    free(r->content);
+    free(r->tokens);
+    memset(r, 0, sizeof *r);
+}
+
+/* a JSON string that must be UTF-8 (cJSON copies raw bytes; \u escapes are already UTF-8) */
+static int get_text(const cJSON *v, const char *param, char **out, serve_err *e) {
+    if (!cJSON_IsString(v)) return serve_fail(e, 400, NULL, param, "invalid_type", "'%s' must be a string", param);
+    size_t n = strlen(v->valuestring), bad;
+    if (attn_tokenizer_validate_utf8(v->valuestring, n, &bad) < 0)
+        return serve_fail(e, 400, NULL, param, NULL, "'%s' is not valid UTF-8 (byte offset %zu)", param, bad);
+    *out = strdup(v->valuestring);
+    return *out ? 0 : serve_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+}
+
+static int get_int(const cJSON *v, const char *param, int64_t lo, int64_t hi, int64_t *out, serve_err *e) {
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble != floor(v->valuedouble))
+        return serve_fail(e, 400, NULL, param, "invalid_type", "'%s' must be an integer", param);
+    if (v->valuedouble < (double)lo || v->valuedouble > (double)hi)
+        return serve_fail(e, 400, NULL, param, "invalid_value", "'%s' must be in [%lld, %lld], got %.17g", param, (long long)lo, (long long)hi,
+                          v->valuedouble);
+    *out = (int64_t)v->valuedouble;
+    return 0;
+}
+
+static int get_num(const cJSON *v, const char *param, double lo, double hi, int lo_open, double *out, serve_err *e) {
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) return serve_fail(e, 400, NULL, param, "invalid_type", "'%s' must be a number", param);
+    if (v->valuedouble > hi || v->valuedouble < lo || (lo_open && v->valuedouble == lo))
+        return serve_fail(e, 400, NULL, param, "invalid_value", "'%s' must be in %c%g, %g], got %.17g", param, lo_open ? '(' : '[', lo, hi,
+                          v->valuedouble);
+    *out = v->valuedouble;
+    return 0;
+}
+
+static int get_bool(const cJSON *v, const char *param, int *out, serve_err *e) {
+    if (!cJSON_IsBool(v)) return serve_fail(e, 400, NULL, param, "invalid_type", "'%s' must be a boolean", param);
+    *out = cJSON_IsTrue(v);
+    return 0;
+}
+
+/* an array of token ids (each in [0, 2^31)) */
+static int get_ids(const cJSON *v, const char *param, int32_t **out, int64_t *n, serve_err *e) {
+    if (!cJSON_IsArray(v)) return serve_fail(e, 400, NULL, param, "invalid_type", "'%s' must be an array of token ids", param);
+    int64_t k = cJSON_GetArraySize(v), i = 0;
+    *out = (int32_t *)malloc(sizeof(int32_t) * (size_t)(k ? k : 1));
+    if (!*out) return serve_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    *n = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, v) {
+        int64_t id;
+        if (get_int(x, param, 0, INT32_MAX, &id, e) < 0) return -1;
+        (*out)[i++] = (int32_t)id;
+        *n = i;
+    }
+    return 0;
+}
+
+/* message content: a string, or an array of {"type": "text", "text": ...} parts (joined) */
+static int get_content(const cJSON *v, char **out, serve_err *e) {
+    if (cJSON_IsString(v)) return get_text(v, "messages.content", out, e);
+    if (!cJSON_IsArray(v)) return serve_fail(e, 400, NULL, "messages.content", "invalid_type", "a message's 'content' must be a string or an array of text parts");
+    size_t total = 1;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, v) {
+        const cJSON *ty = cJSON_GetObjectItemCaseSensitive(p, "type"), *tx = cJSON_GetObjectItemCaseSensitive(p, "text");
+        if (!cJSON_IsObject(p) || !cJSON_IsString(ty) || strcmp(ty->valuestring, "text") != 0 || !cJSON_IsString(tx))
+            return serve_fail(e, 400, NULL, "messages.content", "unsupported_content", "content parts must be {\"type\": \"text\", \"text\": ...} (attn serves text models)");
+        total += strlen(tx->valuestring);
+    }
+    char *s = (char *)malloc(total);
+    if (!s) return serve_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    s[0] = 0;
+    cJSON_ArrayForEach(p, v) strcat(s, cJSON_GetObjectItemCaseSensitive(p, "text")->valuestring);
+    size_t bad;
+    if (attn_tokenizer_validate_utf8(s, strlen(s), &bad) < 0) {
+        free(s);
+        return serve_fail(e, 400, NULL, "messages.content", NULL, "a message's content is not valid UTF-8 (byte offset %zu)", bad);
+    }
+    *out = s;
+    return 0;
+}
+
+static int known(const char *key, const char *const *list) {
+    for (; *list; list++)
+        if (strcmp(key, *list) == 0) return 1;
+    return 0;
+}
+
+/* sampling, limits, stop, stream: shared by chat and completions */
+static int parse_generation(serve_req *r, const cJSON *root, serve_err *e) {
+    const cJSON *v;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "max_tokens")) && !cJSON_IsNull(v) && get_int(v, "max_tokens", 1, 1 << 24, &r->max_tokens, e) < 0) return -1;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "max_completion_tokens")) && !cJSON_IsNull(v) &&
+        get_int(v, "max_completion_tokens", 1, 1 << 24, &r->max_tokens, e) < 0)
+        return -1;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "temperature")) && !cJSON_IsNull(v) && get_num(v, "temperature", 0, 2, 0, &r->temperature, e) < 0) return -1;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "top_p")) && !cJSON_IsNull(v) && get_num(v, "top_p", 0, 1, 1, &r->top_p, e) < 0) return -1;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "seed")) && !cJSON_IsNull(v)) {
+        int64_t s;
+        if (get_int(v, "seed", INT64_MIN / 2, INT64_MAX / 2, &s, e) < 0) return -1;
+        r->has_seed = 1;
+        r->seed = (uint64_t)s;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "n")) && !cJSON_IsNull(v)) {
+        int64_t n;
+        if (get_int(v, "n", 1, 1 << 20, &n, e) < 0) return -1;
+        if (n != 1) return serve_fail(e, 400, NULL, "n", "unsupported_value", "'n' must be 1 (one choice per request); send several requests instead");
+    }
+    static const char *const zero_ok[] = {"presence_penalty", "frequency_penalty", NULL};
+    for (int i = 0; zero_ok[i]; i++)
+        if ((v = cJSON_GetObjectItemCaseSensitive(root, zero_ok[i])) && !cJSON_IsNull(v)) {
+            double d;
+            if (get_num(v, zero_ok[i], -2, 2, 0, &d, e) < 0) return -1;
+            if (d != 0) return serve_fail(e, 400, NULL, zero_ok[i], "unsupported_value", "'%s' is not supported (only 0)", zero_ok[i]);
+        }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "logprobs")) && !cJSON_IsNull(v)) {
+        int b = 0;
+        if (cJSON_IsBool(v) ? get_bool(v, "logprobs", &b, e) < 0 : 0) return -1;
+        if (!cJSON_IsBool(v) || b) return serve_fail(e, 400, NULL, "logprobs", "unsupported_value", "'logprobs' is not supported");
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "stop")) && !cJSON_IsNull(v)) {
+        int64_t n = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 1;
+        if (!cJSON_IsString(v) && !cJSON_IsArray(v)) return serve_fail(e, 400, NULL, "stop", "invalid_type", "'stop' must be a string or an array of strings");
+        if (n > 4) return serve_fail(e, 400, NULL, "stop", "invalid_value", "'stop' holds at most 4 strings, got %lld", (long long)n);
+        r->stop = (char **)calloc((size_t)(n ? n : 1), sizeof(char *));
+        if (!r->stop) return serve_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+        const cJSON *s;
+        if (cJSON_IsString(v)) {
+            if (get_text(v, "stop", &r->stop[0], e) < 0) return -1;
+            r->n_stop = 1;
+        } else
+            cJSON_ArrayForEach(s, v) {
+                if (get_text(s, "stop", &r->stop[r->n_stop], e) < 0) return -1;
+                r->n_stop++;
+            }
+        for (int64_t i = 0; i < r->n_stop; i++)
+            if (!r->stop[i][0]) return serve_fail(e, 400, NULL, "stop", "invalid_value", "a stop string is empty");
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "stream")) && !cJSON_IsNull(v) && get_bool(v, "stream", &r->stream, e) < 0) return -1;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "stream_options")) && !cJSON_IsNull(v)) {
+        if (!cJSON_IsObject(v)) return serve_fail(e, 400, NULL, "stream_options", "invalid_type", "'stream_options' must be an object");
+        if (!r->stream) return serve_fail(e, 400, NULL, "stream_options", "invalid_value", "'stream_options' is only allowed with 'stream': true");
+        const cJSON *x;
+        cJSON_ArrayForEach(x, v) {
+            if (strcmp(x->string, "include_usage") == 0) {
+                if (get_bool(x, "stream_options.include_usage", &r->include_usage, e) < 0) return -1;
+            } else
+                return serve_fail(e, 400, NULL, "stream_options", "unsupported_parameter", "unsupported stream option '%s'", x->string);
+        }
+    }
+    return 0;
+}
+
+static int parse_chat(serve_req *r, const cJSON *root, serve_err *e) {
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "messages"), *x;
+    if (!m) return serve_fail(e, 400, NULL, "messages", "missing_required_parameter", "'messages' is required");
+    if (!cJSON_IsArray(m) || cJSON_GetArraySize(m) < 1)
+        return serve_fail(e, 400, NULL, "messages", "invalid_type", "'messages' must be a non-empty array of messages");
+    r->msgs = (attn_chat_message *)calloc((size_t)cJSON_GetArraySize(m), sizeof(attn_chat_message));
+    if (!r->msgs) return serve_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    cJSON_ArrayForEach(x, m) {
+        if (!cJSON_IsObject(x)) return serve_fail(e, 400, NULL, "messages", "invalid_type", "message %lld is not an object", (long long)r->n_msgs);
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(x, "role"), *content = cJSON_GetObjectItemCaseSensitive(x, "content"), *f;
+        cJSON_ArrayForEach(f, x) if (strcmp(f->string, "role") && strcmp(f->string, "content") && strcmp(f->string, "name"))
+            return serve_fail(e, 400, NULL, "messages", "unsupported_parameter", "message %lld: field '%s' is not supported", (long long)r->n_msgs, f->string);
+        if (!cJSON_IsString(role)) return serve_fail(e, 400, NULL, "messages.role", "invalid_type", "message %lld has no string 'role'", (long long)r->n_msgs);
+        const char *rl = role->valuestring;
+        if (strcmp(rl, "developer") == 0) rl = "system"; /* OpenAI's newer name of the system turn */
+        if (strcmp(rl, "system") && strcmp(rl, "user") && strcmp(rl, "assistant"))
+            return serve_fail(e, 400, NULL, "messages.role", "invalid_value", "message %lld: role '%.40s' is not supported (system, developer, user, assistant)",
+                              (long long)r->n_msgs, role->valuestring);
+        if (!content) return serve_fail(e, 400, NULL, "messages.content", "missing_required_parameter", "message %lld has no 'content'", (long long)r->n_msgs);
+        char *c = NULL;
+        if (get_content(content, &c, e) < 0) return -1;
+        r->msgs[r->n_msgs].content = c;
+        r->msgs[r->n_msgs].role = strdup(rl);
+        r->n_msgs++;
+        if (!r->msgs[r->n_msgs - 1].role) return serve_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    return 0;
+}
+
+static int parse_embed(serve_req *r, const cJSON *root, serve_err *e) {
+    const cJSON *in = cJSON_GetObjectItemCaseSensitive(root, "input"), *x, *v;
+    if (!in) return serve_fail(e, 400, NULL, "input", "missing_required_parameter", "'input' is required");
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "encoding_format")) && !cJSON_IsNull(v)) {
+        if (!cJSON_IsString(v) || (strcmp(v->valuestring, "float") && strcmp(v->valuestring, "base64")))
+            return serve_fail(e, 400, NULL, "encoding_format", "invalid_value", "'encoding_format' must be \"float\" or \"base64\"");
+        r->base64 = strcmp(v->valuestring, "base64") == 0;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "dimensions")) && !cJSON_IsNull(v))
+        return serve_fail(e, 400, NULL, "dimensions", "unsupported_parameter", "'dimensions' is not supported (the model's width is fixed)");
+    const int64_t n = cJSON_IsArray(in) ? cJSON_GetArraySize(in) : 1;
+    if (cJSON_IsArray(in) && n == 0) return serve_fail(e, 400, NULL, "input", "invalid_value", "'input' is an empty array");
+    if (n > 2048) return serve_fail(e, 400, NULL, "input", "invalid_value", "'input' holds at most 2048 items, got %lld", (long long)n);
+    /* token arrays: an array of integers (one input) or an array of arrays */
+    const cJSON *first = cJSON_IsArray(in) ? in->child : NULL;
+    if (first && (cJSON_IsNumber(first) || cJSON_IsArray(first))) {
+        const int nested = cJSON_IsArray(first);
+        const int64_t k = nested ? n : 1;
+        r->tok_arrays = (int32_t **)calloc((size_t)k, sizeof(int32_t *));
+        r->tok_lens = (int64_t *)calloc((size_t)k, sizeof(int64_t));
+        if (!r->tok_arrays || !r->tok_lens) return serve_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+        if (!nested) {
+            r->n_tok_arrays = 1;
+            if (get_ids(in, "input", &r->tok_arrays[0], &r->tok_lens[0], e) < 0) return -1;
+        } else
+            cJSON_ArrayForEach(x, in) {
+                r->n_tok_arrays++;
+                if (get_ids(x, "input", &r->tok_arrays[r->n_tok_arrays - 1], &r->tok_lens[r->n_tok_arrays - 1], e) < 0) return -1;
+            }
+        for (int64_t i = 0; i < r->n_tok_arrays; i++)
+            if (r->tok_lens[i] == 0) return serve_fail(e, 400, NULL, "input", "invalid_value", "token array %lld is empty", (long long)i);
+        return 0;
+    }
+    r->texts = (char **)calloc((size_t)n, sizeof(char *));
+    r->text_lens = (int64_t *)calloc((size_t)n, sizeof(int64_t));
+    if (!r->texts || !r->text_lens) return serve_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    if (cJSON_IsString(in)) {
+        r->n_texts = 1;
+        if (get_text(in, "input", &r->texts[0], e) < 0) return -1;
+    } else if (cJSON_IsArray(in)) {
+        cJSON_ArrayForEach(x, in) {
+            if (!cJSON_IsString(x)) return serve_fail(e, 400, NULL, "input", "invalid_type", "'input' must be a string, an array of strings or of token arrays");
+            if (get_text(x, "input", &r->texts[r->n_texts], e) < 0) return -1;
+            r->n_texts++;
+        }
+    } else
+        return serve_fail(e, 400, NULL, "input", "invalid_type", "'input' must be a string, an array of strings or of token arrays");
+    for (int64_t i = 0; i < r->n_texts; i++) r->text_lens[i] = (int64_t)strlen(r->texts[i]);
+    return 0;
+}
+
+int serve_parse(serve_req *r, serve_kind kind, const char *body, size_t len, serve_err *e) {
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    r->max_tokens = -1;
+    r->temperature = 1.0;
+    r->top_p = 1.0;
+    r->add_special = 1;
+    if (!body || len == 0) return serve_fail(e, 400, NULL, NULL, "invalid_json", "the request has no body (a JSON object is expected)");
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+    if (!root) {
+        size_t at = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
+        return serve_fail(e, 400, NULL, NULL, "invalid_json", "the body is not valid JSON (error near byte %zu of %zu)", at, len);
+    }
+    int rc = 0;
+    static const char *const gen_keys[] = {"model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed", "stop", "stream",
+                                           "stream_options", "n", "presence_penalty", "frequency_penalty", "logprobs", "user", NULL};
+    static const char *const emb_keys[] = {"model", "input", "encoding_format", "dimensions", "user", NULL};
+    static const char *const tok_keys[] = {"model", "content", "add_special", NULL};
+    static const char *const detok_keys[] = {"model", "tokens", NULL};
+    const cJSON *v;
+    if (!cJSON_IsObject(root)) {
+        rc = serve_fail(e, 400, NULL, NULL, "invalid_json", "the body must be a JSON object");
+        goto done;
+    }
+    /* every field must be known: an unsupported option is named, never ignored */
+    cJSON_ArrayForEach(v, root) {
+        int ok = kind == SERVE_EMBED ? known(v->string, emb_keys)
+                 : kind == SERVE_TOKENIZE ? known(v->string, tok_keys)
+                 : kind == SERVE_DETOKENIZE ? known(v->string, detok_keys)
+                                            : known(v->string, gen_keys) || (kind == SERVE_CHAT ? strcmp(v->string, "messages") == 0
+                                                                                                 : strcmp(v->string, "prompt") == 0);
+        if (!ok) {
+            rc = serve_fail(e, 400, NULL, v->string, "unsupported_parameter", "'%.60s' is not supported by attn serve", v->string);
+            goto done;
+        }
+    }
+    v = cJSON_GetObjectItemCaseSensitive(root, "model");
+    if (!v && kind <= SERVE_EMBED) {
+        rc = serve_fail(e, 400, NULL, "model", "missing_required_parameter", "'model' is required");
+        goto done;
+    }
+    if (v && !cJSON_IsNull(v) && (rc = get_text(v, "model", &r->model, e)) < 0) goto done;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "user")) && !cJSON_IsString(v)) {
+        rc = serve_fail(e, 400, NULL, "user", "invalid_type", "'user' must be a string");
+        goto done;
+    }
+    switch (kind) {
+    case SERVE_CHAT:
+        if ((rc = parse_chat(r, root, e)) == 0) rc = parse_generation(r, root, e);
+        break;
+    case SERVE_COMPLETION:
+        v = cJSON_GetObjectItemCaseSensitive(root, "prompt");
+        if (!v) rc = serve_fail(e, 400, NULL, "prompt", "missing_required_parameter", "'prompt' is required");
+        else if (cJSON_IsArray(v) && cJSON_GetArraySize(v) == 1 && cJSON_IsString(v->child)) rc = get_text(v->child, "prompt", &r->prompt, e);
+        else if (!cJSON_IsString(v)) rc = serve_fail(e, 400, NULL, "prompt", "invalid_type", "'prompt' must be a string (or an array of one string)");
+        else rc = get_text(v, "prompt", &r->prompt, e);
+        if (rc == 0 && !r->prompt[0]) rc = serve_fail(e, 400, NULL, "prompt", "invalid_value", "'prompt' is empty");
+        if (rc == 0) rc = parse_generation(r, root, e);
+        break;
+    case SERVE_EMBED:
+        rc = parse_embed(r, root, e);
+        break;
+    case SERVE_TOKENIZE:
+        v = cJSON_GetObjectItemCaseSensitive(root, "content");
+        if (!v) rc = serve_fail(e, 400, NULL, "content", "missing_required_parameter", "'content' is required");
+        else rc = get_text(v, "content", &r->content, e);
+        if (rc == 0 && (v = cJSON_GetObjectItemCaseSensitive(root, "add_special"))) rc = get_bool(v, "add_special", &r->add_special, e);
+        break;
+    case SERVE_DETOKENIZE:
+        v = cJSON_GetObjectItemCaseSensitive(root, "tokens");
+        if (!v) rc = serve_fail(e, 400, NULL, "tokens", "missing_required_parameter", "'tokens' is required");
+        else rc = get_ids(v, "tokens", &r->tokens, &r->n_tokens, e);
+        break;
+    }
+done:
+    cJSON_Delete(root);
+    return rc < 0 ? -1 : 0;
+}

@@ -78,7 +78,7 @@ attn_sdpa_params attn_sdpa_params_default(void);
 /* attn_sdpa: scaled dot-product attention with the semantics above, dispatching on
  * p->impl (p may be NULL for the defaults).
  * Errors: ATTN_E_INVALID (NULL q/k/v/out, window < 0, non-finite scale, key_lengths out of
- * range), ATTN_E_DTYPE (q/k/v/out not float32 / bfloat16 / float16, q, k, v of different dtypes,
+ * range, n_threads > ATTN_MAX_THREADS), ATTN_E_DTYPE (q/k/v/out not float32 / bfloat16 / float16, q, k, v of different dtypes,
  * weights or lse not float32, mask neither bool nor float32),
  * ATTN_E_SHAPE (rank != 4, B or D mismatch, H % Hkv != 0, Hkv == 0, mask not broadcastable,
  * out/weights/lse shape wrong), ATTN_E_RANGE (NaN or +inf in a float mask).

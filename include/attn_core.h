@@ -214,9 +214,13 @@ void attn_arena_free(attn_arena *a);
 
 /* ---------------------------------------------------------------- threads */
 
+/* ATTN_MAX_THREADS: the largest thread count attn accepts (as the CLI's --threads). */
+#define ATTN_MAX_THREADS 4096
+
 /* attn_set_num_threads: the OpenMP thread count used by attn kernels (n <= 0 -> number of
  * cores). attn keeps OpenBLAS single-threaded and splits large GEMMs across its own threads,
- * so only one thread pool is ever busy (no oversubscription). Returns the count in effect. */
+ * so only one thread pool is ever busy (no oversubscription). Returns the count in effect.
+ * Errors: ATTN_E_RANGE for n > ATTN_MAX_THREADS (the count in effect is unchanged). */
 int attn_set_num_threads(int n);
 /* attn_get_num_threads: the count in effect (number of cores until set). */
 int attn_get_num_threads(void);

@@ -319,8 +319,48 @@ static void test_views(void) {
     attn_arena_free(&a);
 }
 
+/* issue 23 item 3: 100000 threads was accepted and the next parallel region overflowed
+ * libgomp's stack (a segfault); now ATTN_E_RANGE, the count in effect unchanged, and a linear
+ * still matches its float64 sum after the refusal. */
+static void test_threads_bound(void) {
+    int n0 = attn_get_num_threads();
+    CHECK(attn_set_num_threads(2) == 2, "2 threads accepted");
+    CHECK_ERR(attn_set_num_threads(100000), ATTN_E_RANGE);
+    CHECK(strstr(attn_last_error(), "4096") != NULL, "the message names the bound: %s", attn_last_error());
+    CHECK(attn_get_num_threads() == 2, "count unchanged after a refusal (%d)", attn_get_num_threads());
+    CHECK_ERR(attn_set_num_threads(ATTN_MAX_THREADS + 1), ATTN_E_RANGE);
+    CHECK(attn_set_num_threads(ATTN_MAX_THREADS) == ATTN_MAX_THREADS, "the bound itself is accepted");
+    CHECK(attn_set_num_threads(2) == 2, "back to 2");
+    float x[4 * 8], w[3 * 8], b[3], y[4 * 3];
+    attn_test_fill_uniform(x, 32, -1, 1, &seed);
+    attn_test_fill_uniform(w, 24, -1, 1, &seed);
+    attn_test_fill_uniform(b, 3, -1, 1, &seed);
+    attn_tensor tx = attn_tensor_f32_2d(x, 4, 8), tw = attn_tensor_f32_2d(w, 3, 8), tb = attn_tensor_f32_1d(b, 3);
+    attn_tensor ty = attn_tensor_f32_2d(y, 4, 3);
+    CHECK_OK(attn_linear(&ty, &tx, &tw, &tb));
+    double worst = 0;
+    for (int i = 0; i < 4; i++)
+        for (int o = 0; o < 3; o++) {
+            double s = b[o];
+            for (int k = 0; k < 8; k++) s += (double)x[i * 8 + k] * w[o * 8 + k];
+            worst = fmax(worst, fabs(s - y[i * 3 + o]));
+        }
+    CHECK(worst <= 1e-5, "linear after a refused thread count: max error %.3g (float32 sums of 8, tol 1e-5)", worst);
+    /* the per-call count of attn_sdpa is bounded the same way */
+    float q[1 * 1 * 2 * 4], o[1 * 1 * 2 * 4];
+    attn_test_fill_uniform(q, 8, -1, 1, &seed);
+    attn_tensor tq = attn_tensor_f32_4d(q, 1, 1, 2, 4), to = attn_tensor_f32_4d(o, 1, 1, 2, 4);
+    attn_sdpa_params p = attn_sdpa_params_default();
+    p.n_threads = 100000;
+    CHECK_ERR(attn_sdpa(&to, NULL, &tq, &tq, &tq, &p), ATTN_E_INVALID);
+    p.n_threads = 2;
+    CHECK_OK(attn_sdpa(&to, NULL, &tq, &tq, &tq, &p));
+    attn_set_num_threads(n0);
+}
+
 int main(void) {
     attn_test_name = "ops";
+    test_threads_bound();
     test_layernorm();
     test_activations();
     test_softmax();

@@ -176,11 +176,14 @@ def set_num_threads(n: int) -> int:
     """Set the number of OpenMP threads attn's kernels use (n <= 0: one per core).
 
     Returns the count now in effect. attn keeps OpenBLAS single-threaded and splits its
-    GEMMs across these threads, so one thread pool is busy at a time.
+    GEMMs across these threads, so one thread pool is busy at a time. Raises RangeError for
+    n > 4096 (ATTN_MAX_THREADS; the count in effect is unchanged).
     """
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
         raise TypeError(f"set_num_threads: n must be an int, got {type(n).__name__}")
-    return int(lib.attn_set_num_threads(int(max(min(n, 1 << 30), -1))))
+    rc = int(lib.attn_set_num_threads(int(max(min(n, 1 << 30), -1))))
+    raise_for(rc)
+    return rc
 
 
 def get_num_threads() -> int:

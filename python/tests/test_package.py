@@ -22,6 +22,23 @@ def test_threads():
         attn.set_num_threads(1.5)
 
 
+def test_threads_bound():
+    # issue 23 item 3: 100000 was accepted and the next call segfaulted in libgomp
+    n0 = attn.get_num_threads()
+    try:
+        assert attn.set_num_threads(2) == 2
+        with pytest.raises(attn.RangeError, match="4096"):
+            attn.set_num_threads(100000)
+        assert attn.get_num_threads() == 2
+        q = np.random.default_rng(1).standard_normal((1, 1, 3, 4)).astype(np.float32)
+        s = q[0, 0] @ q[0, 0].T / 2.0
+        p = np.exp(s - s.max(axis=1, keepdims=True))
+        want = (p / p.sum(axis=1, keepdims=True)) @ q[0, 0]
+        assert np.max(np.abs(attn.sdpa(q, q, q)[0, 0] - want)) <= 1e-5  # float32 softmax of 3 keys
+    finally:
+        attn.set_num_threads(n0)
+
+
 def test_version_and_library():
     assert attn.version().count(".") == 2
     assert attn.library_path.endswith("libattn.so")

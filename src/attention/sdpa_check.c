@@ -203,6 +203,8 @@ int attn__sdpa_check_ex(const attn_tensor *out, const attn_tensor *weights, cons
     }
     if (p) {
         if (p->window < 0) return attn_set_error(ATTN_E_INVALID, "sdpa: window must be >= 0, got %lld", (long long)p->window);
+        if (p->n_threads > ATTN_MAX_THREADS)
+            return attn_set_error(ATTN_E_INVALID, "sdpa: n_threads %d is more than the %d allowed", p->n_threads, ATTN_MAX_THREADS);
         if (p->has_scale && !isfinite(p->scale))
             return attn_set_error(ATTN_E_INVALID, "sdpa: scale must be finite");
         if (p->key_lengths)

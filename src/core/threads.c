@@ -27,7 +27,13 @@ static int attn__ncores(void) {
 
 int attn_set_num_threads(int n) {
     attn__blas_init();
+    /* libgomp gives each thread of a region stack and bookkeeping; 100000 threads overflowed
+     * its stack in the first parallel region (a segfault), so the count is bounded here. */
+    if (n > ATTN_MAX_THREADS)
+        return attn_set_error(ATTN_E_RANGE, "set_num_threads: %d threads is more than the %d allowed (n <= 0: one per core)", n,
+                              ATTN_MAX_THREADS);
     attn__nthreads = n > 0 ? n : attn__ncores();
+    if (attn__nthreads > ATTN_MAX_THREADS) attn__nthreads = ATTN_MAX_THREADS;
     return attn__nthreads;
 }
 

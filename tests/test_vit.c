@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #define FMNIST "/usr/share/datasets/fashion-mnist/"
 #define MODEL "models/vit-fashion-mnist"
@@ -204,6 +205,84 @@ static void test_tiny_rgb(void) {
     attn_npy_free(&px);
     attn_npy_free(&rl);
     attn_npy_free(&rh);
+}
+
+/* float64 reference of the rollout written here: the full product R = A_{L-1} ... A_0 of
+ * A_l = rownorm(0.5 mean_h W_l + 0.5 I), item b */
+static void rollout_ref(double *R, const float *att, int L, int B, int H, int T, int b) {
+    double *A = (double *)malloc(sizeof(double) * (size_t)(T * T)), *N = (double *)malloc(sizeof(double) * (size_t)(T * T));
+    for (int l = 0; l < L; l++) {
+        for (int i = 0; i < T; i++) {
+            double s = 0;
+            for (int j = 0; j < T; j++) {
+                double m = 0;
+                for (int h = 0; h < H; h++) m += att[((((size_t)l * B + b) * H + h) * T + i) * T + j];
+                A[i * T + j] = 0.5 * m / H + (i == j ? 0.5 : 0);
+                s += A[i * T + j];
+            }
+            for (int j = 0; j < T; j++) A[i * T + j] /= s;
+        }
+        if (l == 0) {
+            memcpy(R, A, sizeof(double) * (size_t)(T * T));
+            continue;
+        }
+        for (int i = 0; i < T; i++)
+            for (int j = 0; j < T; j++) {
+                double s = 0;
+                for (int k = 0; k < T; k++) s += A[i * T + k] * R[k * T + j];
+                N[i * T + j] = s;
+            }
+        memcpy(R, N, sizeof(double) * (size_t)(T * T));
+    }
+    free(A);
+    free(N);
+}
+
+/* issue 23 item 4: the CLS row alone (attn_attention_rollout_row) and the full rollout against
+ * the float64 product above, on random softmax weights. Tolerance: both compute in float64
+ * (differences ~1e-16) and round once to float32, so |out - ref| <= 2^-24 |ref| + 1e-15. */
+static void test_rollout_row(void) {
+    enum { L = 3, B = 2, H = 2, T = 17 };
+    static float att[L * B * H * T * T];
+    uint64_t seed = 2323;
+    attn_test_fill_uniform(att, sizeof att / sizeof att[0], 0.0f, 1.0f, &seed);
+    for (int r = 0; r < L * B * H * T; r++) { /* softmax-like rows: positive, sum 1, some zeros */
+        float *w = att + (size_t)r * T, s = 0;
+        for (int j = 0; j < T; j++) s += w[j] = w[j] < 0.3f ? 0.0f : w[j] * w[j] * w[j];
+        for (int j = 0; j < T; j++) w[j] = s > 0 ? w[j] / s : 1.0f / T;
+    }
+    static double R[T * T];
+    static float full[B * T * T], row[B * T];
+    CHECK_OK(attn_attention_rollout(full, att, L, B, H, T));
+    int rows[2] = {0, 5};
+    double worst_full = 0, worst_row = 0, excess = 0;
+    for (int ri = 0; ri < 2; ri++) {
+        CHECK_OK(attn_attention_rollout_row(row, att, L, B, H, T, rows[ri]));
+        for (int b = 0; b < B; b++) {
+            rollout_ref(R, att, L, B, H, T, b);
+            for (int j = 0; j < T; j++) {
+                double want = R[rows[ri] * T + j];
+                double dr = fabs(row[b * T + j] - want), df = fabs(full[((size_t)b * T + rows[ri]) * T + j] - want);
+                double tol = ldexp(fabs(want), -24) + 1e-15;
+                worst_row = fmax(worst_row, dr);
+                worst_full = fmax(worst_full, df);
+                excess = fmax(excess, fmax(dr, df) - tol);
+            }
+        }
+    }
+    printf("rollout against float64: row %.3g, full %.3g\n", worst_row, worst_full);
+    CHECK(excess <= 0, "rollout row/full within 2^-24 relative of the float64 product (row %.3g, full %.3g)", worst_row,
+          worst_full);
+    CHECK_ERR(attn_attention_rollout_row(row, att, L, B, H, T, T), ATTN_E_RANGE);
+    CHECK_ERR(attn_attention_rollout_row(row, att, L, B, H, T, -1), ATTN_E_RANGE);
+    CHECK_ERR(attn_attention_rollout_row(NULL, att, L, B, H, T, 0), ATTN_E_INVALID);
+    /* the first bad weight in layer order is named, as by the full rollout */
+    att[((size_t)2 * B * H) * T * T + 3] = NAN;
+    att[((size_t)0 * B * H + 1) * T * T + 7] = -1.0f;
+    CHECK_ERR(attn_attention_rollout_row(row, att, L, B, H, T, 0), ATTN_E_RANGE);
+    CHECK(strstr(attn_last_error(), "layer 0, item 0, head 1") != NULL, "names layer 0 head 1: %s", attn_last_error());
+    CHECK_ERR(attn_attention_rollout(full, att, L, B, H, T), ATTN_E_RANGE);
+    CHECK(strstr(attn_last_error(), "layer 0, item 0, head 1") != NULL, "full: names layer 0 head 1: %s", attn_last_error());
 }
 
 static void test_rollout_cases(void) {
@@ -476,6 +555,61 @@ static void test_cli(void) {
     unlink(tmp_path("tiny.idx"));
 }
 
+/* an IDX [1, h, w] of one grey image (gzip'd), pixel (y, x) = (x + y) & 255 */
+static int write_idx_gz(const char *path, int h, int w) {
+    gzFile f = gzopen(path, "wb1");
+    if (!f) return -1;
+    unsigned char hd[16] = {0, 0, 8, 3, 0, 0, 0, 1};
+    for (int i = 0; i < 4; i++) {
+        hd[8 + i] = (unsigned char)(h >> (24 - 8 * i));
+        hd[12 + i] = (unsigned char)(w >> (24 - 8 * i));
+    }
+    int ok = gzwrite(f, hd, 16) == 16;
+    unsigned char *line = (unsigned char *)malloc((size_t)w);
+    for (int y = 0; y < h && ok; y++) {
+        for (int x = 0; x < w; x++) line[x] = (unsigned char)((x + y) & 255);
+        ok = gzwrite(f, line, (unsigned)w) == w;
+    }
+    free(line);
+    return gzclose(f) == Z_OK && ok ? 0 : -1;
+}
+
+/* issue 23 items 4 and 5 through the CLI. A 392 x 392 image at native size is 3137 tokens:
+ * the full T x T rollout took ~100 s here (3 naive T^3 products); the CLS row takes well
+ * under a second, so 60 s (run under timeout(1)) only fails on the old path. A 16384 x 8192
+ * image (2,737,800 patches of 7 x 7) said "out of memory for a batch"; now the patch limit. */
+static void test_native_limits(void) {
+    static char out[1 << 14], err[1 << 14];
+    const char *idx = tmp_path("big.idx.gz");
+    if (write_idx_gz(idx, 392, 392) != 0) {
+        CHECK(0, "cannot write %s", idx);
+        return;
+    }
+    {
+        const char *ap = tmp_path("native.svg"), *hp = tmp_path("native-heads.svg");
+        const char *args[] = {"60", attn_test_cli_path(), "classify", "--model", MODEL, "--native-size", idx, "--attention", ap, NULL};
+        int rc = attn_test_run("/usr/bin/timeout", tmpdir, out, sizeof out, err, sizeof err, args);
+        CHECK(rc == 0, "--native-size --attention on 392 x 392 (3137 tokens) within 60 s: exit %d: %s", rc, err);
+        static char sv[1 << 12];
+        attn_test_read_file(ap, sv, sizeof sv);
+        CHECK(strstr(sv, "<svg") != NULL, "rollout SVG written");
+        unlink(ap);
+        unlink(hp);
+    }
+    if (write_idx_gz(idx, 8192, 16384) != 0) {
+        CHECK(0, "cannot write %s", idx);
+        return;
+    }
+    {
+        const char *args[] = {"classify", "--model", MODEL, "--native-size", idx, NULL};
+        int rc = run_cli(args, out, sizeof out, err, sizeof err);
+        CHECK(rc == 1, "16384 x 8192 at native size: exit %d", rc);
+        CHECK(strstr(err, "2737800 patches") && strstr(err, "at most 65536") && !strstr(err, "out of memory"),
+              "names the patch limit: %s", err);
+    }
+    unlink(idx);
+}
+
 int main(void) {
     attn_test_name = "vit";
     snprintf(tmpdir, sizeof tmpdir, "/tmp/attn_test_vit_XXXXXX");
@@ -494,7 +628,9 @@ int main(void) {
     attn_vit_free(m);
     test_tiny_rgb();
     test_rollout_cases();
+    test_rollout_row();
     test_cli();
+    test_native_limits();
     unlink(tmp_path("stdout.txt"));
     unlink(tmp_path("stderr.txt"));
     rmdir(tmpdir);

@@ -190,6 +190,15 @@ static int runner_add(runner *r, const attn_image *img, const char *name, result
         return cli_error("%s: image of %lld x %lld pixels is smaller than one %lld x %lld patch", name, (long long)w,
                          (long long)h, (long long)r->cfg->patch_w, (long long)r->cfg->patch_h);
     if (h > 16384 || w > 16384) return cli_error("%s: image larger than 16384 pixels per side", name);
+    /* the model's real limit, before a batch of such images is allocated (issue 23 item 5:
+     * 16384 x 8192 pixels said "out of memory for a batch") */
+    int64_t npatch = attn_vit_tokens(r->m, h, w) - 1;
+    if (npatch > 65536)
+        return cli_error("%s: image of %lld x %lld pixels makes %lld patches of %lld x %lld; the model takes at most 65536 "
+                         "(about %lld x %lld pixels)%s",
+                         name, (long long)w, (long long)h, (long long)npatch, (long long)r->cfg->patch_w,
+                         (long long)r->cfg->patch_h, (long long)(256 * r->cfg->patch_w), (long long)(256 * r->cfg->patch_h),
+                         r->native ? "; without --native-size it is resized to the model's size" : "");
     if (r->nb > 0 && (h != r->bh || w != r->bw || r->nb == r->batch)) {
         int rc = runner_flush(r, fn, user);
         if (rc != CLI_OK) return rc;
@@ -198,7 +207,10 @@ static int runner_add(runner *r, const attn_image *img, const char *name, result
         free(r->pixels);
         r->cap = C * h * w;
         r->pixels = (float *)malloc(sizeof(float) * (size_t)(r->cap * r->batch));
-        if (!r->pixels) return cli_error("out of memory for a batch of %lld x %lld images", (long long)w, (long long)h);
+        if (!r->pixels)
+            return cli_error("out of memory for a batch of %lld images of %lld x %lld pixels (%.1f GB; --batch sets the count)",
+                             (long long)r->batch, (long long)w, (long long)h,
+                             4e-9 * (double)r->cap * (double)r->batch);
     }
     int64_t H, W;
     if (attn_vit_preprocess(r->m, r->pixels + r->nb * C * h * w, r->cap, &H, &W, img, r->native) < 0) {
@@ -299,15 +311,25 @@ static int write_attention(runner *r, const attn_image *img, const char *name, c
     const attn_vit_config *c = r->cfg;
     int64_t L = c->n_layers, H = c->n_heads, h = r->bh, w = r->bw;
     int64_t gh = h / c->patch_h, gw = w / c->patch_w, T = 1 + gh * gw;
+    /* the weights of every layer and head are kept for the rollout: say so up front when they
+     * cannot fit, instead of failing (or swapping) later */
+    double need = 4.0 * (double)L * (double)H * (double)T * (double)T;
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && psz > 0 && need > (double)pages * (double)psz)
+        return cli_error("%s: --attention on %lld x %lld pixels (%lld tokens) needs %.1f GB for the attention weights "
+                         "(%lld layers x %lld heads x %lld x %lld float32), more than this machine's %.1f GB",
+                         name, (long long)w, (long long)h, (long long)T, need * 1e-9, (long long)L, (long long)H, (long long)T,
+                         (long long)T, (double)pages * (double)psz * 1e-9);
     float *att = (float *)malloc(sizeof(float) * (size_t)(L * H * T * T));
-    float *roll = (float *)malloc(sizeof(float) * (size_t)(T * T));
+    float *roll = (float *)malloc(sizeof(float) * (size_t)T);
     float *cls = (float *)malloc(sizeof(float) * (size_t)(L * H * gh * gw));
     int rc = CLI_OK;
-    if (!att || !roll || !cls) rc = cli_error("out of memory for the attention maps");
+    if (!att || !roll || !cls) rc = cli_error("out of memory for the attention maps (%.1f GB)", need * 1e-9);
     attn_vit_extra ex = {NULL, NULL, att};
     if (rc == CLI_OK && attn_vit_forward(r->m, NULL, &ex, r->pixels, 1, h, w, &r->arena) < 0)
         rc = cli_lib_error("running the model");
-    if (rc == CLI_OK && attn_attention_rollout(roll, att, L, 1, H, T) < 0) rc = cli_lib_error("attention rollout");
+    /* only the CLS row is drawn: O(L·H·T²), not the O(L·T³) of the full rollout (issue 23 item 4) */
+    if (rc == CLI_OK && attn_attention_rollout_row(roll, att, L, 1, H, T, 0) < 0) rc = cli_lib_error("attention rollout");
     if (rc == CLI_OK) {
         /* rollout: the CLS row over the patches, blended over the input image */
         attn_tensor map = attn_tensor_f32_2d(roll + 1, gh, gw);

@@ -71,11 +71,19 @@ typedef struct {
     float compression_ratio_threshold; /* > 0 (default 2.4); INFINITY turns the check off */
     uint64_t seed;             /* seed of the sampler (attn_sampling.h) at temperatures > 0; the
                                   same seed gives the same transcript (default 0) */
+    int condition_on_previous_text; /* attn_whisper_transcribe only: 1 (default) = faster-whisper's
+                                  condition_on_previous_text=True: each window is prompted with
+                                  <|startofprev|> and the last (up to n_text_ctx / 2 - 1 = 223)
+                                  tokens of the segments kept since the last reset, which happens
+                                  after a window whose temperature was > 0.5
+                                  (prompt_reset_on_temperature); 0 = no previous text (a
+                                  zero-initialised tail gives 0) */
 } attn_whisper_opts;
 
 /* attn_whisper_opts_default: faster-whisper 1.2.1's transcribe() defaults: beam 5, no
  * timestamps, temperatures 0.0, 0.2, ..., 1.0 (a static array), best_of 5, no_speech_threshold
- * 0.6, log_prob_threshold -1.0, compression_ratio_threshold 2.4, seed 0. */
+ * 0.6, log_prob_threshold -1.0, compression_ratio_threshold 2.4, seed 0,
+ * condition_on_previous_text 1. */
 attn_whisper_opts attn_whisper_opts_default(void);
 
 /* attn_whisper_generate: decode one 30 s window of features mel [80, 3000] (float32,
@@ -146,20 +154,32 @@ typedef struct {
 } attn_whisper_result;
 
 /* attn_whisper_transcribe: transcribe 16 kHz mono audio (attn_audio_load) in successive 30 s
- * windows, each decoded by attn_whisper_decode (faster-whisper's temperature fallback and
- * no-speech skip, when o->n_temperatures > 0): a window without speech adds no ids and no
+ * windows as faster-whisper 1.2.1's WhisperModel.transcribe (generate_segments, word_timestamps
+ * and VAD off), each window decoded by attn_whisper_decode (faster-whisper's temperature fallback
+ * and no-speech skip, when o->n_temperatures > 0): a window without speech adds no ids and no
  * segment, so silence gives an empty text and no segments, as faster-whisper 1.2.1 gives no
- * segments for 1 s of digital silence or low-level noise. Segments whose text is blank or
- * whose start equals their end are dropped, as faster-whisper drops them. At temperatures > 0
- * window w samples with seed o->seed + w. Features are computed over the whole audio (attn_whisper_log_mel); each window takes
- * up to 3000 frames (the last frame of the audio excluded, as faster-whisper does) zero-padded to
- * 3000. Without timestamps a window gives one segment spanning it (clipped to the audio); with
- * timestamps, one segment per timestamp pair (an unclosed last segment ends at the window's end).
+ * segments for 1 s of digital silence or low-level noise. With o->condition_on_previous_text
+ * (the default) each window is prompted with the previous windows' kept tokens (see
+ * attn_whisper_opts). Features are computed over the whole audio (attn_whisper_log_mel); the
+ * last frame of the audio is excluded, as faster-whisper does, and a window takes up to 3000
+ * frames from the seek position, zero-padded to 3000. Segments, as faster-whisper's
+ * _split_segments_by_timestamps: with timestamps, one segment per run of tokens closed by a
+ * timestamp pair (from its first timestamp to its last); when the window does not end with a
+ * single timestamp, the text after the last pair is dropped and the next window starts at that
+ * pair's timestamp (seek by the last timestamp), otherwise at the end of the window. A window
+ * without a pair (and every window without timestamps) gives one segment from the window's
+ * start to its last timestamp, or to the window's end (clipped to the audio) when there is none.
+ * Segments whose text is blank or whose start equals their end are dropped with their tokens.
  * Timestamped segment times are those of the timestamp tokens, not clamped to the audio's length,
- * as faster-whisper 1.2.1 reports them (word_timestamps off): the 1.428 s alsa Front_Center.wav
- * gives 0.00 -> 2.00 with timestamps, 0.00 -> 1.42 without, in both.
- * Errors: ATTN_E_INVALID (no samples: "the audio is empty"; a NaN or infinite sample), errors of
- * attn_whisper_generate. */
+ * as faster-whisper 1.2.1 reports them: the 1.428 s alsa Front_Center.wav gives 0.00 -> 2.00
+ * with timestamps, 0.00 -> 1.42 without, in both. At temperatures > 0 window w samples with
+ * seed o->seed + w.
+ * Audio shorter than one hop (160 samples), empty audio (n = 0) included, has no content frame:
+ * no segment, ids or text (""), as faster-whisper 1.2.1 gives no segment for it.
+ *   out->ids: the tokens of the kept segments, timestamp tokens included (faster-whisper's
+ *   all_tokens); out->text: their text.
+ * Errors: ATTN_E_INVALID (NULL model, result, options or samples, n < 0, a NaN or infinite
+ * sample), errors of attn_whisper_generate. */
 int attn_whisper_transcribe(attn_whisper *m, attn_whisper_result *out, const float *samples, int64_t n,
                             const attn_whisper_opts *o);
 /* attn_whisper_transcribe_progress: attn_whisper_transcribe, calling progress(done, total, user)

@@ -58,6 +58,10 @@ static const cli_option options[] = {
      .help = "  --no-fallback   temperature 0 only (the no-speech skip still applies)\n"},
     {"--no-rules", NULL, CLI_FLAG, F(no_rules), 1,
      .help = "  --no-rules      none of the rules: one beam search per window, nothing skipped\n"},
+    {"--no-condition-on-previous-text", NULL, CLI_FLAG, F(w.condition_on_previous_text), 0,
+     .help = "  --no-condition-on-previous-text  do not prompt a window with the previous windows'\n"
+             "                  text (faster-whisper's condition_on_previous_text=False; by default\n"
+             "                  it is, as in faster-whisper, until a window needs a temperature > 0.5)\n"},
     {"--best-of", NULL, CLI_I64, F(w.best_of), 1, 64, .help = "  --best-of N     samples per temperature > 0, 1..64 (default 5)\n"},
     {"--seed", NULL, CLI_I64, F(w.seed), 0, INT64_MAX,
      .help = "  --seed N        sampler seed, 0..2^63-1 (default 0; the same seed gives the same text)\n"},

@@ -241,6 +241,7 @@ typedef struct {
     float log_prob_threshold;
     float compression_ratio_threshold;
     uint64_t seed;
+    int condition_on_previous_text;
 } attn_whisper_opts;
 attn_whisper_opts attn_whisper_opts_default(void);
 int attn_whisper_generate(attn_whisper *m, int32_t **ids, int64_t *n, float *score, const float *mel,

@@ -166,7 +166,8 @@ class Whisper:
                    temperature: Union[float, Tuple[float, ...], List[float]] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0),
                    best_of: int = 5, no_speech_threshold: Union[float, None] = 0.6,
                    log_prob_threshold: Union[float, None] = -1.0,
-                   compression_ratio_threshold: Union[float, None] = 2.4, seed: int = 0) -> Transcription:
+                   compression_ratio_threshold: Union[float, None] = 2.4, seed: int = 0,
+                   condition_on_previous_text: bool = True) -> Transcription:
         """Transcribe audio in successive 30 s windows with faster-whisper 1.2.1's defaults
         (beam 5, temperature fallback, no-speech skip; include/attn_whisper.h): a window is
         decoded again at the next temperature (best_of samples) while its compression ratio
@@ -184,9 +185,14 @@ class Whisper:
             no_speech_threshold, log_prob_threshold, compression_ratio_threshold: as
                 faster-whisper's; None turns a rule off.
             seed: the sampler's seed at temperatures > 0.
+            condition_on_previous_text: prompt each 30 s window with the previous windows'
+                text (faster-whisper's default; reset after a window decoded at a
+                temperature > 0.5).
         Returns: Transcription(text, segments, tokens).
-        Raises: OSError (unreadable / not audio), ValueError (empty audio, bad options),
-        TypeError (samples not float32)."""
+        Audio shorter than 10 ms (160 samples), empty audio included, gives text "" and no
+        segments, as faster-whisper.
+        Raises: OSError (unreadable / not audio), ValueError (bad options),
+        TypeError (samples not float32, condition_on_previous_text not a bool)."""
         samples = self.load_audio(audio, sample_rate)
         o = self._opts(beam_size, timestamps, "transcribe")
         if isinstance(temperature, (str, bytes)) or not isinstance(temperature, (int, float, np.integer, np.floating, list, tuple)):
@@ -204,6 +210,10 @@ class Whisper:
         o.compression_ratio_threshold = (float("inf") if compression_ratio_threshold is None else
                                          check_float(compression_ratio_threshold, "compression_ratio_threshold", "transcribe"))
         o.seed = check_int(seed, "seed", "transcribe", minimum=0)
+        if not isinstance(condition_on_previous_text, (bool, np.bool_)):
+            raise TypeError("transcribe: condition_on_previous_text must be a bool, got "
+                            f"{type(condition_on_previous_text).__name__}")
+        o.condition_on_previous_text = 1 if condition_on_previous_text else 0
         res = ffi.new("attn_whisper_result *")
         with self._lock:
             raise_for(lib.attn_whisper_transcribe(self._m, res, ffi.cast("float *", samples.ctypes.data),

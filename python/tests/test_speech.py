@@ -122,3 +122,37 @@ def test_errors(model, tmp_path):
         model.transcribe(np.zeros(100, np.float32), beam_size=0)
     with pytest.raises(OSError):
         attn.Whisper(str(tmp_path))
+
+
+@pytestmark_model
+def test_short_and_empty_audio(model):
+    # issue 23 item 7: shorter than one hop (160 samples) there is no content frame:
+    # faster-whisper 1.2.1 gives no segment (long_prev.txt "short" lines); so does attn
+    tone = (0.5 * np.sin(2 * np.pi * 440 * np.arange(159) / 16000)).astype(np.float32)
+    for n in (0, 1, 96, 159):
+        t = model.transcribe(tone[:n])
+        assert t.text == "" and t.segments == [] and t.tokens == []
+    for bad in ("yes", 1, None):
+        with pytest.raises(TypeError):
+            model.transcribe(tone, condition_on_previous_text=bad)
+
+
+@pytestmark_model
+@pytest.mark.skipif(os.environ.get("ATTN_SANITIZED") == "1" or not os.path.isfile(ALSA), reason="34 s of audio: slow under ASan")
+def test_condition_on_previous_text(model):
+    # issue 23 item 6: the second 30 s window is prompted with the first's text, as
+    # faster-whisper's condition_on_previous_text=True (scripts/gen_whisper_long.py)
+    names = ["espeak_1", "espeak_2", "espeak_3"]
+    alsa = ["Front_Center", "Front_Left", "Front_Right", "Noise", "Rear_Center", "Rear_Left", "Rear_Right", "Side_Left",
+            "Side_Right"]
+    files = [fixture("whisper", n + ".wav") for n in names] + [f"/usr/share/sounds/alsa/{n}.wav" for n in alsa] + \
+            [fixture("whisper", n + ".wav") for n in names]
+    x = np.concatenate([np.concatenate([attn.Whisper.load_audio(f), np.zeros(4800, np.float32)]) for f in files])
+    want = []
+    with open(fixture("whisper", "long_prev.txt")) as f:
+        for line in f:
+            p = line.rstrip("\n").split("\t")
+            if p[0] == "ts0_cond1":
+                want.append((float(p[1]), float(p[2]), p[3]))
+    t = model.transcribe(x)
+    assert [(round(s.start, 2), round(s.end, 2), s.text) for s in t.segments] == want

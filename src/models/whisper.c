@@ -488,6 +488,7 @@ attn_whisper_opts attn_whisper_opts_default(void) {
     o.log_prob_threshold = -1.0f;
     o.compression_ratio_threshold = 2.4f;
     o.seed = 0;
+    o.condition_on_previous_text = 1;
     return o;
 }
 
@@ -510,28 +511,49 @@ static int attn__wprepare(attn__wstate *s, attn_whisper *m, int64_t cap, const f
     return rc;
 }
 
-/* the prompt: <|startoftranscript|> [<|notimestamps|>] for rows [0, N); all but its last token
- * prime the cache (whose logits give the no-speech probability); returns the first decoding
- * input in *start */
-static int attn__wprompt(attn__wstate *s, int64_t N, int timestamps, int32_t *start) {
+/* the previous window's text tokens a decoding is conditioned on (faster-whisper's
+ * condition_on_previous_text): n = 0 for none */
+typedef struct {
+    const int32_t *ids;
+    int64_t n;
+} attn__wprev;
+
+/* the prompt, as faster-whisper's get_prompt builds it: [<|startofprev|> previous tokens]
+ * <|startoftranscript|> [<|notimestamps|>] for rows [0, N); all but its last token prime the
+ * cache (CTranslate2's forward_prompt) and the last is the first decoding input (*start). The
+ * no-speech probability is that of the logits at <|startoftranscript|>: taken here when it is
+ * fed with the prompt; when it is the start token after a previous text (timestamps), it is fed
+ * here once for its logits and fed again at the same position by the first decoding step (the
+ * same cache entry); with no prompt at all, the first step takes it (attn__wstep). */
+static int attn__wprompt(attn__wstate *s, int64_t N, int timestamps, const attn__wprev *prev, int32_t *start) {
     attn_whisper *m = s->m;
     s->pos0 = 0;
     attn_kv_clear(s->d.kv);
     s->no_speech = 0.0f;
     s->timestamps = timestamps;
-    *start = m->cfg.sot;
-    if (timestamps) return ATTN_OK;
+    const int64_t np = prev ? prev->n : 0;
+    int32_t sop = np > 0 && m->tok ? attn_bpe_token_to_id(m->tok, "<|startofprev|>") : -1;
+    const int64_t P = (sop >= 0 ? 1 + np : 0) + 1 + (timestamps ? 0 : 1);
+    *start = timestamps ? m->cfg.sot : m->cfg.no_timestamps;
+    if (P == 1) return ATTN_OK;
+    if (P > s->T) return attn_set_error(ATTN_E_RANGE, "whisper: a prompt of %lld tokens is longer than the %lld text positions", (long long)P, (long long)s->T);
     const int64_t V = m->cfg.vocab_size;
     float *logits = (float *)malloc(sizeof(float) * (size_t)(N * V));
     int32_t *ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)N);
     int rc = logits && ids ? ATTN_OK : attn_set_error(ATTN_E_NOMEM, "out of memory");
-    for (int64_t r = 0; rc == 0 && r < N; r++) ids[r] = m->cfg.sot;
-    if (rc == 0) rc = attn__wforward(s, logits, ids, N, 0);
-    if (rc == 0) s->no_speech = attn__wno_speech(m, logits);
+    /* fed: every prompt token but the last; with timestamps after a previous text, also
+     * <|startoftranscript|> (for its logits; the first decoding step feeds it again) */
+    const int64_t fed = timestamps ? P : P - 1;
+    for (int64_t i = 0; rc == 0 && i < fed; i++) {
+        int32_t tok = sop >= 0 ? (i == 0 ? sop : i <= np ? prev->ids[i - 1] : m->cfg.sot) : m->cfg.sot;
+        for (int64_t r = 0; r < N; r++) ids[r] = tok;
+        const int is_sot = tok == m->cfg.sot && i == P - (timestamps ? 1 : 2);
+        rc = attn__wforward(s, is_sot ? logits : NULL, ids, N, i);
+        if (rc == 0 && is_sot) s->no_speech = attn__wno_speech(m, logits);
+    }
     free(logits);
     free(ids);
-    *start = m->cfg.no_timestamps;
-    s->pos0 = 1;
+    s->pos0 = P - 1;
     return rc;
 }
 
@@ -541,12 +563,12 @@ static int64_t attn__wmax_steps(const attn__wstate *s) {
 }
 
 /* beam search (greedy at beam 1) of CTranslate2's Whisper.generate */
-static int attn__wbeam(attn__wstate *s, int64_t beam, int timestamps, int32_t **ids, int64_t *n, float *score) {
+static int attn__wbeam(attn__wstate *s, int64_t beam, int timestamps, const attn__wprev *prev, int32_t **ids, int64_t *n, float *score) {
     attn_whisper *m = s->m;
     int32_t start;
     attn_decode_result res;
     memset(&res, 0, sizeof res);
-    int rc = attn__wprompt(s, 1, timestamps, &start);
+    int rc = attn__wprompt(s, 1, timestamps, prev, &start);
     if (rc == 0) {
         attn_decode_opts d = attn_decode_opts_default();
         d.beam_size = beam;
@@ -581,11 +603,12 @@ static int attn__wbeam(attn__wstate *s, int64_t beam, int timestamps, int32_t **
  * num_hypotheses best_of, sampling_topk 0): the same suppression and timestamp rules, tokens
  * drawn from softmax(logits / t), scored by their log-probability at temperature 1; the
  * sequence with the best length-normalised score is kept */
-static int attn__wsample(attn__wstate *s, int64_t N, int timestamps, float t, uint64_t seed, int32_t **ids, int64_t *n, float *score) {
+static int attn__wsample(attn__wstate *s, int64_t N, int timestamps, const attn__wprev *prev, float t, uint64_t seed, int32_t **ids, int64_t *n,
+                         float *score) {
     attn_whisper *m = s->m;
     const int64_t V = m->cfg.vocab_size;
     int32_t start;
-    int rc = attn__wprompt(s, N, timestamps, &start);
+    int rc = attn__wprompt(s, N, timestamps, prev, &start);
     if (rc < 0) return rc;
     const int64_t S = attn__wmax_steps(s);
     float *logits = (float *)malloc(sizeof(float) * (size_t)(N * V));
@@ -680,7 +703,7 @@ int attn_whisper_generate(attn_whisper *m, int32_t **ids, int64_t *n, float *sco
     if (o->beam_size < 1 || o->beam_size > 64) return attn_set_error(ATTN_E_INVALID, "the beam size must be between 1 and 64 (got %lld)", (long long)o->beam_size);
     attn__wstate s;
     int rc = attn__wprepare(&s, m, o->beam_size, mel);
-    if (rc == 0) rc = attn__wbeam(&s, o->beam_size, o->timestamps, ids, n, score);
+    if (rc == 0) rc = attn__wbeam(&s, o->beam_size, o->timestamps, NULL, ids, n, score);
     attn__wstate_free(&s);
     return rc;
 }
@@ -712,10 +735,10 @@ void attn_whisper_decoding_free(attn_whisper_decoding *d) {
 }
 
 /* one decoding at temperature t: ids, score and the statistics */
-static int attn__wtry(attn__wstate *s, attn_whisper_decoding *d, const attn_whisper_opts *o, float t, uint64_t seed) {
+static int attn__wtry(attn__wstate *s, attn_whisper_decoding *d, const attn_whisper_opts *o, const attn__wprev *prev, float t, uint64_t seed) {
     memset(d, 0, sizeof *d);
-    int rc = t > 0.0f ? attn__wsample(s, o->best_of, o->timestamps, t, seed, &d->ids, &d->n, &d->score)
-                      : attn__wbeam(s, o->beam_size, o->timestamps, &d->ids, &d->n, &d->score);
+    int rc = t > 0.0f ? attn__wsample(s, o->best_of, o->timestamps, prev, t, seed, &d->ids, &d->n, &d->score)
+                      : attn__wbeam(s, o->beam_size, o->timestamps, prev, &d->ids, &d->n, &d->score);
     if (rc < 0) {
         attn_whisper_decoding_free(d);
         return rc;
@@ -732,8 +755,8 @@ static int attn__wtry(attn__wstate *s, attn_whisper_decoding *d, const attn_whis
     return rc;
 }
 
-int attn_whisper_decode(attn_whisper *m, attn_whisper_decoding *out, const float *mel, const attn_whisper_opts *o) {
-    if (!m || !out || !mel || !o) return attn_set_error(ATTN_E_INVALID, "whisper_decode: NULL argument");
+/* attn_whisper_decode conditioned on prev (NULL: none) */
+static int attn__wdecode(attn_whisper *m, attn_whisper_decoding *out, const float *mel, const attn_whisper_opts *o, const attn__wprev *prev) {
     memset(out, 0, sizeof *out);
     ATTN_TRY(attn__wcheck_opts(o));
     const int rules = o->n_temperatures > 0;
@@ -755,7 +778,7 @@ int attn_whisper_decode(attn_whisper *m, attn_whisper_decoding *out, const float
     float last_t = 0.0f;
     for (int64_t i = 0; rc == 0 && i < nt && !done; i++) {
         last_t = temps[i];
-        if ((rc = attn__wtry(&s, &cur, o, temps[i], o->seed + ((uint64_t)i << 32))) < 0) break;
+        if ((rc = attn__wtry(&s, &cur, o, prev, temps[i], o->seed + ((uint64_t)i << 32))) < 0) break;
         if (!rules) {
             done = 1;
             break;
@@ -808,6 +831,11 @@ int attn_whisper_decode(attn_whisper *m, attn_whisper_decoding *out, const float
     return rc;
 }
 
+int attn_whisper_decode(attn_whisper *m, attn_whisper_decoding *out, const float *mel, const attn_whisper_opts *o) {
+    if (!m || !out || !mel || !o) return attn_set_error(ATTN_E_INVALID, "whisper_decode: NULL argument");
+    return attn__wdecode(m, out, mel, o, NULL);
+}
+
 /* ---------------------------------------------------------------- transcription */
 
 void attn_whisper_result_free(attn_whisper_result *r) {
@@ -845,6 +873,67 @@ static int attn__add_segment(attn_whisper_result *r, double t0, double t1, char 
     return ATTN_OK;
 }
 
+/* append a segment's tokens to the transcript's (faster-whisper's all_tokens) */
+static int attn__wappend(attn_whisper_result *r, const int32_t *ids, int64_t k) {
+    int32_t *all = (int32_t *)realloc(r->ids, sizeof(int32_t) * (size_t)(r->n_ids + k + 1));
+    if (!all) return attn_set_error(ATTN_E_NOMEM, "out of memory");
+    r->ids = all;
+    if (k) memcpy(r->ids + r->n_ids, ids, sizeof(int32_t) * (size_t)k);
+    r->n_ids += k;
+    return ATTN_OK;
+}
+
+/* tokens [i, j) of a window as a segment from t0 to t1 (faster-whisper's generate_segments: a
+ * segment with a blank text or no duration is dropped and its tokens are not kept) */
+static int attn__wsegment(attn_whisper_result *r, attn_whisper *m, const int32_t *ids, int64_t i, int64_t j, double t0, double t1,
+                          const attn_whisper_decoding *d) {
+    const int64_t n0 = r->n_segments;
+    int rc = attn__add_segment(r, t0, t1, attn_whisper_text(m, ids + i, j - i), d);
+    if (rc == 0 && r->n_segments > n0) rc = attn__wappend(r, ids + i, j - i);
+    return rc;
+}
+
+/* the segments of one window and the next seek, as faster-whisper 1.2.1's
+ * _split_segments_by_timestamps: with consecutive timestamp tokens, one segment per slice
+ * ending at each such pair (from its first timestamp to its last); the text after the last
+ * pair is dropped and seek moves to the last timestamp, unless the tokens end with a single
+ * timestamp (then seek moves by the whole window); otherwise one segment from the window's
+ * start to its last timestamp (the window's length when there is none or it is <|0.00|>) */
+static int attn__wsplit(attn_whisper_result *r, attn_whisper *m, const attn_whisper_decoding *d, int64_t *seek, int64_t size) {
+    const int32_t *ids = d->ids, tb = m->cfg.timestamp_begin;
+    const int64_t k = d->n;
+    const double t0 = (double)*seek * ATTN_WHISPER_HOP / ATTN_WHISPER_RATE, prec = 0.02;
+    const int single_end = k >= 2 && ids[k - 2] < tb && ids[k - 1] >= tb;
+    int64_t last = 0, npairs = 0;
+    int rc = ATTN_OK;
+    for (int64_t i = 1; i < k && rc == 0; i++)
+        if (ids[i] >= tb && ids[i - 1] >= tb) {
+            rc = attn__wsegment(r, m, ids, last, i, t0 + (ids[last] - tb) * prec, t0 + (ids[i - 1] - tb) * prec, d);
+            last = i;
+            npairs++;
+        }
+    if (rc < 0) return rc;
+    if (npairs > 0) {
+        if (single_end) {
+            rc = attn__wsegment(r, m, ids, last, k, t0 + (ids[last] - tb) * prec, t0 + (ids[k - 1] - tb) * prec, d);
+            *seek += size;
+        } else {
+            const int64_t step = (int64_t)(ids[last - 1] - tb) * 2; /* 2 frames per timestamp step */
+            *seek += step > 0 ? step : size; /* never stay in place (<|0.00|><|0.00|>, which the rules exclude) */
+        }
+        return rc;
+    }
+    double dur = (double)size * ATTN_WHISPER_HOP / ATTN_WHISPER_RATE;
+    for (int64_t i = k - 1; i >= 0; i--)
+        if (ids[i] >= tb) {
+            if (ids[i] != tb) dur = (ids[i] - tb) * prec;
+            break;
+        }
+    rc = attn__wsegment(r, m, ids, 0, k, t0, t0 + dur, d);
+    *seek += size;
+    return rc;
+}
+
 int attn_whisper_transcribe(attn_whisper *m, attn_whisper_result *out, const float *samples, int64_t n, const attn_whisper_opts *o) {
     return attn_whisper_transcribe_progress(m, out, samples, n, o, NULL, NULL);
 }
@@ -852,59 +941,45 @@ int attn_whisper_transcribe(attn_whisper *m, attn_whisper_result *out, const flo
 int attn_whisper_transcribe_progress(attn_whisper *m, attn_whisper_result *out, const float *samples, int64_t n,
                                      const attn_whisper_opts *o, void (*progress)(int64_t done, int64_t total, void *user),
                                      void *user) {
-    if (!m || !out || !o || (n > 0 && !samples)) return attn_set_error(ATTN_E_INVALID, "whisper_transcribe: NULL argument");
+    if (!m || !out || !o || !samples) return attn_set_error(ATTN_E_INVALID, "whisper_transcribe: NULL argument");
     memset(out, 0, sizeof *out);
-    if (n <= 0) return attn_set_error(ATTN_E_INVALID, "the audio is empty (no samples)");
+    if (n < 0) return attn_set_error(ATTN_E_INVALID, "whisper_transcribe: %lld samples", (long long)n);
     ATTN_TRY(attn__wcheck_opts(o));
     float *feat = NULL, *win = NULL;
     int64_t frames = 0;
     ATTN_TRY(attn_whisper_log_mel(&feat, &frames, samples, n));
-    const int64_t content = frames - 1 > 0 ? frames - 1 : 1, W = ATTN_WHISPER_FRAMES, C = ATTN_WHISPER_N_MELS;
-    const double fsec = (double)ATTN_WHISPER_HOP / ATTN_WHISPER_RATE, dur = (double)n / ATTN_WHISPER_RATE;
+    /* the last frame is dropped, as faster-whisper does: audio shorter than one hop (160
+     * samples, empty audio included) has no content frame and gives no window, no segment */
+    const int64_t content = frames - 1, W = ATTN_WHISPER_FRAMES, C = ATTN_WHISPER_N_MELS;
     win = (float *)malloc(sizeof(float) * (size_t)(C * W));
     int rc = win ? ATTN_OK : attn_set_error(ATTN_E_NOMEM, "out of memory");
     attn_whisper_opts wo = *o;
-    for (int64_t seek = 0, w = 0; rc == 0 && seek < content; seek += W, w++) {
+    /* faster-whisper's previous_tokens: the kept tokens since the last prompt reset, at most
+     * n_text_ctx / 2 - 1 (223) of them */
+    const int64_t max_prev = m->cfg.n_text_ctx / 2 - 1;
+    int64_t reset_since = 0;
+    for (int64_t seek = 0, w = 0; rc == 0 && seek < content; w++) {
         int64_t len = content - seek < W ? content - seek : W;
         for (int64_t c = 0; c < C; c++)
             for (int64_t t = 0; t < W; t++) win[c * W + t] = t < len ? feat[c * frames + seek + t] : 0.0f;
         attn_whisper_decoding d;
         wo.seed = o->seed + (uint64_t)w;
-        rc = attn_whisper_decode(m, &d, win, &wo);
+        attn__wprev prev = {NULL, 0};
+        if (o->condition_on_previous_text && out->n_ids > reset_since) {
+            prev.n = out->n_ids - reset_since < max_prev ? out->n_ids - reset_since : max_prev;
+            prev.ids = out->ids + out->n_ids - prev.n;
+        }
+        rc = attn__wdecode(m, &d, win, &wo, &prev);
         if (rc < 0) break;
         if (progress) progress(seek + len, content, user);
         if (d.no_speech) { /* faster-whisper: "No speech threshold is met": skip the window */
             attn_whisper_decoding_free(&d);
+            seek += len;
             continue;
         }
-        const int32_t *ids = d.ids;
-        const int64_t k = d.n;
-        int32_t *all = (int32_t *)realloc(out->ids, sizeof(int32_t) * (size_t)(out->n_ids + k + 1));
-        if (!all) {
-            attn_whisper_decoding_free(&d);
-            rc = attn_set_error(ATTN_E_NOMEM, "out of memory");
-            break;
-        }
-        out->ids = all;
-        if (k) memcpy(out->ids + out->n_ids, ids, sizeof(int32_t) * (size_t)k);
-        out->n_ids += k;
-        double t0 = seek * fsec, tend = (seek + len) * fsec;
-        if (tend > dur) tend = dur;
-        if (!o->timestamps) {
-            rc = attn__add_segment(out, t0, tend, attn_whisper_text(m, ids, k), &d);
-        } else {
-            int64_t i = 0;
-            while (rc == 0 && i < k) {
-                /* [<|t0|>] text [<|t1|>] */
-                double s0 = t0;
-                if (ids[i] >= m->cfg.timestamp_begin) s0 = t0 + (ids[i++] - m->cfg.timestamp_begin) * 0.02;
-                int64_t j = i;
-                while (j < k && ids[j] < m->cfg.timestamp_begin) j++;
-                double s1 = j < k ? t0 + (ids[j] - m->cfg.timestamp_begin) * 0.02 : tend;
-                if (j > i) rc = attn__add_segment(out, s0, s1, attn_whisper_text(m, ids + i, j - i), &d);
-                i = j < k ? j + 1 : j;
-            }
-        }
+        rc = attn__wsplit(out, m, &d, &seek, len);
+        /* faster-whisper's prompt_reset_on_temperature (0.5) */
+        if (!o->condition_on_previous_text || d.temperature > 0.5f) reset_since = out->n_ids;
         attn_whisper_decoding_free(&d);
     }
     if (rc == 0) {

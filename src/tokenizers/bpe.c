@@ -115,8 +115,13 @@ void attn_bpe_free(attn_bpe *t) {
     free(t);
 }
 
+/* GPT-2's regex with \s spelled out as Unicode White_Space (Rust's char::is_whitespace, what
+ * Hugging Face tokenizers' regex engine and llama.cpp match): PCRE2's \s also matches U+180E
+ * (White_Space only until Unicode 6.2), which split words tokenizers keeps whole (issue 23;
+ * tests/test_bpe_unicode.c sweeps every code point against tokenizers 0.23.3). */
+#define WS_CLASS "\\t-\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
 static const char GPT2_PATTERN[] =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS_CLASS "\\p{L}\\p{N}]+|[" WS_CLASS "]+(?![^" WS_CLASS "])|[" WS_CLASS "]+";
 
 static int compile_re(pcre2_code **out, const char *pat) {
     int err;
@@ -499,6 +504,11 @@ typedef struct {
     int64_t cap, n;
     merge_ws w;
     pcre2_match_data *md;
+    /* attn__bpe_pretokenize: record the end offset of each pre-tokenized word instead of
+     * encoding it */
+    const char *base;
+    size_t *ends;
+    int64_t n_ends, cap_ends;
 } enc_state;
 
 static void put(enc_state *st, int32_t id) {
@@ -510,6 +520,11 @@ static void put(enc_state *st, int32_t id) {
 static int bl_word(enc_state *st, const unsigned char *s, size_t len) {
     const attn_bpe *t = st->t;
     if (len == 0) return 0;
+    if (st->base) {
+        if (st->n_ends < st->cap_ends) st->ends[st->n_ends] = (size_t)((const char *)s + len - st->base);
+        st->n_ends++;
+        return 0;
+    }
     /* fast path: the whole word is one token */
     char small[256];
     if (len * 2 <= sizeof small) {
@@ -653,5 +668,24 @@ int attn_bpe_encode(const attn_bpe *t, const char *text, size_t len, int parse_s
     *n_ids = st.n;
     if (st.n > cap) return attn_set_error(ATTN_E_RANGE, "bpe encode: %lld ids do not fit in %lld", (long long)st.n, (long long)cap);
     return ATTN_OK;
+}
+
+int attn__bpe_pretokenize(const attn_bpe *t, const char *text, size_t len, size_t *ends, int64_t cap, int64_t *n) {
+    if (!t || !n || (!text && len) || cap < 0 || (!ends && cap > 0) || t->kind != ATTN_BPE_BYTE_LEVEL)
+        return attn_set_error(ATTN_E_INVALID, "bpe pretokenize: bad arguments");
+    *n = 0;
+    ATTN_TRY(attn_tokenizer_validate_utf8(text, len, NULL));
+    enc_state st;
+    memset(&st, 0, sizeof st);
+    st.t = t;
+    st.base = text;
+    st.ends = ends;
+    st.cap_ends = cap;
+    st.md = pcre2_match_data_create(4, NULL);
+    if (!st.md) return attn_set_error(ATTN_E_NOMEM, "bpe: out of memory");
+    int rc = len ? bl_span(&st, text, len) : 0;
+    pcre2_match_data_free(st.md);
+    *n = st.n_ends;
+    return rc;
 }
 

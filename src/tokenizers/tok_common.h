@@ -26,4 +26,11 @@ int attn__uni_bert_mn(int32_t c);
 int attn__uni_bert_cjk(int32_t c);
 int attn__uni_bert_ccc(int32_t c);
 
+/* Byte-level BPE pre-tokenization of text[0..len) (valid UTF-8) as attn_bpe_encode splits it
+ * (special tokens not parsed): the end offset of each word, in order, into ends[0..cap); *n =
+ * the word count (may exceed cap). For tests of the pre-tokenizer. Errors: ATTN_E_INVALID (not
+ * a byte-level tokenizer, bad arguments), ATTN_E_FORMAT (invalid UTF-8), ATTN_E_NOMEM. */
+struct attn_bpe;
+int attn__bpe_pretokenize(const struct attn_bpe *t, const char *text, size_t len, size_t *ends, int64_t cap, int64_t *n);
+
 #endif

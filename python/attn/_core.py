@@ -208,6 +208,14 @@ def check_int(value: Any, name: str, fn: str, minimum: Optional[int] = None) -> 
     return v
 
 
+def check_bool(value: Any, name: str, fn: str) -> bool:
+    """value as a Python bool (bool or numpy.bool_ only: 2, 'no' and None are not flags, as
+    they would all be truthy or falsy by accident); else TypeError."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{fn}: {name} must be a bool, got {type(value).__name__} {value!r}")
+    return bool(value)
+
+
 def check_float(value: Any, name: str, fn: str) -> float:
     """value as a finite Python float; else TypeError/ValueError."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):

@@ -5,7 +5,7 @@ from typing import Any, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ._core import Tensor, as_array, as_f32, as_float, check_float, check_int, raise_for, tensor
+from ._core import Tensor, as_array, as_f32, as_float, check_bool, check_float, check_int, raise_for, tensor
 from ._ffi import ffi, lib
 
 ArrayLike = Any
@@ -104,8 +104,8 @@ def _causal_kind(fn: str, is_causal: CausalArg) -> str:
         return "upper_left" if is_causal else "none"
     if isinstance(is_causal, str) and is_causal in ("upper_left", "lower_right"):
         return is_causal
-    if isinstance(is_causal, (int, np.integer)) and not isinstance(is_causal, bool):
-        return "upper_left" if is_causal else "none"
+    if not isinstance(is_causal, str):  # 2 or 'no' were truthy: a flag must be a bool
+        raise TypeError(f"{fn}: is_causal must be a bool, 'upper_left' or 'lower_right', got {type(is_causal).__name__} {is_causal!r}")
     raise ValueError(f"{fn}: is_causal must be True, False, 'upper_left' or 'lower_right', got {is_causal!r}")
 
 
@@ -173,8 +173,9 @@ def sdpa(query: ArrayLike, key: ArrayLike, value: ArrayLike, attn_mask: Optional
         raise ValueError(f"{fn}: dropout_p must be 0.0 (attn implements inference), got {dropout_p}")
     if impl not in _IMPLS:
         raise ValueError(f"{fn}: impl must be one of {sorted(_IMPLS)}, got {impl!r}")
-    qkv = _prepare(fn, query, key, value, bool(enable_gqa), half=True)
+    qkv = _prepare(fn, query, key, value, check_bool(enable_gqa, "enable_gqa", fn), half=True)
     causal = _causal_kind(fn, is_causal)
+    return_weights = check_bool(return_weights, "return_weights", fn)
     W = 0 if window is None else check_int(window, "window", fn, minimum=1)
     sc = None if scale is None else check_float(scale, "scale", fn)
     q, k, v = qkv.q, qkv.k, qkv.v
@@ -376,7 +377,8 @@ def variant(name: str, query: ArrayLike, key: ArrayLike, value: ArrayLike, *, is
     B, H, Lq, _ = q.shape
     Lk, Dv = k.shape[2], v.shape[3]
     p = ffi.new("attn_variant_params *", lib.attn_variant_params_default(kind[0]))
-    p.is_causal = 1 if is_causal else 0
+    p.is_causal = 1 if check_bool(is_causal, "is_causal", fn) else 0
+    return_weights = check_bool(return_weights, "return_weights", fn)
     for field, val in (("window", window), ("n_global", n_global), ("block", block),
                        ("global_blocks", global_blocks), ("random_blocks", random_blocks),
                        ("features", features)):

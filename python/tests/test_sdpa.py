@@ -379,3 +379,19 @@ def test_threads_get_their_own_results_and_errors(rng):
         t.join()
     assert not wrong
     assert len(errors) == 40 and len(set(errors)) == 1 and "q[0, 2, 5, 7]" in errors[0]
+
+
+def test_flags_must_be_bools(rng):
+    # issue 23 item 13: is_causal=2, enable_gqa='no' and return_weights='yes' were taken as
+    # truthy; a flag is a bool (or numpy.bool_), else TypeError naming it
+    q = rng.standard_normal((1, 2, 3, 4)).astype(np.float32)
+    for kw, name in (({"is_causal": 2}, "is_causal"), ({"enable_gqa": "no"}, "enable_gqa"),
+                     ({"return_weights": "yes"}, "return_weights"), ({"enable_gqa": 1}, "enable_gqa")):
+        with pytest.raises(TypeError, match=name):
+            attn.sdpa(q, q, q, **kw)
+    for kw, name in (({"is_causal": 1}, "is_causal"), ({"return_weights": "yes"}, "return_weights")):
+        with pytest.raises(TypeError, match=name):
+            attn.variant("linear", q, q, q, **kw)
+    # bools and numpy bools still work, with the documented meaning
+    out, w = attn.sdpa(q, q, q, is_causal=np.bool_(True), return_weights=True, enable_gqa=False)
+    assert np.all(w[..., 0, 1:] == 0) and abs(float(w[0, 0, 2].sum()) - 1.0) <= WTOL

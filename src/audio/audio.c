@@ -2,19 +2,35 @@
 #include "attn_audio.h"
 #include "core/internal.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <fftw3.h>
 #include <math.h>
+#include <pthread.h>
 #include <samplerate.h>
 #include <sndfile.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+/* libsamplerate's limit: output / input rate within [1/256, 256] */
+#define ATTN_SRC_MAX_RATIO 256.0
+
+static int attn__rate_ok(int rate_in, int rate_out) {
+    double r = (double)rate_out / rate_in;
+    return r >= 1.0 / ATTN_SRC_MAX_RATIO && r <= ATTN_SRC_MAX_RATIO;
+}
 
 int attn_audio_resample(float **out, int64_t *n_out, const float *in, int64_t n, int rate_in, int rate_out) {
     if (!out || !n_out || (!in && n > 0) || n < 0 || rate_in <= 0 || rate_out <= 0)
         return attn_set_error(ATTN_E_INVALID, "audio_resample: bad argument");
     *out = NULL;
     *n_out = 0;
+    if (!attn__rate_ok(rate_in, rate_out))
+        return attn_set_error(ATTN_E_RANGE, "a sample rate of %d Hz is out of range: %.0f to %.0f Hz can be resampled to %d Hz", rate_in,
+                              ceil(rate_out / ATTN_SRC_MAX_RATIO), rate_out * ATTN_SRC_MAX_RATIO, rate_out);
     double ratio = (double)rate_out / rate_in;
     int64_t cap = (int64_t)ceil((double)n * ratio) + 16;
     float *o = (float *)malloc(sizeof(float) * (size_t)(cap > 0 ? cap : 1));
@@ -43,6 +59,40 @@ int attn_audio_resample(float **out, int64_t *n_out, const float *in, int64_t n,
     return ATTN_OK;
 }
 
+/* MP3 candidates (an ID3 tag or an MPEG frame sync at the start): libsndfile hands them to
+ * mpg123, which prints "Note: Illegal Audio-MPEG-Header ..." and similar notes to stderr for
+ * bytes that are not MPEG audio. For those files stderr is pointed at /dev/null while libsndfile
+ * opens and reads them (one load at a time; a library has no other way to quiet mpg123 through
+ * libsndfile). */
+static pthread_mutex_t attn__quiet_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int attn__looks_mpeg(const char *path) {
+    unsigned char b[3] = {0};
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    size_t k = fread(b, 1, 3, f);
+    fclose(f);
+    return (k == 3 && b[0] == 'I' && b[1] == 'D' && b[2] == '3') || (k >= 2 && b[0] == 0xFF && (b[1] & 0xE0) == 0xE0);
+}
+
+static int attn__quiet_begin(void) {
+    pthread_mutex_lock(&attn__quiet_lock);
+    fflush(stderr);
+    int saved = dup(2), null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (saved >= 0 && null >= 0) dup2(null, 2);
+    if (null >= 0) close(null);
+    return saved;
+}
+
+static void attn__quiet_end(int saved) {
+    fflush(stderr);
+    if (saved >= 0) {
+        dup2(saved, 2);
+        close(saved);
+    }
+    pthread_mutex_unlock(&attn__quiet_lock);
+}
+
 int attn_audio_load(float **samples, int64_t *n, const char *path, int rate) {
     if (!samples || !n || !path || rate <= 0) return attn_set_error(ATTN_E_INVALID, "audio_load: bad argument");
     *samples = NULL;
@@ -51,14 +101,37 @@ int attn_audio_load(float **samples, int64_t *n, const char *path, int rate) {
     memset(&info, 0, sizeof info);
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return attn_set_error(ATTN_E_IO, "%s: is a directory, not an audio file", path);
+    const int regular = stat(path, &st) == 0 && S_ISREG(st.st_mode);
+    const int quiet = regular && attn__looks_mpeg(path);
+    int saved = quiet ? attn__quiet_begin() : -1;
     SNDFILE *sf = sf_open(path, SFM_READ, &info);
-    if (!sf) return attn_set_error(ATTN_E_IO, "%s: cannot read as audio: %s", path, sf_strerror(NULL));
+    if (!sf) {
+        int e = errno;
+        char why[256];
+        snprintf(why, sizeof why, "%s", sf_strerror(NULL));
+        if (quiet) attn__quiet_end(saved);
+        if (access(path, R_OK) != 0) return attn_set_error(ATTN_E_IO, "%s: cannot read as audio: %s", path, strerror(errno ? errno : e));
+        /* a readable file libsndfile cannot decode; its own text then blames pipes ("File does
+         * not exist or is not a regular file (possibly a pipe?)") for bytes mpg123 rejected */
+        if (regular)
+            return attn_set_error(ATTN_E_IO, "%s: cannot read as audio: not a recognised audio file (libsndfile reads WAV, FLAC, "
+                                             "OGG/Vorbis/Opus, MP3, AIFF, ...)", path);
+        return attn_set_error(ATTN_E_IO, "%s: cannot read as audio: %s", path, why);
+    }
     if (info.channels <= 0 || info.samplerate <= 0) {
         sf_close(sf);
+        if (quiet) attn__quiet_end(saved);
         return attn_set_error(ATTN_E_FORMAT, "%s: %d channels at %d Hz", path, info.channels, info.samplerate);
+    }
+    if (!attn__rate_ok(info.samplerate, rate)) {
+        sf_close(sf);
+        if (quiet) attn__quiet_end(saved);
+        return attn_set_error(ATTN_E_FORMAT, "%s: a sample rate of %d Hz is out of range: %.0f to %.0f Hz can be resampled to %d Hz", path,
+                              info.samplerate, ceil(rate / ATTN_SRC_MAX_RATIO), rate * ATTN_SRC_MAX_RATIO, rate);
     }
     if (info.frames < 0 || info.frames > ((sf_count_t)1 << 34) / info.channels) {
         sf_close(sf);
+        if (quiet) attn__quiet_end(saved);
         return attn_set_error(ATTN_E_FORMAT, "%s: %lld frames is too long", path, (long long)info.frames);
     }
     int64_t frames = info.frames;
@@ -68,10 +141,12 @@ int attn_audio_load(float **samples, int64_t *n, const char *path, int rate) {
         free(buf);
         free(mono);
         sf_close(sf);
+        if (quiet) attn__quiet_end(saved);
         return attn_set_error(ATTN_E_NOMEM, "%s: out of memory", path);
     }
     sf_count_t got = frames > 0 ? sf_readf_float(sf, buf, frames) : 0;
     sf_close(sf);
+    if (quiet) attn__quiet_end(saved);
     for (int64_t i = 0; i < got; i++) {
         double s = 0;
         for (int c = 0; c < info.channels; c++) s += buf[i * info.channels + c];

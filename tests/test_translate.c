@@ -9,6 +9,7 @@
 #include "attn_ct2_transformer.h"
 #include "testutil.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -441,8 +442,29 @@ static void test_cli(void) {
     write_file(p, "not a vocabulary", 0);
 }
 
+/* issue 23 item 13: a model directory with model.bin but no vocabulary named only
+ * shared_vocabulary.txt (the fallback); now both layouts are named */
+static void test_missing_vocabulary(void) {
+    char dir[] = "/tmp/attn_test_vocab_XXXXXX", link[600], real[PATH_MAX];
+    if (!mkdtemp(dir) || !realpath(MODEL_F32 "/model.bin", real)) {
+        CHECK(0, "mkdtemp / model.bin");
+        return;
+    }
+    snprintf(link, sizeof link, "%s/model.bin", dir);
+    CHECK(symlink(real, link) == 0, "symlink model.bin");
+    attn_translator *t = NULL;
+    CHECK_ERR(attn_translator_load(&t, dir), ATTN_E_IO);
+    const char *e = attn_last_error();
+    CHECK(strstr(e, "source_vocabulary.txt") && strstr(e, "target_vocabulary.txt") && strstr(e, "shared_vocabulary.txt") &&
+              !strstr(e, "cannot open"),
+          "names every vocabulary file looked for: %s", e);
+    unlink(link);
+    rmdir(dir);
+}
+
 int main(void) {
     attn_test_name = "translate";
+    test_missing_vocabulary();
     words = read_lines(attn_test_fixture("aren/words.txt"), &n_words);
     CHECK(words != NULL && n_words >= 200, "at least 200 fixture words (%lld)", (long long)n_words);
     attn_translator *m = NULL, *q = NULL;

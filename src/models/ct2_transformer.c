@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 
 typedef struct {
@@ -264,8 +265,14 @@ int attn_translator_load(attn_translator **out, const char *dir) {
         FILE *t = fopen(path, "rb");
         int shared = !t;
         if (t) fclose(t);
-        if (shared) snprintf(path, sizeof path, "%s/shared_vocabulary.txt", dir);
-        rc = attn__vocab_load(&m->sv, path);
+        if (shared) {
+            snprintf(path, sizeof path, "%s/shared_vocabulary.txt", dir);
+            if (access(path, F_OK) != 0) /* neither layout: name both, not just the fallback */
+                rc = attn_set_error(ATTN_E_IO, "%s: no vocabulary: looked for source_vocabulary.txt with target_vocabulary.txt, and for "
+                                               "shared_vocabulary.txt (CTranslate2's two layouts); none is there",
+                                    dir);
+        }
+        if (rc == 0) rc = attn__vocab_load(&m->sv, path);
         if (rc == 0) {
             if (!shared) snprintf(path, sizeof path, "%s/target_vocabulary.txt", dir);
             rc = attn__vocab_load(&m->tv, path);

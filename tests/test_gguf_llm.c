@@ -707,9 +707,86 @@ static void test_cli(void) {
     rmdir(dir);
 }
 
+/* issue 23 item 13: checks at load, on copies of tiny_llama.gguf: head_count 0 said "partial
+ * rotary ... head_dim 0"; a NaN weight was found only at the first forward. Now the loader
+ * names the key / the tensor (for quantized tensors through the float16 scales). */
+static int load_modified(unsigned char *c, size_t sz, char *err, size_t en) {
+    char path[] = "/tmp/attn_gguf_load_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) return 1;
+    int ok = write(fd, c, sz) == (ssize_t)sz;
+    close(fd);
+    attn_llama *m = NULL;
+    int rc = ok ? attn_llama_load_gguf(&m, path) : 1;
+    snprintf(err, en, "%s", attn_last_error());
+    attn_llama_free(m);
+    unlink(path);
+    return rc;
+}
+
+static void test_load_checks(void) {
+    size_t sz;
+    unsigned char *b = slurp(TINY, &sz);
+    if (!b) return;
+    unsigned char *c = (unsigned char *)malloc(sz);
+    char err[600];
+    /* the value of llama.attention.head_count (the key is length-prefixed: not head_count_kv) */
+    static const char key[] = "llama.attention.head_count";
+    size_t at = (size_t)-1;
+    for (size_t i = 8; i + sizeof key + 8 < sz; i++)
+        if (memcmp(b + i, key, sizeof key - 1) == 0 && b[i - 8] == sizeof key - 1) {
+            at = i + sizeof key - 1;
+            break;
+        }
+    CHECK(at != (size_t)-1, "head_count key found");
+    if (at != (size_t)-1) {
+        uint32_t type;
+        memcpy(&type, b + at, 4);
+        CHECK(type == 4 || type == 5, "head_count is a 32-bit int (type %u)", type);
+        memcpy(c, b, sz);
+        memset(c + at + 4, 0, 4);
+        int rc = load_modified(c, sz, err, sizeof err);
+        CHECK(rc == ATTN_E_FORMAT && strstr(err, "head_count must be > 0") && !strstr(err, "rotary"), "head_count 0: %d %s", rc, err);
+    }
+    /* a NaN in a float32 tensor and in the scale of a quantized one */
+    attn_gguf *g = NULL;
+    CHECK_OK(attn_gguf_open_buffer(&g, b, sz));
+    int done_f32 = 0, done_q = 0;
+    for (int64_t i = 0; g && i < attn_gguf_n_tensors(g); i++) {
+        attn_gguf_tensor t;
+        if (attn_gguf_tensor_at(g, i, &t) < 0) continue;
+        size_t off = (size_t)((const unsigned char *)t.data - b);
+        int is_q = t.type == ATTN_QT_Q8_0 || t.type == ATTN_QT_Q4_0 || t.type == ATTN_QT_Q4_1;
+        if ((t.type == ATTN_QT_F32 && !done_f32) || (is_q && !done_q)) {
+            memcpy(c, b, sz);
+            if (t.type == ATTN_QT_F32) {
+                float nan = NAN;
+                memcpy(c + off + 4 * 3, &nan, 4); /* element 3 */
+            } else {
+                size_t bb = attn_qtype_row_bytes(t.type, 32);
+                c[off + bb] = 0x00; /* the second block's d = float16 NaN (0x7E00) */
+                c[off + bb + 1] = 0x7E;
+            }
+            int rc = load_modified(c, sz, err, sizeof err);
+            char want[200];
+            snprintf(want, sizeof want, "tensor '%s'", t.name);
+            CHECK(rc == ATTN_E_FORMAT && strstr(err, want) && strstr(err, t.type == ATTN_QT_F32 ? "element 3" : "elements 32..63"),
+                  "NaN in %s (%s): %d %s", t.name, attn_qtype_name(t.type), rc, err);
+            if (t.type == ATTN_QT_F32) done_f32 = 1;
+            else done_q = 1;
+        }
+    }
+    CHECK(done_f32, "a float32 tensor was corrupted");
+    printf("load checks: NaN in a float32 tensor%s named at load\n", done_q ? " and in a quantized block's scale" : "");
+    attn_gguf_close(g);
+    free(c);
+    free(b);
+}
+
 int main(void) {
     attn_test_name = "gguf_llm";
     test_gguf_reader();
+    test_load_checks();
     test_quant();
     test_smollm2();
     test_llamacpp_greedy();

@@ -595,6 +595,46 @@ static void test_chat_format(void) {
     free(sys);
 }
 
+/* issue 23 item 13: a NaN weight in a llama2.c checkpoint was found only at the first forward;
+ * now the loader names it (llama2.c's export names). Weights of stories260K: header {dim 64,
+ * hidden 172, layers 5, heads 8, kv heads 4, vocab 512, context 512}, then tok_embeddings
+ * [512, 64], attention_norm [5, 64], wq [5, 64, 64], ... */
+static void test_nan_llama2c(void) {
+    FILE *in = fopen(MODEL, "rb");
+    static char buf[1 << 21];
+    size_t n = in ? fread(buf, 1, sizeof buf, in) : 0;
+    if (in) fclose(in);
+    int32_t h[7];
+    memcpy(h, buf, sizeof h);
+    CHECK(n > 28 && h[0] == 64 && h[2] == 5 && h[5] == 512, "stories260K header");
+    if (n <= 28 || h[0] != 64) return;
+    char path[] = "/tmp/attn_llama_nan_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) return;
+    close(fd);
+    const int64_t D = 64, V = 512, L = 5;
+    struct {
+        int64_t index; /* float index after the header */
+        float value;
+        const char *want;
+    } cases[] = {{V * D + L * D + 1 * D * D + 5, NAN, "'layers.1.attention.wq.weight' holds a non-finite value (NaN or inf) at element 5"},
+                 {7, INFINITY, "'tok_embeddings.weight' holds a non-finite value (NaN or inf) at element 7"}};
+    for (int k = 0; k < 2; k++) {
+        static char c[1 << 21];
+        memcpy(c, buf, n);
+        memcpy(c + 28 + 4 * cases[k].index, &cases[k].value, 4);
+        FILE *f = fopen(path, "wb");
+        fwrite(c, 1, n, f);
+        fclose(f);
+        attn_llama *m = NULL;
+        int rc = attn_llama_load_llama2c(&m, path);
+        CHECK(rc == ATTN_E_FORMAT && m == NULL && strstr(attn_last_error(), cases[k].want), "%s: %d %s", cases[k].want, rc,
+              attn_last_error());
+        attn_llama_free(m);
+    }
+    unlink(path);
+}
+
 int main(void) {
     attn_test_name = "llama";
     test_stories();
@@ -602,6 +642,7 @@ int main(void) {
     test_chat_format();
     test_llama2c_reader();
     test_bad_llama2c();
+    test_nan_llama2c();
     test_sampling();
     test_cli();
     return attn_test_finish();

@@ -174,12 +174,14 @@ typedef struct {
  * as faster-whisper 1.2.1 reports them: the 1.428 s alsa Front_Center.wav gives 0.00 -> 2.00
  * with timestamps, 0.00 -> 1.42 without, in both. At temperatures > 0 window w samples with
  * seed o->seed + w.
- * Audio shorter than one hop (160 samples), empty audio (n = 0) included, has no content frame:
- * no segment, ids or text (""), as faster-whisper 1.2.1 gives no segment for it.
+ * Audio of 1 to 159 samples (shorter than one hop) has no content frame: no segment, ids or
+ * text (""), as faster-whisper 1.2.1 gives no segment for it. Empty audio (n = 0) is an error
+ * ("the audio is empty"), unlike faster-whisper (no segments): no samples at all is more likely
+ * a failed decode or a wrong file than silence, and the CLI and Python say so.
  *   out->ids: the tokens of the kept segments, timestamp tokens included (faster-whisper's
  *   all_tokens); out->text: their text.
- * Errors: ATTN_E_INVALID (NULL model, result, options or samples, n < 0, a NaN or infinite
- * sample), errors of attn_whisper_generate. */
+ * Errors: ATTN_E_INVALID (NULL model, result, options or samples, n <= 0: "the audio is
+ * empty", a NaN or infinite sample), errors of attn_whisper_generate. */
 int attn_whisper_transcribe(attn_whisper *m, attn_whisper_result *out, const float *samples, int64_t n,
                             const attn_whisper_opts *o);
 /* attn_whisper_transcribe_progress: attn_whisper_transcribe, calling progress(done, total, user)

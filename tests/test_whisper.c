@@ -777,6 +777,11 @@ static void test_audio_messages(void) {
     CHECK(rc == 1 && strstr(err_text, "sample rate of 1 Hz is out of range") && !strstr(err_text, "SRC ratio"), "1 Hz WAV: exit %d: %s",
           rc, err_text);
     unlink(p);
+    /* the option of issue 23 item 6 (one window: the same text with or without it) */
+    rc = run_attn("transcribe", "--model", MODEL, "--no-condition-on-previous-text", "/usr/share/sounds/alsa/Front_Center.wav",
+                  (const char *)NULL);
+    CHECK(rc == 0 && strcmp(out_text, "/usr/share/sounds/alsa/Front_Center.wav: front, center.\n") == 0,
+          "--no-condition-on-previous-text: exit %d: %s %s", rc, out_text, err_text);
     /* the same through attn_audio_resample */
     float one = 0.0f, *o = NULL;
     int64_t no = 0;

@@ -219,27 +219,27 @@ int attn_llama_load_llama2c(attn_llama **out, const char *path) {
 #undef MAT
     /* non-finite weights, named by llama2.c's export names (see check_finite for the cost) */
     {
-        const float *base = (const float *)((const char *)p + 28);
         const struct {
             const char *name;
+            const float *w;
             int64_t per_layer, layers; /* layers 0: one tensor */
-        } sec[] = {{"tok_embeddings.weight", V * D, 0}, {"attention_norm.weight", D, L}, {"attention.wq.weight", D * D, L},
-                   {"attention.wk.weight", kvd * D, L},  {"attention.wv.weight", kvd * D, L}, {"attention.wo.weight", D * D, L},
-                   {"ffn_norm.weight", D, L},            {"feed_forward.w1.weight", F * D, L}, {"feed_forward.w2.weight", D * F, L},
-                   {"feed_forward.w3.weight", F * D, L}, {"norm.weight", D, 0},               {"freq_cis", c->context * c->head_dim, -1},
-                   {"output.weight", shared ? 0 : V * D, 0}};
-        const float *x = base;
+        } sec[] = {{"tok_embeddings.weight", ck.tok_embd, V * D, 0},    {"attention_norm.weight", ck.attn_norm, D, L},
+                   {"attention.wq.weight", ck.wq, D * D, L},           {"attention.wk.weight", ck.wk, kvd * D, L},
+                   {"attention.wv.weight", ck.wv, kvd * D, L},         {"attention.wo.weight", ck.wo, D * D, L},
+                   {"ffn_norm.weight", ck.ffn_norm, D, L},             {"feed_forward.w1.weight", ck.w1, F * D, L},
+                   {"feed_forward.w2.weight", ck.w2, D * F, L},        {"feed_forward.w3.weight", ck.w3, F * D, L},
+                   {"norm.weight", ck.final_norm, D, 0},               {"output.weight", ck.shared_classifier ? NULL : ck.output, V * D, 0}};
         for (size_t k = 0; k < sizeof sec / sizeof sec[0] && rc == 0; k++) {
+            if (!sec[k].w) continue;
             int64_t count = sec[k].layers > 0 ? sec[k].layers : 1;
-            for (int64_t l = 0; l < count && rc == 0 && sec[k].layers >= 0; l++, x += sec[k].per_layer) {
-                int64_t i = first_nonfinite(x, ATTN_QT_F32, sec[k].per_layer);
+            for (int64_t l = 0; l < count && rc == 0; l++) {
+                int64_t i = first_nonfinite(sec[k].w + l * sec[k].per_layer, ATTN_QT_F32, sec[k].per_layer);
                 if (i < 0) continue;
                 char nm[96];
                 if (sec[k].layers > 0) snprintf(nm, sizeof nm, "layers.%lld.%s", (long long)l, sec[k].name);
                 else snprintf(nm, sizeof nm, "%s", sec[k].name);
                 rc = attn_set_error(ATTN_E_FORMAT, "%s: weight '%s' holds a non-finite value (NaN or inf) at element %lld", path, nm, (long long)i);
             }
-            if (sec[k].layers < 0) x += sec[k].per_layer; /* the legacy RoPE tables are not used */
         }
     }
     if (rc < 0) {

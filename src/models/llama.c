@@ -92,8 +92,9 @@ static int init_rope(attn_llama *m) {
 
 /* A NaN or infinite weight surfaces only as a bad activation at the first forward (after the
  * prompt was printed), far from its cause: the loaders look for one and name the tensor.
- * float32 / float16 / bfloat16 tensors are scanned whole; quantized blocks (Q8_0, Q4_0, Q4_1:
- * integer quants and float16 scales) through their scales, the only place a NaN or inf can be.
+ * float32 / float16 / bfloat16 tensors are scanned whole; quantized blocks (Q8_0, Q4_0/1, Q5_0/1
+ * and the K-quants: integer quants and float16 scales) through their float16 scales, the only
+ * place a NaN or inf can be.
  * Cost: one read of every weight page (what the first forward reads anyway): the 98 MB
  * SmolLM2-135M Q4_1 file in the page cache loads in 0.29-0.32 s instead of 0.21-0.25 s (2-core
  * machine under load); float32 weights are scanned at memory speed (stories260K: < 1 ms).
@@ -119,21 +120,33 @@ static int64_t first_nonfinite(const void *data, attn_qtype type, int64_t n) {
         }
         return -1;
     }
-    case ATTN_QT_Q8_0:
-    case ATTN_QT_Q4_0:
-    case ATTN_QT_Q4_1: {
-        const size_t bb = attn_qtype_row_bytes(type, 32); /* one block: 34, 18, 20 bytes */
-        const int scales = type == ATTN_QT_Q4_1 ? 2 : 1;  /* d (and Q4_1's m), float16 */
-        for (int64_t b = 0; b < n / 32; b++)
-            for (int k = 0; k < scales; k++) {
+    default: {
+        /* ggml's block layouts: byte offsets of the float16 scales in each block (d, and the
+         * minimum dmin / m where the type has one); -1: none */
+        int o1, o2;
+        switch (type) {
+        case ATTN_QT_Q8_0: case ATTN_QT_Q4_0: case ATTN_QT_Q5_0: o1 = 0, o2 = -1; break;
+        case ATTN_QT_Q4_1: case ATTN_QT_Q5_1: o1 = 0, o2 = 2; break;
+        case ATTN_QT_Q4_K: case ATTN_QT_Q5_K: o1 = 0, o2 = 2; break;   /* d, dmin, then scales */
+        case ATTN_QT_Q2_K: o1 = 80, o2 = 82; break;                    /* scales[16], qs[64], d, dmin */
+        case ATTN_QT_Q3_K: o1 = 108, o2 = -1; break;                   /* hmask[32], qs[64], scales[12], d */
+        case ATTN_QT_Q6_K: o1 = 208, o2 = -1; break;                   /* ql[128], qh[64], scales[16], d */
+        default: return -1;
+        }
+        const int64_t bv = attn_qtype_block(type);
+        const size_t bb = attn_qtype_row_bytes(type, bv);
+        if (bv < 1 || bb == 0) return -1;
+        for (int64_t b = 0; b < n / bv; b++)
+            for (int k = 0; k < 2; k++) {
+                int off = k ? o2 : o1;
+                if (off < 0) continue;
                 uint16_t h;
-                memcpy(&h, p + (size_t)b * bb + 2 * (size_t)k, 2);
-                if ((h & 0x7C00) == 0x7C00) return b * 32;
+                memcpy(&h, p + (size_t)b * bb + (size_t)off, 2);
+                if ((h & 0x7C00) == 0x7C00) return b * bv;
             }
         return -1;
     }
     }
-    return -1;
 }
 
 static int check_finite(const void *data, attn_qtype type, int64_t n, const char *name) {
@@ -142,7 +155,7 @@ static int check_finite(const void *data, attn_qtype type, int64_t n, const char
     if (type == ATTN_QT_F32 || type == ATTN_QT_F16 || type == ATTN_QT_BF16)
         return attn_set_error(ATTN_E_FORMAT, "tensor '%s' holds a non-finite value (NaN or inf) at element %lld", name, (long long)i);
     return attn_set_error(ATTN_E_FORMAT, "tensor '%s' has a non-finite scale in the %s block of elements %lld..%lld", name,
-                          attn_qtype_name(type), (long long)i, (long long)i + 31);
+                          attn_qtype_name(type), (long long)i, (long long)(i + attn_qtype_block(type) - 1));
 }
 
 int attn_llama_load_llama2c(attn_llama **out, const char *path) {

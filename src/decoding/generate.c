@@ -72,6 +72,41 @@ static int attn__check_opts(const attn_generate_opts *o) {
     return ATTN_OK;
 }
 
+/* a generation's buffers, sampler and history (the prompt appended) in *out. *h0: the history's
+ * length before, for a rollback. Errors: ATTN_E_NOMEM, those of attn_sampler_create. */
+static int attn__generation_new(attn_generation **out, const attn_llama_config *cfg, const attn_bpe *tok, const int32_t *prompt,
+                                int64_t n_prompt, const attn_generate_opts *o, attn_token_list *history, int64_t *h0) {
+    attn_generation *g = (attn_generation *)calloc(1, sizeof *g);
+    *out = g;
+    if (!g) return attn_set_error(ATTN_E_NOMEM, "generate: out of memory");
+    g->tok = tok;
+    g->cfg = cfg;
+    g->o = *o;
+    g->hist = history ? history : &g->own;
+    g->stats.pending_token = -1;
+    const int64_t V = cfg->vocab_size;
+    g->pcap = 3 * attn_bpe_max_token_bytes(tok) + 64;
+    g->scap = 4096;
+    g->pcap_out = g->scap;
+    g->logits = (float *)malloc(sizeof(float) * (size_t)V);
+    g->piece = (char *)malloc(g->pcap);
+    g->pend = (char *)malloc(g->scap);
+    g->out = (char *)malloc(g->pcap_out);
+    int rc = g->logits && g->piece && g->pend && g->out ? ATTN_OK : attn_set_error(ATTN_E_NOMEM, "generate: out of memory");
+    if (rc == 0) rc = attn_sampler_create(&g->smp, &o->sampling, V);
+    *h0 = g->hist->n;
+    for (int64_t i = 0; rc == 0 && i < n_prompt; i++) rc = attn__push(g->hist, prompt[i]);
+    if (rc < 0) {
+        if (g->hist->n > *h0) g->hist->n = *h0;
+        attn_generation_free(g);
+        *out = NULL;
+        return rc;
+    }
+    attn_bpe_stream_init(&g->ds, 0);
+    g->ds.prev_id = prompt[n_prompt - 1];
+    return ATTN_OK;
+}
+
 int attn_generation_start(attn_generation **out, attn_llama_state *st, const attn_bpe *tok, const int32_t *prompt, int64_t n_prompt,
                           const attn_generate_opts *o, attn_token_list *history) {
     if (!out || !st || !tok || !prompt || !o) return attn_set_error(ATTN_E_INVALID, "generate: NULL argument");
@@ -82,37 +117,22 @@ int attn_generation_start(attn_generation **out, attn_llama_state *st, const att
     if (n_prompt > cap - used)
         return attn_set_error(ATTN_E_RANGE, "the prompt has %lld tokens; with %lld already in the context it does not fit in the context of %lld positions",
                               (long long)n_prompt, (long long)used, (long long)cap);
-    attn_generation *g = (attn_generation *)calloc(1, sizeof *g);
-    if (!g) return attn_set_error(ATTN_E_NOMEM, "generate: out of memory");
+    int64_t h0;
+    attn_generation *g;
+    ATTN_TRY(attn__generation_new(&g, attn_llama_get_config(attn_llama_state_model(st)), tok, prompt, n_prompt, o, history, &h0));
     g->st = st;
-    g->tok = tok;
-    g->cfg = attn_llama_get_config(attn_llama_state_model(st));
-    g->o = *o;
-    g->hist = history ? history : &g->own;
-    g->stats.pending_token = -1;
-    const int64_t V = g->cfg->vocab_size;
-    g->pcap = 3 * attn_bpe_max_token_bytes(tok) + 64;
-    g->scap = 4096;
-    g->pcap_out = g->scap;
-    g->logits = (float *)malloc(sizeof(float) * (size_t)V);
-    g->piece = (char *)malloc(g->pcap);
-    g->pend = (char *)malloc(g->scap);
-    g->out = (char *)malloc(g->pcap_out);
-    int rc = g->logits && g->piece && g->pend && g->out ? ATTN_OK : attn_set_error(ATTN_E_NOMEM, "generate: out of memory");
-    if (rc == 0) rc = attn_sampler_create(&g->smp, &o->sampling, V);
-    const int64_t h0 = g->hist->n;
-    for (int64_t i = 0; rc == 0 && i < n_prompt; i++) rc = attn__push(g->hist, prompt[i]);
     const double t0 = attn__now();
     /* in chunks of 256 when progress is wanted (the same arithmetic: attn_llama_forward runs
      * chunks of 256 anyway, and only the last position's logits are kept) */
     const int64_t step = o->progress ? 256 : n_prompt;
+    int rc = ATTN_OK;
     for (int64_t i = 0; rc == 0 && i < n_prompt; i += step) {
         const int64_t k = n_prompt - i < step ? n_prompt - i : step;
         rc = attn_llama_forward(st, g->logits, prompt + i, k, 0, o->n_threads);
         if (rc == 0 && o->progress) o->progress(i + k, n_prompt, o->progress_user);
     }
-    if (rc < 0) attn_llama_state_truncate(st, used);
     if (rc < 0) {
+        attn_llama_state_truncate(st, used);
         if (g->hist->n > h0) g->hist->n = h0;
         attn_generation_free(g);
         return rc;
@@ -120,8 +140,6 @@ int attn_generation_start(attn_generation **out, attn_llama_state *st, const att
     g->stats.n_prompt = n_prompt;
     g->stats.t_prompt = attn__now() - t0;
     g->t0 = attn__now();
-    attn_bpe_stream_init(&g->ds, 0);
-    g->ds.prev_id = prompt[n_prompt - 1];
     *out = g;
     return ATTN_OK;
 }
@@ -132,36 +150,13 @@ int attn_generation_start_logits(attn_generation **out, const attn_llama *m, con
     *out = NULL;
     if (n_prompt < 1) return attn_set_error(ATTN_E_INVALID, "generate: the prompt is empty");
     ATTN_TRY(attn__check_opts(o));
-    attn_generation *g = (attn_generation *)calloc(1, sizeof *g);
-    if (!g) return attn_set_error(ATTN_E_NOMEM, "generate: out of memory");
+    int64_t h0;
+    attn_generation *g;
+    ATTN_TRY(attn__generation_new(&g, attn_llama_get_config(m), tok, prompt, n_prompt, o, history, &h0));
     g->ext = 1;
-    g->tok = tok;
-    g->cfg = attn_llama_get_config(m);
-    g->o = *o;
-    g->hist = history ? history : &g->own;
-    g->stats.pending_token = -1;
-    const int64_t V = g->cfg->vocab_size;
-    g->pcap = 3 * attn_bpe_max_token_bytes(tok) + 64;
-    g->scap = 4096;
-    g->pcap_out = g->scap;
-    g->logits = (float *)malloc(sizeof(float) * (size_t)V);
-    g->piece = (char *)malloc(g->pcap);
-    g->pend = (char *)malloc(g->scap);
-    g->out = (char *)malloc(g->pcap_out);
-    int rc = g->logits && g->piece && g->pend && g->out ? ATTN_OK : attn_set_error(ATTN_E_NOMEM, "generate: out of memory");
-    if (rc == 0) rc = attn_sampler_create(&g->smp, &o->sampling, V);
-    const int64_t h0 = g->hist->n;
-    for (int64_t i = 0; rc == 0 && i < n_prompt; i++) rc = attn__push(g->hist, prompt[i]);
-    if (rc < 0) {
-        if (g->hist->n > h0) g->hist->n = h0;
-        attn_generation_free(g);
-        return rc;
-    }
-    memcpy(g->logits, logits, sizeof(float) * (size_t)V);
+    memcpy(g->logits, logits, sizeof(float) * (size_t)g->cfg->vocab_size);
     g->stats.n_prompt = n_prompt;
     g->t0 = attn__now();
-    attn_bpe_stream_init(&g->ds, 0);
-    g->ds.prev_id = prompt[n_prompt - 1];
     *out = g;
     return ATTN_OK;
 }

@@ -40,13 +40,6 @@ struct attn_llama {
     double *inv_freq; /* [head_dim / 2] theta^(-2i/D) in float64 */
 };
 
-struct attn_llama_state {
-    const attn_llama *m;
-    int64_t max_len, len;
-    attn_kv *kv;      /* one slot of max_len positions per layer */
-    attn_arena arena; /* the layers' temporaries */
-    float *x, *h;     /* activations of one chunk [LLAMA_CHUNK, dim] */
-};
 
 const attn_llama_config *attn_llama_get_config(const attn_llama *m) { return m ? &m->cfg : NULL; }
 const attn_bpe *attn_llama_tokenizer(const attn_llama *m) { return m ? m->tok : NULL; }
@@ -491,51 +484,6 @@ fail: {
 
 /* ------------------------------------------------------------------ state */
 
-int attn_llama_state_create(attn_llama_state **out, const attn_llama *m, int64_t max_len) {
-    if (!out || !m) return attn_set_error(ATTN_E_INVALID, "llama state: NULL argument");
-    *out = NULL;
-    const attn_llama_config *c = &m->cfg;
-    if (max_len <= 0 || max_len > c->context) max_len = c->context;
-    attn_llama_state *s = (attn_llama_state *)calloc(1, sizeof *s);
-    if (!s) return attn_set_error(ATTN_E_NOMEM, "llama: out of memory");
-    s->m = m;
-    s->max_len = max_len;
-    const size_t T = LLAMA_CHUNK, D = (size_t)c->dim;
-    int rc = attn_kv_create(&s->kv, c->n_layers, 1, max_len, c->n_kv_heads * c->head_dim);
-    if (rc == 0) rc = attn_arena_init(&s->arena, 0);
-    s->x = (float *)malloc(sizeof(float) * T * D);
-    s->h = (float *)malloc(sizeof(float) * T * D);
-    if (rc < 0 || !s->x || !s->h) {
-        attn_llama_state_free(s);
-        return attn_set_error(ATTN_E_NOMEM, "llama: out of memory for a KV cache of %lld positions", (long long)max_len);
-    }
-    *out = s;
-    return 0;
-}
-
-void attn_llama_state_free(attn_llama_state *s) {
-    if (!s) return;
-    attn_kv_free(s->kv);
-    attn_arena_free(&s->arena);
-    free(s->x);
-    free(s->h);
-    free(s);
-}
-
-void attn_llama_state_reset(attn_llama_state *s) {
-    if (!s) return;
-    s->len = 0;
-    attn_kv_clear(s->kv);
-}
-int64_t attn_llama_state_len(const attn_llama_state *s) { return s ? s->len : 0; }
-const attn_llama *attn_llama_state_model(const attn_llama_state *s) { return s ? s->m : NULL; }
-int64_t attn_llama_state_max_len(const attn_llama_state *s) { return s ? s->max_len : 0; }
-int attn_llama_state_truncate(attn_llama_state *s, int64_t len) {
-    if (!s || len < 0 || len > s->len) return attn_set_error(ATTN_E_INVALID, "llama state: cannot truncate to %lld", (long long)len);
-    s->len = len;
-    return attn_kv_set_len(s->kv, 0, len);
-}
-
 /* ------------------------------------------------------------------ forward */
 
 /* the layer floor's view of the model: Llama's decoder layer (pre-norm RMSNorm, RoPE on
@@ -574,66 +522,6 @@ static attn_block_weights llama_block_weights(const llama_layer *y) {
     w.ff_up = attn_weight_from_qmatrix(&y->w3, NULL, ATTN_WKERNEL_BLOCKS);
     w.ff_down = attn_weight_from_qmatrix(&y->w2, NULL, ATTN_WKERNEL_BLOCKS);
     return w;
-}
-
-static int forward_chunk(attn_llama_state *s, float *logits, const int32_t *tok, int64_t n, int all_logits, int nt) {
-    const attn_llama *m = s->m;
-    const attn_llama_config *c = &m->cfg;
-    const int64_t D = c->dim;
-    for (int64_t t = 0; t < n; t++) ATTN_TRY(attn_qmatrix_dequantize_rows(s->x + t * D, &m->tok_embd, tok[t], 1));
-    const attn_block_config bc = llama_block_config(m, nt);
-    int64_t slot[LLAMA_CHUNK];
-    memset(slot, 0, sizeof(int64_t) * (size_t)n); /* every row: the next position of slot 0 */
-    attn_decoder_rows rows;
-    memset(&rows, 0, sizeof rows);
-    rows.n_rows = n;
-    rows.slot = slot;
-    for (int64_t l = 0; l < c->n_layers; l++) {
-        const attn_block_weights bw = llama_block_weights(&m->layers[l]);
-        ATTN_TRY(attn_decoder_block(s->x, &bc, &bw, l, s->kv, &rows, &s->arena));
-    }
-    ATTN_TRY(attn_kv_advance(s->kv, slot, &n, 1));
-    const int64_t first = all_logits ? 0 : n - 1, nl = n - first;
-    const attn_norm_weights fn = {m->final_norm, NULL};
-    ATTN_TRY(attn_block_norm(s->h, s->x + first * D, nl, &bc, &fn));
-    ATTN_TRY(attn_qmatmul(logits, s->h, &m->output, nl, nt));
-    for (int64_t i = 0; i < nl * c->vocab_size; i++)
-        if (!isfinite(logits[i])) return attn_set_error(ATTN_E_RANGE, "llama: logit %lld is not finite", (long long)i);
-    return 0;
-}
-
-int attn_llama_forward(attn_llama_state *s, float *logits, const int32_t *tokens, int64_t n, int all_logits, int n_threads) {
-    if (!s || !logits || !tokens || n < 1) return attn_set_error(ATTN_E_INVALID, "llama forward: bad arguments");
-    const attn_llama_config *c = &s->m->cfg;
-    for (int64_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
-            return attn_set_error(ATTN_E_RANGE, "llama: token id %d outside [0, %lld)", (int)tokens[i], (long long)c->vocab_size);
-    if (n > s->max_len - s->len)
-        return attn_set_error(ATTN_E_RANGE, "llama: context full: %lld positions used, %lld more do not fit in %lld", (long long)s->len,
-                              (long long)n, (long long)s->max_len);
-    int nt = n_threads > 0 ? n_threads : attn_get_num_threads();
-    const int64_t start = s->len;
-    for (int64_t i = 0; i < n; i += LLAMA_CHUNK) {
-        int64_t k = n - i < LLAMA_CHUNK ? n - i : LLAMA_CHUNK;
-        int last = i + k == n;
-        float *lo = all_logits ? logits + i * c->vocab_size : logits;
-        if (!all_logits && !last) {
-            /* an intermediate chunk: its logits are not wanted; compute only the cache */
-            int rc = forward_chunk(s, logits, tokens + i, k, 0, nt);
-            if (rc < 0) {
-                s->len = start;
-                return rc;
-            }
-        } else {
-            int rc = forward_chunk(s, lo, tokens + i, k, all_logits, nt);
-            if (rc < 0) {
-                s->len = start;
-                return rc;
-            }
-        }
-        s->len += k;
-    }
-    return 0;
 }
 
 /* ------------------------------------------------------------------ batch (several sequences) */
@@ -746,5 +634,73 @@ int attn_llama_batch_forward(attn_llama_batch *b, const int32_t *tokens, const i
     ATTN_TRY(attn_qmatmul(logits, b->h, &m->output, n_logits, nt));
     for (int64_t i = 0; i < n_logits * c->vocab_size; i++)
         if (!isfinite(logits[i])) return attn_set_error(ATTN_E_RANGE, "llama: logit %lld is not finite", (long long)i);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ one sequence: a batch of one slot */
+
+struct attn_llama_state {
+    const attn_llama *m;
+    attn_llama_batch *b;            /* one slot, LLAMA_CHUNK rows a step */
+    int64_t slot0[LLAMA_CHUNK];     /* zeros: every row is the next position of slot 0 */
+    int64_t rows[LLAMA_CHUNK];      /* 0, 1, 2, ...: the rows whose logits are wanted */
+};
+
+int attn_llama_state_create(attn_llama_state **out, const attn_llama *m, int64_t max_len) {
+    if (!out || !m) return attn_set_error(ATTN_E_INVALID, "llama state: NULL argument");
+    *out = NULL;
+    attn_llama_state *s = (attn_llama_state *)calloc(1, sizeof *s);
+    if (!s) return attn_set_error(ATTN_E_NOMEM, "llama: out of memory");
+    s->m = m;
+    for (int64_t i = 0; i < LLAMA_CHUNK; i++) s->rows[i] = i;
+    if (attn_llama_batch_create(&s->b, m, 1, max_len, LLAMA_CHUNK) < 0) {
+        free(s);
+        return attn_set_error(ATTN_E_NOMEM, "llama: out of memory for a KV cache of %lld positions", (long long)max_len);
+    }
+    *out = s;
+    return 0;
+}
+
+void attn_llama_state_free(attn_llama_state *s) {
+    if (!s) return;
+    attn_llama_batch_free(s->b);
+    free(s);
+}
+
+void attn_llama_state_reset(attn_llama_state *s) {
+    if (s) attn_kv_clear(s->b->kv);
+}
+int64_t attn_llama_state_len(const attn_llama_state *s) { return s ? attn_kv_len(s->b->kv, 0) : 0; }
+const attn_llama *attn_llama_state_model(const attn_llama_state *s) { return s ? s->m : NULL; }
+int64_t attn_llama_state_max_len(const attn_llama_state *s) { return s ? s->b->max_len : 0; }
+int attn_llama_state_truncate(attn_llama_state *s, int64_t len) {
+    if (!s || len < 0 || len > attn_llama_state_len(s)) return attn_set_error(ATTN_E_INVALID, "llama state: cannot truncate to %lld", (long long)len);
+    return attn_kv_set_len(s->b->kv, 0, len);
+}
+
+int attn_llama_forward(attn_llama_state *s, float *logits, const int32_t *tokens, int64_t n, int all_logits, int n_threads) {
+    if (!s || !logits || !tokens || n < 1) return attn_set_error(ATTN_E_INVALID, "llama forward: bad arguments");
+    const attn_llama_config *c = &s->m->cfg;
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
+            return attn_set_error(ATTN_E_RANGE, "llama: token id %d outside [0, %lld)", (int)tokens[i], (long long)c->vocab_size);
+    const int64_t start = attn_llama_state_len(s), max_len = s->b->max_len;
+    if (n > max_len - start)
+        return attn_set_error(ATTN_E_RANGE, "llama: context full: %lld positions used, %lld more do not fit in %lld", (long long)start,
+                              (long long)n, (long long)max_len);
+    /* chunks of LLAMA_CHUNK tokens (bounded activation memory); logits of every row, or of the
+     * last row of the last chunk */
+    for (int64_t i = 0; i < n; i += LLAMA_CHUNK) {
+        const int64_t k = n - i < LLAMA_CHUNK ? n - i : LLAMA_CHUNK;
+        const int last = i + k == n;
+        const int64_t *want = all_logits ? s->rows : s->rows + (k - 1);
+        const int64_t n_logits = all_logits ? k : last;
+        int rc = attn_llama_batch_forward(s->b, tokens + i, s->slot0, k, want, n_logits, all_logits ? logits + i * c->vocab_size : logits,
+                                          n_threads);
+        if (rc < 0) {
+            attn_kv_set_len(s->b->kv, 0, start); /* the state is unchanged */
+            return rc;
+        }
+    }
     return 0;
 }

@@ -109,6 +109,21 @@ def _causal_kind(fn: str, is_causal: CausalArg) -> str:
     raise ValueError(f"{fn}: is_causal must be True, False, 'upper_left' or 'lower_right', got {is_causal!r}")
 
 
+
+def _with_top_left_causal(m, Lq: int, Lk: int, W: int):
+    """torch's is_causal (top-left: key j visible to query i when j <= i, and j > i - W with a
+    window) as an explicit mask combined with the user's bool or float mask m (None: none)."""
+    i = np.arange(Lq)[:, None]
+    j = np.arange(Lk)[None, :]
+    vis = j <= i
+    if W:
+        vis &= j > i - W
+    if m is None:
+        return vis
+    if m.dtype == np.bool_:
+        return np.logical_and(m, vis)
+    return np.where(vis, m, np.float32(-np.inf)).astype(np.float32)
+
 def sdpa(query: ArrayLike, key: ArrayLike, value: ArrayLike, attn_mask: Optional[ArrayLike] = None,
          dropout_p: float = 0.0, is_causal: CausalArg = False, scale: Optional[float] = None,
          enable_gqa: bool = True, *, window: Optional[int] = None, return_weights: bool = False,
@@ -201,17 +216,7 @@ def sdpa(query: ArrayLike, key: ArrayLike, value: ArrayLike, attn_mask: Optional
                 weights[..., Lq:] = 0.0
                 w_view = weights[..., :Lq]
         else:
-            i = np.arange(Lq)[:, None]
-            j = np.arange(Lk)[None, :]
-            vis = j <= i
-            if W:
-                vis &= j > i - W
-            if m is None:
-                m = vis
-            elif m.dtype == np.bool_:
-                m = np.logical_and(m, vis)
-            else:
-                m = np.where(vis, m, np.float32(-np.inf)).astype(np.float32)
+            m = _with_top_left_causal(m, Lq, Lk, W)
             c_causal, c_window = False, 0
 
     out = np.empty((B, H, Lq, Dv), dtype=q.dtype)
@@ -298,17 +303,7 @@ def sdpa_backward(query: ArrayLike, key: ArrayLike, value: ArrayLike, out: Array
             if m is not None and m.shape[-1] == Lk:
                 m = m[..., :Lq]
         else:
-            i = np.arange(Lq)[:, None]
-            j = np.arange(Lk)[None, :]
-            vis = j <= i
-            if W:
-                vis &= j > i - W
-            if m is None:
-                m = vis
-            elif m.dtype == np.bool_:
-                m = np.logical_and(m, vis)
-            else:
-                m = np.where(vis, m, np.float32(-np.inf)).astype(np.float32)
+            m = _with_top_left_causal(m, Lq, Lk, W)
             c_causal, c_window = False, 0
     dq = np.empty(q.shape, dtype=np.float32)
     dk = np.zeros(k.shape, dtype=np.float32)

@@ -1,9 +1,9 @@
-/* Included where a block of code is to be compiled for AVX2 + FMA (used only after the CPU check,
+/* Included where a block of code is to be compiled for AVX2 + FMA + F16C (used only after the CPU check,
  * core/cpu.c): gcc applies a target pragma, clang (used by `make fuzz`) the same target attribute
  * to every function. Close the block with core/target_avx2_end.h. No include guard: one per block. */
 #if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
 #else
 #pragma GCC push_options
-#pragma GCC target("avx2,fma")
+#pragma GCC target("avx2,fma,f16c")
 #endif

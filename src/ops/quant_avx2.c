@@ -6,12 +6,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#endif
+#include "core/target_avx2_begin.h"
 
 #define QNAME(x) attn__q_avx2_##x
 static inline __m256i attn__dot_u8s8_avx2(__m256i u, __m256i s) {
@@ -58,11 +53,7 @@ static void attn__q_avx2_quantize(attn__q8blk *q, const float *x, int64_t nb) {
     }
 }
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "core/target_avx2_end.h"
 attn__qdot_fn attn__qdot_avx2(void) { return attn__q_avx2_qdot; }
 attn__quantize_fn attn__quantize_avx2(void) { return attn__q_avx2_quantize; }
 #else

@@ -16,12 +16,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#endif
+#include "core/target_avx2_begin.h"
 
 static inline int32_t hsum_i32(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -292,11 +287,7 @@ static void kdot(float *y, int64_t ldy, const void *xq, int64_t nb, int64_t M, c
     else k_dot(y, ldy, (const attn__q8k *)xq, nb, M, W, rb, r0, r1, t);
 }
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "core/target_avx2_end.h"
 attn__kdot_fn attn__kdot_avx2(void) { return kdot; }
 #else
 attn__kdot_fn attn__kdot_avx2(void) { return NULL; }

@@ -52,6 +52,23 @@ void attn__ct2_layer_free(attn__ct2_layer *l) {
     memset(&l->bw, 0, sizeof l->bw);
 }
 
+int attn__ct2_stacks_load(attn__ct2_layer **enc, attn__ct2_layer **dec, const attn_ct2_file *f, int64_t n_enc, int64_t n_dec, int64_t E,
+                          int64_t F) {
+    *enc = (attn__ct2_layer *)calloc((size_t)n_enc, sizeof **enc);
+    *dec = (attn__ct2_layer *)calloc((size_t)n_dec, sizeof **dec);
+    if (!*enc || !*dec) return attn_set_error(ATTN_E_NOMEM, "out of memory");
+    for (int64_t i = 0; i < n_enc; i++) ATTN_TRY(attn__ct2_layer_load(&(*enc)[i], f, "encoder", i, E, F, 0));
+    for (int64_t i = 0; i < n_dec; i++) ATTN_TRY(attn__ct2_layer_load(&(*dec)[i], f, "decoder", i, E, F, 1));
+    return ATTN_OK;
+}
+
+void attn__ct2_stacks_free(attn__ct2_layer *enc, attn__ct2_layer *dec, int64_t n_enc, int64_t n_dec) {
+    for (int64_t i = 0; enc && i < n_enc; i++) attn__ct2_layer_free(&enc[i]);
+    for (int64_t i = 0; dec && i < n_dec; i++) attn__ct2_layer_free(&dec[i]);
+    free(enc);
+    free(dec);
+}
+
 attn_block_config attn__ct2_block_config(int64_t E, int64_t H, int64_t F, int pre_norm, attn_activation act, int cross, int int8,
                                          float query_scale) {
     return (attn_block_config){.d_model = E,

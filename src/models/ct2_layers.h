@@ -69,6 +69,11 @@ typedef struct {
 
 int attn__ct2_layer_load(attn__ct2_layer *l, const attn_ct2_file *f, const char *side, int64_t i, int64_t E, int64_t F, int cross);
 void attn__ct2_layer_free(attn__ct2_layer *l);
+/* the encoder's n_enc and the decoder's n_dec layers (calloc'ed arrays; on error what was
+ * allocated stays for attn__ct2_stacks_free) */
+int attn__ct2_stacks_load(attn__ct2_layer **enc, attn__ct2_layer **dec, const attn_ct2_file *f, int64_t n_enc, int64_t n_dec, int64_t E,
+                          int64_t F);
+void attn__ct2_stacks_free(attn__ct2_layer *enc, attn__ct2_layer *dec, int64_t n_enc, int64_t n_dec);
 /* the block config of a CTranslate2 stack: LayerNorm (eps 1e-5) with its rounding, fused QKV */
 attn_block_config attn__ct2_block_config(int64_t E, int64_t H, int64_t F, int pre_norm, attn_activation act, int cross, int int8,
                                          float query_scale);

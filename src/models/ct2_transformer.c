@@ -155,12 +155,7 @@ void attn_translator_free(attn_translator *m) {
     free(m->tgt_emb);
     free(m->src_pos);
     free(m->tgt_pos);
-    if (m->enc)
-        for (int64_t i = 0; i < m->cfg.n_encoder_layers; i++) attn__ct2_layer_free(&m->enc[i]);
-    if (m->dec)
-        for (int64_t i = 0; i < m->cfg.n_decoder_layers; i++) attn__ct2_layer_free(&m->dec[i]);
-    free(m->enc);
-    free(m->dec);
+    attn__ct2_stacks_free(m->enc, m->dec, m->cfg.n_encoder_layers, m->cfg.n_decoder_layers);
     attn__ct2_ln_free(&m->enc_ln);
     attn__ct2_ln_free(&m->dec_ln);
     attn__ct2_lin_free(&m->proj);
@@ -235,12 +230,8 @@ static int attn__load_body(attn_translator *m, const attn_ct2_file *f) {
     } else {
         ATTN_TRY(attn__pe_table(m, 512));
     }
-    m->enc = (attn__ct2_layer *)calloc((size_t)c->n_encoder_layers, sizeof *m->enc);
-    m->dec = (attn__ct2_layer *)calloc((size_t)c->n_decoder_layers, sizeof *m->dec);
-    if (!m->enc || !m->dec) return attn_set_error(ATTN_E_NOMEM, "out of memory");
     const int64_t F = c->d_ff;
-    for (int64_t i = 0; i < c->n_encoder_layers; i++) ATTN_TRY(attn__ct2_layer_load(&m->enc[i], f, "encoder", i, E, F, 0));
-    for (int64_t i = 0; i < c->n_decoder_layers; i++) ATTN_TRY(attn__ct2_layer_load(&m->dec[i], f, "decoder", i, E, F, 1));
+    ATTN_TRY(attn__ct2_stacks_load(&m->enc, &m->dec, f, c->n_encoder_layers, c->n_decoder_layers, E, F));
     m->enc_cfg = attn__ct2_block_config(E, c->n_heads, F, c->pre_norm, c->act, 0, c->int8, m->query_scale);
     m->dec_cfg = attn__ct2_block_config(E, c->n_heads, F, c->pre_norm, c->act, 1, c->int8, m->query_scale);
     if (c->pre_norm) {

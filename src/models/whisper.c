@@ -26,10 +26,7 @@ void attn_whisper_free(attn_whisper *m) {
     attn__ct2_lin_free(&m->conv1);
     attn__ct2_lin_free(&m->conv2);
     free(m->enc_pos);
-    for (int64_t i = 0; m->enc && i < m->cfg.n_encoder_layers; i++) attn__ct2_layer_free(&m->enc[i]);
-    for (int64_t i = 0; m->dec && i < m->cfg.n_decoder_layers; i++) attn__ct2_layer_free(&m->dec[i]);
-    free(m->enc);
-    free(m->dec);
+    attn__ct2_stacks_free(m->enc, m->dec, m->cfg.n_encoder_layers, m->cfg.n_decoder_layers);
     attn__ct2_ln_free(&m->enc_ln);
     attn__ct2_ln_free(&m->dec_ln);
     attn__ct2_lin_free(&m->proj);
@@ -111,12 +108,8 @@ static int attn__wbody(attn_whisper *m, const attn_ct2_file *f) {
     } else {
         ATTN_TRY(attn__ct2_lin_load(&m->proj, f, "decoder/projection", c->vocab_size, E, 0));
     }
-    m->enc = (attn__ct2_layer *)calloc((size_t)c->n_encoder_layers, sizeof *m->enc);
-    m->dec = (attn__ct2_layer *)calloc((size_t)c->n_decoder_layers, sizeof *m->dec);
-    if (!m->enc || !m->dec) return attn_set_error(ATTN_E_NOMEM, "out of memory");
     const int64_t F = c->d_ff;
-    for (int64_t i = 0; i < c->n_encoder_layers; i++) ATTN_TRY(attn__ct2_layer_load(&m->enc[i], f, "encoder", i, E, F, 0));
-    for (int64_t i = 0; i < c->n_decoder_layers; i++) ATTN_TRY(attn__ct2_layer_load(&m->dec[i], f, "decoder", i, E, F, 1));
+    ATTN_TRY(attn__ct2_stacks_load(&m->enc, &m->dec, f, c->n_encoder_layers, c->n_decoder_layers, E, F));
     /* pre-norm, GELU; float attention through attn's SDPA */
     m->enc_cfg = attn__ct2_block_config(E, c->n_heads, F, 1, ATTN_ACT_GELU, 0, 0, 0.0f);
     m->dec_cfg = attn__ct2_block_config(E, c->n_heads, F, 1, ATTN_ACT_GELU, 1, 0, 0.0f);

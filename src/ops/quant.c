@@ -262,6 +262,39 @@ const char *attn_quant_type_kernel_name(attn_qtype t) {
 
 #define XQ_STACK_BLOCKS 256 /* 10 KiB: one activation row of up to 8192 values */
 
+/* y[M, N] = x · Wᵀ with each weight row dequantized to float32 first, summed in float32 (f16 /
+ * bf16 weights) or in float64 (f64: the reference kernel); threads over weight rows */
+static int dequant_matmul(float *y, const float *x, const uint8_t *W, size_t rb, attn_qtype t, int64_t M, int64_t N, int64_t K, int nt,
+                          int f64) {
+    int rc = ATTN_OK;
+#pragma omp parallel num_threads(nt)
+    {
+        float *row = (float *)malloc(sizeof(float) * (size_t)K);
+        if (!row) {
+#pragma omp atomic write
+            rc = ATTN_E_NOMEM;
+        }
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < N; r++) {
+            if (!row) continue;
+            dequant_row(row, W + (size_t)r * rb, t, K);
+            for (int64_t m = 0; m < M; m++) {
+                if (f64) {
+                    double acc = 0;
+                    for (int64_t i = 0; i < K; i++) acc += (double)row[i] * (double)x[m * K + i];
+                    y[m * N + r] = (float)acc;
+                } else {
+                    float acc = 0.0f;
+                    for (int64_t i = 0; i < K; i++) acc += row[i] * x[m * K + i];
+                    y[m * N + r] = acc;
+                }
+            }
+        }
+        free(row);
+    }
+    return rc ? attn_set_error(rc, "qmatmul: out of memory") : ATTN_OK;
+}
+
 int attn_qmatmul_kernel(float *y, const float *x, const attn_qmatrix *w, int64_t M, int n_threads, attn_qkernel k) {
     ATTN_TRY(check_matrix(w, "qmatmul"));
     if (M < 0) return attn_set_error(ATTN_E_INVALID, "qmatmul: M < 0");
@@ -288,56 +321,12 @@ int attn_qmatmul_kernel(float *y, const float *x, const attn_qmatrix *w, int64_t
         }
         return ATTN_OK;
     }
-    if (w->type == ATTN_QT_F16 || w->type == ATTN_QT_BF16) {
-        int rc = ATTN_OK;
-#pragma omp parallel num_threads(nt)
-        {
-            float *row = (float *)malloc(sizeof(float) * (size_t)K);
-            if (!row) {
-#pragma omp atomic write
-                rc = ATTN_E_NOMEM;
-            }
-#pragma omp for schedule(static)
-            for (int64_t r = 0; r < N; r++) {
-                if (!row) continue;
-                dequant_row(row, W + (size_t)r * rb, w->type, K);
-                for (int64_t m = 0; m < M; m++) {
-                    float acc = 0.0f;
-                    for (int64_t i = 0; i < K; i++) acc += row[i] * x[m * K + i];
-                    y[m * N + r] = acc;
-                }
-            }
-            free(row);
-        }
-        return rc ? attn_set_error(rc, "qmatmul: out of memory") : ATTN_OK;
-    }
+    if (w->type == ATTN_QT_F16 || w->type == ATTN_QT_BF16) return dequant_matmul(y, x, W, rb, w->type, M, N, K, nt, 0);
     const int64_t nb = K / 32;
     for (int64_t i = 0; i < M * K; i++)
         if (!isfinite(x[i])) return attn_set_error(ATTN_E_RANGE, "qmatmul: x[%lld] is not finite", (long long)i);
     if (k == ATTN_QK_AUTO) k = auto_kernel();
-    if (k == ATTN_QK_REFERENCE) {
-        int rc = ATTN_OK;
-#pragma omp parallel num_threads(nt)
-        {
-            float *row = (float *)malloc(sizeof(float) * (size_t)K);
-            if (!row) {
-#pragma omp atomic write
-                rc = ATTN_E_NOMEM;
-            }
-#pragma omp for schedule(static)
-            for (int64_t r = 0; r < N; r++) {
-                if (!row) continue;
-                dequant_row(row, W + (size_t)r * rb, w->type, K);
-                for (int64_t m = 0; m < M; m++) {
-                    double acc = 0;
-                    for (int64_t i = 0; i < K; i++) acc += (double)row[i] * (double)x[m * K + i];
-                    y[m * N + r] = (float)acc;
-                }
-            }
-            free(row);
-        }
-        return rc ? attn_set_error(rc, "qmatmul: out of memory") : ATTN_OK;
-    }
+    if (k == ATTN_QK_REFERENCE) return dequant_matmul(y, x, W, rb, w->type, M, N, K, nt, 1);
     if (attn__qtype_ext(w->type)) return attn__qmatmul_ext(y, x, w, M, nt, k);
     /* decode (a few activation rows): the quantized row lives on the stack, no malloc per token */
     attn__q8blk xq_small[XQ_STACK_BLOCKS];

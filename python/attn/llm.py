@@ -190,13 +190,13 @@ class LLM:
             raise ValueError(f"{fn}: the prompt is empty (and the model adds no BOS)")
         o = ffi.new("attn_generate_opts *", lib.attn_generate_opts_default())
         o.max_tokens = check_int(max_tokens, "max_tokens", fn, minimum=0)
-        p = o.sampling
-        p.temperature = check_float(temperature, "temperature", fn)
-        p.top_k = check_int(top_k, "top_k", fn)
-        p.top_p = check_float(top_p, "top_p", fn)
-        p.min_p = check_float(min_p, "min_p", fn)
-        p.repetition_penalty = check_float(repeat_penalty, "repeat_penalty", fn)
-        p.repeat_last_n = check_int(repeat_last_n, "repeat_last_n", fn)
+        p = o.sampling  # attn_sampler_params: field, value, the argument's name, its check
+        for field, value, name, check in (("temperature", temperature, "temperature", check_float),
+                                          ("top_k", top_k, "top_k", check_int), ("top_p", top_p, "top_p", check_float),
+                                          ("min_p", min_p, "min_p", check_float),
+                                          ("repetition_penalty", repeat_penalty, "repeat_penalty", check_float),
+                                          ("repeat_last_n", repeat_last_n, "repeat_last_n", check_int)):
+            setattr(p, field, check(value, name, fn))
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 1 << 64:
             raise ValueError(f"{fn}: seed must be an int in [0, 2**64), got {seed!r}")
         p.seed = int(seed)

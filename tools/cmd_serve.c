@@ -14,6 +14,56 @@
 serve_server *serve_g;
 const double serve_buckets[SERVE_NBUCKETS] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 120};
 
+/* the command line: --model is repeatable (its paths collected), the rest fill serve_cli */
+typedef struct {
+    const char *host, *api_key;
+    int64_t port, parallel, ctx, threads, max_body, queue;
+    float timeout, idle_timeout, grace;
+    const char **paths;
+    int np;
+} serve_cli;
+
+static int add_model(const cli_option *o, cli_args *a, const char *val, void *field, void *base) {
+    serve_cli *c = (serve_cli *)base;
+    c->paths[c->np++] = val;
+    return CLI_OK;
+}
+
+/* --timeout, --idle-timeout, --grace: seconds in (0, 86400] */
+static int seconds(const cli_option *o, cli_args *a, const char *val, void *field, void *base) {
+    float f;
+    if (cli_parse_f32("serve", o->name, val, &f) != CLI_OK) return CLI_USAGE;
+    if (!(f > 0 && f <= 86400)) return cli_usage_error("serve", "%s must be in (0, 86400] seconds, got %s", o->name, val);
+    *(float *)field = f;
+    return CLI_OK;
+}
+
+#define F(f) offsetof(serve_cli, f)
+static const cli_option serve_options[] = {
+    {"--model", NULL, CLI_CALL, 0, .fn = add_model, .takes_value = 1, .help = "  --model [NAME=]PATH  a model to serve (repeatable)\n"},
+    {"--host", NULL, CLI_STR, F(host), .help = "  --host ADDR          IP address to bind (default 127.0.0.1: this machine only)\n"},
+    {"--port", NULL, CLI_I64, F(port), 0, 65535, .help = "  --port N             TCP port (default 8080; 0: any free port, printed)\n"},
+    {"--parallel", NULL, CLI_I64, F(parallel), 1, 256, .help = "  --parallel N         sequences decoded together per decoder model (default 4)\n"},
+    {"--ctx", NULL, CLI_I64, F(ctx), 16, 1 << 20, .help = "  --ctx N              positions per sequence (default 2048, at most the model's context)\n"},
+    {"--api-key", NULL, CLI_STR, F(api_key), .help = "  --api-key KEY        require 'Authorization: Bearer KEY' (401 otherwise; /health is open)\n"},
+    {"--threads", NULL, CLI_I64, F(threads), 1, 4096, .help = "  --threads N          compute threads (default: all cores)\n"},
+    {"--max-body", NULL, CLI_I64, F(max_body), 1024, (int64_t)1 << 32, .help = "  --max-body BYTES     largest request body (default 8388608; 413 above)\n"},
+    {"--queue", NULL, CLI_I64, F(queue), 0, 1 << 20,
+     .help = "  --queue N            requests waiting beyond the busy slots, per model (default 64; 503 +\n"
+             "                       Retry-After when full)\n"},
+    {"--timeout", NULL, CLI_CALL, F(timeout), .fn = seconds, .takes_value = 1,
+     .help = "  --timeout S          longest time of a request, queue included (default 600; then cancelled)\n"},
+    {"--idle-timeout", NULL, CLI_CALL, F(idle_timeout), .fn = seconds, .takes_value = 1,
+     .help = "  --idle-timeout S     a connection silent this long is closed (default 30)\n"},
+    {"--grace", NULL, CLI_CALL, F(grace), .fn = seconds, .takes_value = 1,
+     .help = "  --grace S            on SIGTERM / SIGINT: stop accepting, give in-flight requests S seconds\n"
+             "                       (default 10), cancel the rest, exit 0\n"},
+    CLI_HELP_LINE("  -h, --help           this help\n"),
+    {0}};
+#undef F
+
+static void usage(FILE *f);
+
 static void usage(FILE *f) {
     fprintf(f,
             "Usage: attn serve --model [NAME=]PATH [--model ...] [--host 127.0.0.1] [--port 8080] [--parallel 4]\n"
@@ -31,22 +81,8 @@ static void usage(FILE *f) {
             "cache of --parallel slots of --ctx positions); embedding requests that wait together run as\n"
             "one batch. Errors are {\"error\": {\"message\", \"type\", \"param\", \"code\"}}.\n"
             "\n"
-            "Options:\n"
-            "  --model [NAME=]PATH  a model to serve (repeatable)\n"
-            "  --host ADDR          IP address to bind (default 127.0.0.1: this machine only)\n"
-            "  --port N             TCP port (default 8080; 0: any free port, printed)\n"
-            "  --parallel N         sequences decoded together per decoder model (default 4)\n"
-            "  --ctx N              positions per sequence (default 2048, at most the model's context)\n"
-            "  --api-key KEY        require 'Authorization: Bearer KEY' (401 otherwise; /health is open)\n"
-            "  --threads N          compute threads (default: all cores)\n"
-            "  --max-body BYTES     largest request body (default 8388608; 413 above)\n"
-            "  --queue N            requests waiting beyond the busy slots, per model (default 64; 503 +\n"
-            "                       Retry-After when full)\n"
-            "  --timeout S          longest time of a request, queue included (default 600; then cancelled)\n"
-            "  --idle-timeout S     a connection silent this long is closed (default 30)\n"
-            "  --grace S            on SIGTERM / SIGINT: stop accepting, give in-flight requests S seconds\n"
-            "                       (default 10), cancel the rest, exit 0\n"
-            "  -h, --help           this help\n");
+            "Options:\n");
+    cli_print_options(f, serve_options);
 }
 
 serve_model *serve_find_model(serve_server *s, const char *name) {
@@ -214,86 +250,69 @@ static void model_name(serve_model *m, const char *arg) {
     if (dot && (strcmp(dot, ".gguf") == 0 || strcmp(dot, ".bin") == 0)) *dot = 0;
 }
 
-int cmd_serve(int argc, char **argv) {
-    static serve_server S;
-    serve_server *s = &S;
-    memset(s, 0, sizeof *s);
-    const char *host = "127.0.0.1";
-    int64_t port = 8080, v;
-    float f;
-    s->parallel = 4, s->ctx = 2048, s->threads = 0, s->max_body = 8 << 20, s->queue = 64;
-    s->timeout_s = 600, s->idle_timeout_s = 30, s->grace_s = 10;
-    const char **paths = (const char **)calloc((size_t)argc + 1, sizeof(char *));
-    int np = 0;
-    if (!paths) return cli_error("out of memory");
-    cli_args a = cli_args_start(argc, argv, "serve");
-    while (cli_more(&a)) {
-        const char *val;
-        int r;
-        if (cli_help(&a)) {
-            usage(stdout);
-            free(paths);
-            return CLI_OK;
-        }
-#define INT(name, lo, hi, dst)                                                                      \
-    else if ((r = cli_opt(&a, NULL, name, &val))) {                                                 \
-        if (r < 0 || cli_parse_i64("serve", name, val, lo, hi, &v) != CLI_OK) return free(paths), CLI_USAGE; \
-        dst = v;                                                                                    \
-    }
-#define NUM(name, dst)                                                                              \
-    else if ((r = cli_opt(&a, NULL, name, &val))) {                                                 \
-        if (r < 0 || cli_parse_f32("serve", name, val, &f) != CLI_OK) return free(paths), CLI_USAGE; \
-        if (!(f > 0 && f <= 86400)) return free(paths), cli_usage_error("serve", "%s must be in (0, 86400] seconds, got %s", name, val); \
-        dst = f;                                                                                    \
-    }
-        else if ((r = cli_opt(&a, NULL, "--model", &val))) {
-            if (r < 0) return free(paths), CLI_USAGE;
-            paths[np++] = val;
-        } else if ((r = cli_opt(&a, NULL, "--host", &val))) {
-            if (r < 0) return free(paths), CLI_USAGE;
-            host = val;
-        } else if ((r = cli_opt(&a, NULL, "--api-key", &val))) {
-            if (r < 0) return free(paths), CLI_USAGE;
-            s->api_key = val;
-        }
-        INT("--port", 0, 65535, port)
-        INT("--parallel", 1, 256, s->parallel)
-        INT("--ctx", 16, 1 << 20, s->ctx)
-        INT("--threads", 1, 4096, s->threads)
-        INT("--max-body", 1024, (int64_t)1 << 32, s->max_body)
-        INT("--queue", 0, 1 << 20, s->queue)
-        NUM("--timeout", s->timeout_s)
-        NUM("--idle-timeout", s->idle_timeout_s)
-        NUM("--grace", s->grace_s)
-        else {
-            free(paths);
-            return cli_unknown(&a);
-        }
-#undef INT
-#undef NUM
-    }
-    if (np == 0) {
-        free(paths);
-        return cli_usage_error("serve", "--model PATH is required (repeatable)");
-    }
-    if (s->api_key && !*s->api_key) {
-        free(paths);
-        return cli_usage_error("serve", "--api-key must not be empty");
-    }
-    if (s->idle_timeout_s < 1) s->idle_timeout_s = 1;
-    s->models = (serve_model *)calloc((size_t)np, sizeof(serve_model));
-    if (!s->models) return free(paths), cli_error("out of memory");
-    for (int i = 0; i < np; i++) {
-        model_name(&s->models[i], paths[i]);
+/* the models' names: from --model NAME=PATH or the path; two alike are a usage error */
+static int name_models(serve_server *s, const serve_cli *c) {
+    s->models = (serve_model *)calloc((size_t)c->np, sizeof(serve_model));
+    if (!s->models) return cli_error("out of memory");
+    for (int i = 0; i < c->np; i++) {
+        model_name(&s->models[i], c->paths[i]);
         s->models[i].created = (long)time(NULL);
         for (int k = 0; k < i; k++)
             if (strcmp(s->models[k].name, s->models[i].name) == 0) {
-                free(paths);
                 free(s->models);
                 return cli_usage_error("serve", "two models are named '%s'; give one a name with --model NAME=PATH", s->models[i].name);
             }
     }
-    free(paths);
+    return CLI_OK;
+}
+
+/* the command line into the server's settings (the paths in c->paths); CLI_OK or an exit code */
+static int parse_command_line(serve_server *s, serve_cli *c, int argc, char **argv) {
+    int r = cli_parse(argc, argv, "serve", serve_options, c, NULL, NULL, NULL, usage);
+    if (r != CLI_OK) return cli_parsed(r) == CLI_OK ? CLI_HELP_SHOWN : r;
+    if (c->np == 0) return cli_usage_error("serve", "--model PATH is required (repeatable)");
+    if (c->api_key && !*c->api_key) return cli_usage_error("serve", "--api-key must not be empty");
+    s->api_key = c->api_key;
+    s->parallel = c->parallel, s->ctx = c->ctx, s->threads = c->threads, s->max_body = c->max_body, s->queue = c->queue;
+    s->timeout_s = c->timeout, s->grace_s = c->grace;
+    s->idle_timeout_s = c->idle_timeout < 1 ? 1 : (int)c->idle_timeout;
+    return name_models(s, c);
+}
+
+/* stop: no new requests, in-flight ones get the grace period, then everything is released */
+static void serve_shutdown(serve_server *s, struct MHD_Daemon *d) {
+    const int np = s->n_models;
+    s->stopping = 1;
+    serve_http_quiesce(d);
+    for (int i = 0; i < np; i++) {
+        serve_sched_stop(&s->models[i]);
+        serve_embedder_stop(&s->models[i]);
+    }
+    serve_http_stop(d);
+    for (int i = 0; i < np; i++) {
+        attn_llama_free(s->models[i].llama);
+        attn_bpe_free(s->models[i].own_tok);
+        free(s->models[i].default_system);
+        attn_bert_free(s->models[i].bert);
+    }
+    free(s->models);
+    pthread_mutex_destroy(&s->metrics.mu);
+    serve_g = NULL;
+}
+
+int cmd_serve(int argc, char **argv) {
+    static serve_server S;
+    serve_server *s = &S;
+    memset(s, 0, sizeof *s);
+    serve_cli c = {"127.0.0.1", NULL, 8080, 4, 2048, 0, 8 << 20, 64, 600.0f, 30.0f, 10.0f, NULL, 0};
+    c.paths = (const char **)calloc((size_t)argc + 1, sizeof(char *));
+    if (!c.paths) return cli_error("out of memory");
+    int pr = parse_command_line(s, &c, argc, argv);
+    free(c.paths);
+    if (pr != CLI_OK) return pr == CLI_HELP_SHOWN ? CLI_OK : pr;
+    const char *host = c.host;
+    const int np = c.np;
+    const int64_t port = c.port;
     s->n_models = np;
     if (s->threads > 0) attn_set_num_threads((int)s->threads);
     pthread_mutex_init(&s->metrics.mu, NULL);
@@ -329,22 +348,7 @@ int cmd_serve(int argc, char **argv) {
         sigwait(&sigs, &sig);
         fprintf(stderr, "attn serve: %s: stopping (in-flight requests get %.0f s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM", s->grace_s);
     }
-    s->stopping = 1;
-    serve_http_quiesce(d);
-    for (int i = 0; i < np; i++) {
-        serve_sched_stop(&s->models[i]);
-        serve_embedder_stop(&s->models[i]);
-    }
-    serve_http_stop(d);
-    for (int i = 0; i < np; i++) {
-        attn_llama_free(s->models[i].llama);
-        attn_bpe_free(s->models[i].own_tok);
-        free(s->models[i].default_system);
-        attn_bert_free(s->models[i].bert);
-    }
-    free(s->models);
-    pthread_mutex_destroy(&s->metrics.mu);
-    serve_g = NULL;
+    serve_shutdown(s, d);
     if (rc == CLI_OK) fprintf(stderr, "attn serve: stopped\n");
     return rc;
 }

@@ -18,7 +18,7 @@
 typedef struct {
     char *body;
     size_t len, cap;
-    int refused; /* a response was queued during the upload (401, 413) */
+    int refused; /* 1: a response was queued (401, 413); 2: a 413 to send when the upload ends */
     double t0;
 } conn_ctx;
 
@@ -513,10 +513,12 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     }
     if (*upload_size) {
         if (!x->refused && x->len + *upload_size > (size_t)serve_g->max_body) {
-            x->refused = 1;
-            *upload_size = 0;
-            serve_fail(&e, 413, NULL, NULL, "request_too_large", "the body is over the limit of %lld bytes (--max-body)", (long long)serve_g->max_body);
-            return send_err(c, kind >= 0 ? (serve_kind)kind : SERVE_CHAT, &e);
+            /* a body without Content-Length (chunked) over the limit: the rest is read and dropped,
+             * and the 413 goes out once the upload is over (a response cannot be queued mid-upload) */
+            x->refused = 2;
+            free(x->body);
+            x->body = NULL;
+            x->len = x->cap = 0;
         }
         if (!x->refused) {
             if (x->len + *upload_size + 1 > x->cap) {
@@ -531,6 +533,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         }
         *upload_size = 0;
         return MHD_YES;
+    }
+    if (x->refused == 2) {
+        x->refused = 1;
+        serve_fail(&e, 413, NULL, NULL, "request_too_large", "the body is over the limit of %lld bytes (--max-body)", (long long)serve_g->max_body);
+        return send_err(c, kind >= 0 ? (serve_kind)kind : SERVE_CHAT, &e);
     }
     if (x->refused) return MHD_YES;
     if (strcmp(url, "/health") == 0 && is_get) {

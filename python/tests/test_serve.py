@@ -242,6 +242,14 @@ def test_bad_requests(srv):
     # oversized body: 413 before it is read
     st, _, body = srv.raw("POST", "/v1/embeddings", {"model": "all-MiniLM-L6-v2", "input": "x" * 100000})
     assert st == 413 and json.loads(body)["error"]["code"] == "request_too_large"
+    # the same without Content-Length (chunked): read, dropped, then the 413 (was: connection closed, no reply)
+    c2 = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    payload = json.dumps({"model": "all-MiniLM-L6-v2", "input": "x" * 100000}).encode()
+    c2.request("POST", "/v1/embeddings", body=iter([payload[i:i + 8192] for i in range(0, len(payload), 8192)]),
+               headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"}, encode_chunked=True)
+    resp = c2.getresponse()
+    assert resp.status == 413 and json.loads(resp.read())["error"]["code"] == "request_too_large"
+    c2.close()
     # prompt longer than the context (stories260K: 512) -> 400; max_tokens past it -> finish length
     with pytest.raises(openai.BadRequestError) as ei:
         c.completions.create(model="stories260K", prompt="Once upon a time " * 200, max_tokens=4)

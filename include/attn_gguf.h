@@ -161,7 +161,8 @@ void attn_gguf_writer_abort(attn_gguf_writer *w);
  * in that type (an array of ATTN_QT_COUNT). n_threads <= 0: attn_get_num_threads().
  * Errors: ATTN_E_INVALID (unknown ftype, out == in), errors of attn_gguf_open, ATTN_E_IO,
  * ATTN_E_NOMEM, ATTN_E_RANGE (a non-finite weight). */
-#define ATTN_QT_COUNT 13
+#define ATTN_QT_COUNT 13 /* entries of attn_gguf_quantize's counts */
+/* (attn_gguf_quantize: documented above) */
 int attn_gguf_quantize(const char *in, const char *out, const char *ftype, int n_threads, int64_t *counts);
 /* attn_gguf_ftype_default: the main attn_qtype of a file type name (Q4_K_M -> q4_k, ...), -1 for
  * an unknown name. */

@@ -258,13 +258,15 @@ int attn_encoder_block(float *x, float *attn_weights, const attn_block_config *c
 int attn_kv_create(attn_kv **out, int64_t n_layers, int64_t n_slots, int64_t max_len, int64_t kv_dim);
 /* attn_kv_free: release (NULL-safe). */
 void attn_kv_free(attn_kv *c);
-/* attn_kv_n_slots / attn_kv_max_len: the geometry; attn_kv_len: positions held by a slot
- * (0 for a slot out of range). */
+/* attn_kv_n_slots: the number of slots (0 for NULL). */
 int64_t attn_kv_n_slots(const attn_kv *c);
+/* attn_kv_max_len: positions each slot can hold (0 for NULL). */
 int64_t attn_kv_max_len(const attn_kv *c);
+/* attn_kv_len: positions a slot holds (0 for NULL or a slot out of range). */
 int64_t attn_kv_len(const attn_kv *c, int64_t slot);
-/* attn_kv_keys / attn_kv_values: [max_len, kv_dim] of (layer, slot); NULL when out of range. */
+/* attn_kv_keys: keys of (layer, slot), [max_len, kv_dim] float32; NULL when out of range. */
 float *attn_kv_keys(const attn_kv *c, int64_t layer, int64_t slot);
+/* attn_kv_values: values of (layer, slot), [max_len, kv_dim] float32; NULL when out of range. */
 float *attn_kv_values(const attn_kv *c, int64_t layer, int64_t slot);
 /* attn_kv_clear: every slot empty (len 0), memory kept. NULL-safe. */
 void attn_kv_clear(attn_kv *c);

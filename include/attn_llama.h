@@ -121,9 +121,9 @@ typedef struct attn_llama_batch attn_llama_batch;
 int attn_llama_batch_create(attn_llama_batch **out, const attn_llama *m, int64_t n_slots, int64_t max_len, int64_t max_rows);
 /* attn_llama_batch_free: NULL-safe. */
 void attn_llama_batch_free(attn_llama_batch *b);
-/* attn_llama_batch_slot_len: positions held by a slot (0 out of range); attn_llama_batch_max_len:
- * the capacity of each slot. */
+/* attn_llama_batch_slot_len: positions held by a slot (0 out of range). */
 int64_t attn_llama_batch_slot_len(const attn_llama_batch *b, int64_t slot);
+/* attn_llama_batch_max_len: the capacity of each slot in positions. */
 int64_t attn_llama_batch_max_len(const attn_llama_batch *b);
 /* attn_llama_batch_clear_slot: forget a slot's positions (a new sequence may use it).
  * Errors: ATTN_E_INVALID (no such slot). */
@@ -226,11 +226,13 @@ const attn_generate_stats *attn_generation_stats(const attn_generation *g);
 /* attn_generation_free: NULL-safe. */
 void attn_generation_free(attn_generation *g);
 
+/* A piece of generated text (UTF-8, len bytes, not NUL-terminated) and the token it ends with
+ * (-1 for text held back until the end); a non-zero return stops generation. */
+typedef int (*attn_text_fn)(void *ctx, const char *text, size_t len, int32_t token);
 /* attn_llama_generate: the whole loop: start, then next until finished, calling
  * on_text(ctx, text, len, token) for each non-empty piece; a non-zero return stops generation
  * (finish ATTN_FINISH_CANCELLED). stats: NULL or where the statistics go.
  * Errors: those of attn_generation_start / attn_generation_next. */
-typedef int (*attn_text_fn)(void *ctx, const char *text, size_t len, int32_t token);
 int attn_llama_generate(attn_llama_state *st, const attn_bpe *tok, const int32_t *prompt, int64_t n_prompt, const attn_generate_opts *o,
                         attn_token_list *history, attn_text_fn on_text, void *ctx, attn_generate_stats *stats);
 

@@ -79,10 +79,38 @@ void attn_gguf_writer_abort(attn_gguf_writer *w) {
     writer_free(w);
 }
 
+/* the bytes a value of `type` takes at d (n bytes there), or 0 when it does not fit or is not one
+ * (a string: uint64 length + bytes; an array: uint32 element type + uint64 count + elements) */
+static size_t kv_value_size(int type, const unsigned char *d, size_t n, int depth) {
+    static const unsigned char fixed[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+    if (type < 0 || type > ATTN_GGUF_FLOAT64 || depth > 4) return 0;
+    if (fixed[type]) return fixed[type] <= n ? fixed[type] : 0;
+    uint64_t count;
+    if (type == ATTN_GGUF_STRING) {
+        if (n < 8) return 0;
+        memcpy(&count, d, 8);
+        return count <= n - 8 ? (size_t)(8 + count) : 0;
+    }
+    uint32_t et;
+    if (n < 12) return 0;
+    memcpy(&et, d, 4);
+    memcpy(&count, d + 4, 8);
+    size_t at = 12;
+    for (uint64_t i = 0; i < count; i++) {
+        const size_t k = kv_value_size((int)et, d + at, n - at, depth + 1);
+        if (!k) return 0;
+        at += k;
+    }
+    return at;
+}
+
 int attn_gguf_writer_kv(attn_gguf_writer *w, const char *key, int type, const void *data, size_t len) {
     if (!w || !key || (!data && len)) return attn_set_error(ATTN_E_INVALID, "gguf writer: NULL argument");
     if (w->started) return attn_set_error(ATTN_E_INVALID, "gguf writer: metadata '%s' after the tensor data began", key);
     if (type < 0 || type > ATTN_GGUF_FLOAT64) return attn_set_error(ATTN_E_INVALID, "gguf writer: '%s': bad value type %d", key, type);
+    const size_t vs = kv_value_size(type, (const unsigned char *)data, len, 0);
+    if (vs == 0 || vs != len)
+        return attn_set_error(ATTN_E_INVALID, "gguf writer: '%s': %zu bytes are not one encoded value of type %d", key, len, type);
     if (strcmp(key, "general.alignment") == 0 && (type != ATTN_GGUF_UINT32 || len != 4 || memcmp(data, &w->alignment, 4) != 0))
         return attn_set_error(ATTN_E_INVALID, "gguf writer: general.alignment must be the writer's alignment (uint32 %u)", w->alignment);
     unsigned char *v = (unsigned char *)malloc(len ? len : 1);

@@ -44,6 +44,22 @@ static void test_writer(void) {
     }
     CHECK_OK(attn_gguf_writer_kv_u32(w, "t.u32", 7)); /* replaces in place */
     CHECK_ERR(attn_gguf_writer_kv_u32(w, "general.alignment", 32), ATTN_E_INVALID);
+    { /* arrays the reader refuses: an empty one of an unknown element type (found by fuzz_gguf_write),
+       * and one nested deeper than the reader's 4 levels; 4 levels are accepted */
+        unsigned char arr[5 * 12] = {0};
+        const uint32_t unknown = 61744, array = ATTN_GGUF_ARRAY, u8 = ATTN_GGUF_UINT8;
+        const uint64_t one = 1;
+        memcpy(arr, &unknown, 4);
+        CHECK_ERR(attn_gguf_writer_kv(w, "t.bad_empty", ATTN_GGUF_ARRAY, arr, 12), ATTN_E_INVALID);
+        for (int lvl = 0; lvl < 5; lvl++) { /* 4 array headers each holding one array, then an empty one of uint8 */
+            memcpy(arr + 12 * lvl, lvl < 4 ? &array : &u8, 4);
+            memcpy(arr + 12 * lvl + 4, lvl < 4 ? &one : &(uint64_t){0}, 8);
+        }
+        CHECK_ERR(attn_gguf_writer_kv(w, "t.too_deep", ATTN_GGUF_ARRAY, arr, sizeof arr), ATTN_E_INVALID);
+        memcpy(arr + 36, &u8, 4);
+        memcpy(arr + 40, &(uint64_t){0}, 8);
+        CHECK_OK(attn_gguf_writer_kv(w, "t.deep4", ATTN_GGUF_ARRAY, arr, 48));
+    }
     for (int64_t i = 0; i < attn_gguf_n_tensors(k); i++) {
         attn_gguf_tensor t;
         attn_gguf_tensor_at(k, i, &t);
@@ -66,8 +82,8 @@ static void test_writer(void) {
     CHECK_OK(attn_gguf_writer_commit(w));
     CHECK_OK(attn_gguf_open(&r, path));
     if (r) {
-        /* general.alignment first, then every entry of kv_types.gguf in order */
-        int same = attn_gguf_n_kv(r) == attn_gguf_n_kv(a) + 1 && attn_gguf_alignment(r) == 64 &&
+        /* general.alignment first, then every entry of kv_types.gguf in order, then t.deep4 */
+        int same = attn_gguf_n_kv(r) == attn_gguf_n_kv(a) + 2 && /* + t.deep4 last */ attn_gguf_alignment(r) == 64 &&
                    strcmp(attn_gguf_kv_key(r, 0), "general.alignment") == 0;
         for (int64_t i = 0; same && i < attn_gguf_n_kv(a); i++) {
             int t1, t2;

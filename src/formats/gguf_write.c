@@ -83,7 +83,7 @@ void attn_gguf_writer_abort(attn_gguf_writer *w) {
  * (a string: uint64 length + bytes; an array: uint32 element type + uint64 count + elements) */
 static size_t kv_value_size(int type, const unsigned char *d, size_t n, int depth) {
     static const unsigned char fixed[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
-    if (type < 0 || type > ATTN_GGUF_FLOAT64 || depth > 4) return 0;
+    if (type < 0 || type > ATTN_GGUF_FLOAT64) return 0;
     if (fixed[type]) return fixed[type] <= n ? fixed[type] : 0;
     uint64_t count;
     if (type == ATTN_GGUF_STRING) {
@@ -92,9 +92,10 @@ static size_t kv_value_size(int type, const unsigned char *d, size_t n, int dept
         return count <= n - 8 ? (size_t)(8 + count) : 0;
     }
     uint32_t et;
-    if (n < 12) return 0;
+    if (n < 12 || depth >= 4) return 0; /* the reader's nesting limit */
     memcpy(&et, d, 4);
     memcpy(&count, d + 4, 8);
+    if (et > ATTN_GGUF_FLOAT64) return 0; /* checked even when the array is empty, as the reader does */
     size_t at = 12;
     for (uint64_t i = 0; i < count; i++) {
         const size_t k = kv_value_size((int)et, d + at, n - at, depth + 1);

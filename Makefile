@@ -3,6 +3,10 @@
 #   make test       build and run the test suite (tests/run_tests.sh prints "N passed, N failed")
 #   make SAN=1 BUILD=build-san test   the same under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make install PREFIX=/usr/local    headers, libraries, CLI and attn.pc
+#   make MPI=1 / MPI=0   force the MPI floor on / off (default: on when mpicc is found): src/mpi/
+#                   becomes build/libattn_mpi.a (+ .so; include/attn_mpi.h), the CLI gets
+#                   `sdpa --ring` and data-parallel `embed` under mpirun, `make test` runs
+#                   tests/test_mpi.sh (mpirun --oversubscribe)
 BUILD   ?= build
 PREFIX  ?= /usr/local
 CC      ?= cc
@@ -30,19 +34,34 @@ export LSAN_OPTIONS ?= suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions
 export G_SLICE ?= always-malloc
 endif
 
-LIB_SRC   := $(sort $(wildcard src/*/*.c))
+LIB_SRC   := $(sort $(filter-out src/mpi/%,$(wildcard src/*/*.c)))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TOOL_SRC  := $(sort $(wildcard tools/*.c))
 TOOL_OBJ  := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
-TEST_SRC  := $(sort $(wildcard tests/test_*.c))
+TEST_SRC  := $(sort $(filter-out tests/test_mpi%,$(wildcard tests/test_*.c)))
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TESTUTIL  := $(BUILD)/obj/tests/testutil.o
 FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 
+# The MPI floor (src/mpi/, Open MPI): a separate library so that libattn itself never needs MPI.
+ifeq ($(origin MPI),undefined)
+MPI := $(if $(shell command -v mpicc 2>/dev/null),1,0)
+endif
+ifeq ($(MPI),1)
+MPI_CFLAGS := $(shell mpicc --showme:compile) -DATTN_HAVE_MPI=1
+MPI_LIBS   := $(shell mpicc --showme:link)
+MPI_SRC    := $(sort $(wildcard src/mpi/*.c))
+MPI_OBJ    := $(MPI_SRC:%.c=$(BUILD)/obj/%.o)
+MPI_LIBA   := $(BUILD)/libattn_mpi.a
+MPI_TESTS  := $(BUILD)/tests/test_mpi_ring
+MPI_RUN    := tests/test_mpi.sh
+$(MPI_OBJ) $(TOOL_OBJ) $(MPI_TESTS): CFLAGS += $(MPI_CFLAGS)
+endif
+
 .PHONY: all lib test tests install clean fuzz
 .SECONDARY:
 all: lib $(BUILD)/attn
-lib: $(BUILD)/libattn.a $(BUILD)/libattn.so
+lib: $(BUILD)/libattn.a $(BUILD)/libattn.so $(if $(MPI_LIBA),$(MPI_LIBA) $(BUILD)/libattn_mpi.so)
 
 $(BUILD)/obj/%.o: %.c $(wildcard include/*.h) $(wildcard src/*/*.h)
 	@mkdir -p $(dir $@)
@@ -58,17 +77,27 @@ $(BUILD)/libattn.a: $(LIB_OBJ)
 $(BUILD)/libattn.so: $(LIB_OBJ)
 	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/attn: $(TOOL_OBJ) $(BUILD)/libattn.a
-	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libattn.a $(LDLIBS)
+$(BUILD)/libattn_mpi.a: $(MPI_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/libattn_mpi.so: $(MPI_OBJ) $(BUILD)/libattn.so
+	$(CC) -shared $(LDFLAGS) -o $@ $(MPI_OBJ) -L$(BUILD) -lattn $(MPI_LIBS) $(LDLIBS)
+
+$(BUILD)/attn: $(TOOL_OBJ) $(BUILD)/libattn.a $(MPI_LIBA)
+	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(MPI_LIBA) $(BUILD)/libattn.a $(MPI_LIBS) $(LDLIBS)
+
+$(BUILD)/tests/test_mpi%: tests/test_mpi%.c $(TESTUTIL) $(BUILD)/libattn.a $(MPI_LIBA) tests/testutil.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(TESTUTIL) $(MPI_LIBA) $(BUILD)/libattn.a $(MPI_LIBS) $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c $(TESTUTIL) $(BUILD)/libattn.a tests/testutil.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(TESTUTIL) $(BUILD)/libattn.a $(LDLIBS)
 
-tests: all $(TEST_BIN)
+tests: all $(TEST_BIN) $(MPI_TESTS)
 
 test: tests
-	ATTN_BIN=$(BUILD)/attn ATTN_LIBRARY=$(BUILD)/libattn.so sh tests/run_tests.sh $(TEST_BIN) tests/run_python_tests.sh
+	ATTN_BIN=$(BUILD)/attn ATTN_LIBRARY=$(BUILD)/libattn.so sh tests/run_tests.sh $(TEST_BIN) $(MPI_RUN) tests/run_python_tests.sh
 
 # the Python package's tests alone (python/tests, pytest; also run by `make test`)
 .PHONY: pytest

@@ -1,0 +1,25 @@
+#!/bin/sh
+# The MPI tests (built when the MPI floor is, see the Makefile): test_mpi_ring under
+# `mpirun --oversubscribe -np P` for P = 1..4, every mpirun bounded by `timeout`. Prints the
+# tests' output and one summary line "RESULT test_mpi passed=N failed=M" for tests/run_tests.sh.
+# ATTN_BIN (the CLI under test) locates the build directory.
+bin=${ATTN_BIN:-build/attn}
+build=$(dirname "$bin")
+ring="$build/tests/test_mpi_ring"
+MPIRUN="mpirun --oversubscribe --allow-run-as-root --mca btl self,vader,tcp"
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+passed=0; failed=0
+note() { # note OK|FAIL message
+  if [ "$1" = OK ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL test_mpi: $2"; fi
+}
+for P in 1 2 3 4; do
+  out=$(timeout 60 $MPIRUN -np $P "$ring" 2>&1); rc=$?
+  printf '%s\n' "$out" | grep -v '^RESULT '
+  line=$(printf '%s\n' "$out" | grep '^RESULT ' | tail -n 1)
+  if [ -z "$line" ]; then note FAIL "test_mpi_ring -np $P exited $rc without a RESULT line"; continue; fi
+  p=$(echo "$line" | sed 's/.*passed=\([0-9]*\).*/\1/'); f=$(echo "$line" | sed 's/.*failed=\([0-9]*\).*/\1/')
+  passed=$((passed + p)); failed=$((failed + f))
+  [ $rc -ne 0 ] && [ "$f" -eq 0 ] && note FAIL "test_mpi_ring -np $P exited $rc"
+done
+echo "RESULT test_mpi passed=$passed failed=$failed"
+[ "$failed" -eq 0 ]

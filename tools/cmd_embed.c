@@ -1,5 +1,6 @@
 /* attn embed: sentence embeddings with a BERT sentence-transformers model. */
 #include "cli.h"
+#include "mpi_cli.h"
 #include "progress.h"
 #include "texts.h"
 
@@ -67,6 +68,8 @@ int cmd_embed(int argc, char **argv) {
         return rc;
     }
     if (threads > 0) attn_set_num_threads((int)threads);
+    /* under mpirun: the texts split across the ranks, one output in input order (tools/mpi_cli.c) */
+    if (cli_mpi_launched()) return cli_embed_mpi(&texts, model, outp, batch, &outs);
     if (texts.n == 0 && cli_texts_read_stdin(&texts) < 0) {
         int e = errno;
         cli_texts_free(&texts);

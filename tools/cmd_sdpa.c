@@ -4,6 +4,7 @@
 #include "attn_attention.h"
 #include "attn_npy.h"
 #include "attn_variants.h"
+#include "mpi_cli.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@ typedef struct {
     const char *qp, *kp, *vp, *mp, *op, *wp;
     attn_sdpa_params p;
     int window_set, impl, dtype; /* impl: -1 = not given; dtype: 0 auto, 1 fp32, 2 bf16, 3 fp16 */
+    int ring, layout;            /* --ring, --layout (0 striped, 1 contiguous) */
     /* --variant and its options (vopt: the last variant-only option seen; given: which ones) */
     const char *variant, *kpmp, *vopt;
     unsigned given;
@@ -60,6 +62,7 @@ static int threads_opt(const cli_option *o, cli_args *a, const char *val, void *
 static const char *const impls[] = {"default", "reference", "fused", NULL};
 static const int impl_ids[] = {ATTN_IMPL_DEFAULT, ATTN_IMPL_REFERENCE, ATTN_IMPL_FUSED};
 static const char *const dtypes[] = {"auto", "fp32", "bf16", "fp16", NULL};
+static const char *const layouts[] = {"striped", "contiguous", NULL};
 static const cli_option options[] = {
     {"--query", "-q", CLI_STR, F(qp), .help = "  -q, --query FILE     queries (float32 or float16)\n"},
     {"--key", "-k", CLI_STR, F(kp), .help = "  -k, --key FILE       keys (float32 or float16)\n"},
@@ -88,6 +91,15 @@ static const cli_option options[] = {
      .help = "      --threads N      worker threads (1..4096; default: all cores)\n"},
     {"--impl", NULL, CLI_CHOICE, F(impl), .choices = impls, .values = impl_ids,
      .help = "      --impl NAME      default | reference | fused\n"},
+    {"--ring", NULL, CLI_FLAG, F(ring), 1,
+     .help = "      --ring           under `mpirun -np P`: ring attention (attn_sdpa_ring, Liu et al. 2023):\n"
+             "                       every rank maps its shard of the float32 q, k, v along L, the key/value\n"
+             "                       shards go round the ranks, rank 0 writes OUT (the same as without\n"
+             "                       --ring) once every rank succeeded; --causal, --scale, --threads, --impl\n"
+             "                       apply (not --mask, --window, --weights, --variant, --dtype)\n"},
+    {"--layout", NULL, CLI_CHOICE, F(layout), .choices = layouts,
+     .help = "      --layout NAME    --ring shards: striped (positions r, r+P, ...: balanced under\n"
+             "                       --causal; default) | contiguous (one run per rank)\n"},
     CLI_HELP_LINE("  -h, --help           this help\n"
                   "A query row that sees no key gets zeros in OUT and in the weights.\n"
                   "Outputs are written only when the whole computation succeeded, each to a temporary file\n"
@@ -402,6 +414,13 @@ int cmd_sdpa(int argc, char **argv) {
         (rc = cli_output_input(&outs, "-v", vp)) || (rc = cli_output_input(&outs, "-m", s.mp)) ||
         (rc = cli_output_input(&outs, "--key-padding", s.kpmp)))
         return rc;
+    if (s.ring) {
+        const char *bad = s.variant ? "--variant" : s.mp ? "--mask" : s.window_set ? "--window" : s.wp ? "--weights"
+                          : s.dtype > 1 ? "--dtype other than fp32" : NULL;
+        if (bad) return cli_outputs_finish(&outs, cli_usage_error("sdpa", "%s does not apply to --ring", bad));
+        /* attn_ring_layout: 0 contiguous, 1 striped */
+        return cli_sdpa_ring(qp, kp, vp, s.layout == 0 ? 1 : 0, &s.p, &outs);
+    }
     sdpa_inputs in;
     memset(&in, 0, sizeof in);
     rc = load_inputs(&in, &s);

@@ -1,0 +1,31 @@
+/* The CLI side of the MPI floor (tools/mpi_cli.c): `attn sdpa --ring` and data-parallel verbs
+ * under mpirun. Built in every attn; without MPI (ATTN_HAVE_MPI unset) the entry points print
+ * a clear message and return CLI_FAIL. */
+#ifndef ATTN_TOOLS_MPI_CLI_H
+#define ATTN_TOOLS_MPI_CLI_H
+
+#include "attn_attention.h"
+#include "cli.h"
+#include "texts.h"
+
+/* cli_mpi_launched: 1 when this attn has MPI built in and was started by mpirun / an MPI
+ * launcher (OMPI_COMM_WORLD_SIZE, PMIX_RANK or PMI_SIZE in the environment), else 0. */
+int cli_mpi_launched(void);
+
+/* cli_sdpa_ring: attn sdpa --ring: every rank maps q, k, v (float32 .npy, [B, H, L, D],
+ * [H, L, D] or [L, D]) and views its shard (layout 0 contiguous, 1 striped), runs
+ * attn_sdpa_ring on MPI_COMM_WORLD, rank 0 gathers the rows and writes OUT through outs (output
+ * 0) after every rank succeeded; finishes outs and returns the exit status every rank agrees
+ * on. Errors are printed once, by rank 0, naming the failing rank. */
+int cli_sdpa_ring(const char *qp, const char *kp, const char *vp, int layout, const attn_sdpa_params *p,
+                  cli_outputs *outs);
+
+/* cli_embed_mpi: attn embed under mpirun: rank 0 reads the texts from standard input when
+ * texts->n == 0 (mpirun gives stdin to rank 0 only) and sends them to every rank; the texts are
+ * split into consecutive runs of nearly equal byte size (attn_mpi_split_by_size), each rank
+ * embeds its run, rank 0 gathers them in input order and writes the output (.npy through outs
+ * when outp, else JSON lines on stdout) after every rank succeeded. Frees texts, finishes outs,
+ * returns the agreed exit status. */
+int cli_embed_mpi(cli_texts *texts, const char *model, const char *outp, int64_t batch, cli_outputs *outs);
+
+#endif

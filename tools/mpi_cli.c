@@ -287,7 +287,7 @@ int cli_embed_mpi(cli_texts *texts, const char *model, const char *outp, int64_t
         qsort(ord, (size_t)n, sizeof *ord, by_len_desc);
         for (int64_t b = 0; b < nb; b++) cost[b] = (n - b * batch < batch ? n - b * batch : batch) * ord[b * batch].len;
         attn_mpi_split_by_size(cost, nb, P, starts);
-        s0 = starts[me] * batch, s1 = starts[me + 1] * batch < n ? starts[me + 1] * batch : n;
+        s0 = starts[me] * batch < n ? starts[me] * batch : n, s1 = starts[me + 1] * batch < n ? starts[me + 1] * batch : n;
         for (int64_t i = s0; i < s1; i++) items[i - s0] = texts->items[ord[i].idx], lens[i - s0] = texts->lens[ord[i].idx];
         E = attn_bert_get_config(m)->d_model;
         int lst = ATTN_OK;

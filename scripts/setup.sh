@@ -20,8 +20,9 @@ command -v python3 >/dev/null 2>&1 || PKGS="$PKGS python3 python3-pip"
 PKGS="$PKGS python3 python3-cffi python3-numpy python3-pytest"
 # seq2seq (attn transcribe): audio decoding, resampling, FFT; alsa-utils ships the test WAVs
 PKGS="$PKGS libsndfile1-dev libsamplerate0-dev libfftw3-dev alsa-utils python3-pip"
-# the MPI floor (libattn_mpi: ring attention, data-parallel jobs; tests run mpirun): Open MPI
-PKGS="$PKGS libopenmpi-dev openmpi-bin"
+# the MPI floor (libattn_mpi: ring attention, data-parallel jobs; tests run mpirun): Open MPI;
+# iproute2 for the test across two network namespaces (tests/test_mpi_netns.sh)
+PKGS="$PKGS libopenmpi-dev openmpi-bin iproute2"
 
 missing=""
 for p in $PKGS; do

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The MPI tests (built when the MPI floor is, see the Makefile): test_mpi_ring under
-# `mpirun --oversubscribe -np P` for P = 1..4, then test_mpi_cli (the CLI under mpirun); every
-# mpirun bounded by `timeout`. Prints the
+# `mpirun --oversubscribe -np P` for P = 1..4, then test_mpi_cli (the CLI under mpirun), then
+# tests/test_mpi_netns.sh (two network namespaces over TCP); every mpirun bounded by `timeout`. Prints the
 # tests' output and one summary line "RESULT test_mpi passed=N failed=M" for tests/run_tests.sh.
 # ATTN_BIN (the CLI under test) locates the build directory.
 bin=${ATTN_BIN:-build/attn}
@@ -30,6 +30,16 @@ else
   p=$(echo "$line" | sed 's/.*passed=\([0-9]*\).*/\1/'); f=$(echo "$line" | sed 's/.*failed=\([0-9]*\).*/\1/')
   passed=$((passed + p)); failed=$((failed + f))
   [ $rc -ne 0 ] && [ "$f" -eq 0 ] && note FAIL "test_mpi_cli exited $rc"
+fi
+# the same ring and a data-parallel job between two network namespaces over TCP (needs root)
+out=$(timeout 240 sh tests/test_mpi_netns.sh 2>&1); rc=$?
+printf '%s\n' "$out" | grep -v '^RESULT '
+line=$(printf '%s\n' "$out" | grep '^RESULT ' | tail -n 1)
+if [ -z "$line" ]; then note FAIL "test_mpi_netns.sh exited $rc without a RESULT line"
+else
+  p=$(echo "$line" | sed 's/.*passed=\([0-9]*\).*/\1/'); f=$(echo "$line" | sed 's/.*failed=\([0-9]*\).*/\1/')
+  passed=$((passed + p)); failed=$((failed + f))
+  [ $rc -ne 0 ] && [ "$f" -eq 0 ] && note FAIL "test_mpi_netns.sh exited $rc"
 fi
 echo "RESULT test_mpi passed=$passed failed=$failed"
 [ "$failed" -eq 0 ]

@@ -86,6 +86,13 @@ $(BUILD)/libattn_mpi.so: $(MPI_OBJ) $(BUILD)/libattn.so
 $(BUILD)/attn: $(TOOL_OBJ) $(BUILD)/libattn.a $(MPI_LIBA)
 	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(MPI_LIBA) $(BUILD)/libattn.a $(MPI_LIBS) $(LDLIBS)
 
+# bench/mpi (not built by default): make bench-mpi
+.PHONY: bench-mpi
+bench-mpi: $(BUILD)/bench/bench_ring
+$(BUILD)/bench/bench_ring: bench/mpi/bench_ring.c $(BUILD)/libattn.a $(MPI_LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(MPI_CFLAGS) $(LDFLAGS) -o $@ $< $(MPI_LIBA) $(BUILD)/libattn.a $(MPI_LIBS) $(LDLIBS)
+
 $(BUILD)/tests/test_mpi%: tests/test_mpi%.c $(TESTUTIL) $(BUILD)/libattn.a $(MPI_LIBA) tests/testutil.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(TESTUTIL) $(MPI_LIBA) $(BUILD)/libattn.a $(MPI_LIBS) $(LDLIBS)

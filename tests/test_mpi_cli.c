@@ -4,6 +4,9 @@
  *    U(-1, 1), |out| <= 1; both are float32 results within 2e-6 of the float64 reference,
  *    include/attn_mpi.h / attn_attention.h);
  *  - more ranks than positions: exit 1, one message, the existing output untouched;
+ *  - a rank killed (SIGKILL) mid-job: mpirun ends the job within 30 s saying so, the output
+ *    untouched and no staging file left;
+ *  - `attn classify --eval` under mpirun -np 2 and 4: stdout and --logits identical to one process;
  *  - `attn embed` under mpirun -np 1..4 (when models/all-MiniLM-L6-v2 is there): bit-identical to
  *    one process, in input order; JSON lines too; a bad sentence held by one rank fails the job
  *    with that rank's message and leaves the output untouched. */
@@ -13,8 +16,16 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+
+extern char **environ;
 
 static char dir[256], out[1 << 16], err[1 << 16];
 
@@ -176,12 +187,121 @@ static void embed(void) {
           "embed with a bad sentence: exit %d, output '%s', stderr: %s", rc, kept, err);
 }
 
+/* the pid of a running `attn sdpa --ring ... -o OUT` rank (argv[0] ending in "attn"), or 0 */
+static pid_t find_rank(const char *outp) {
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    pid_t found = 0;
+    while (d && !found && (e = readdir(d))) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        char fn[300], cl[4096];
+        snprintf(fn, sizeof fn, "/proc/%s/cmdline", e->d_name);
+        FILE *f = fopen(fn, "r");
+        if (!f) continue;
+        size_t n = fread(cl, 1, sizeof cl - 1, f);
+        fclose(f);
+        cl[n] = 0;
+        size_t a0 = strlen(cl);
+        if (a0 < 4 || strcmp(cl + a0 - 4, "attn") != 0) continue;
+        int ring = 0, out = 0;
+        for (size_t i = 0; i < n; i += strlen(cl + i) + 1) {
+            ring |= !strcmp(cl + i, "--ring");
+            out |= !strcmp(cl + i, outp);
+        }
+        if (ring && out) found = (pid_t)atoi(e->d_name);
+    }
+    if (d) closedir(d);
+    return found;
+}
+
+/* a rank killed mid-job: mpirun ends the job with a clear message in bounded time, no output */
+static void killed_rank(void) {
+    uint64_t seed = 3;
+    const int64_t s[2] = {24576, 64}; /* ~1e11 useful FLOPs: seconds of work for 2 ranks */
+    save_random("kq.npy", 2, s, &seed);
+    FILE *f = fopen(path("kout.npy"), "w");
+    fputs("keep", f);
+    fclose(f);
+    const char *outp = path("kout.npy");
+    const char *argv[] = {"timeout", "60", "mpirun", "--oversubscribe", "--allow-run-as-root", "-np", "2",
+                          attn_test_cli_path(), "sdpa", "--ring", "--causal", "--threads", "1", "-q", path("kq.npy"), "-k",
+                          path("kq.npy"), "-v", path("kq.npy"), "-o", outp, NULL};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, path("kstdout.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, path("kstderr.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int sp = posix_spawn(&pid, "/usr/bin/timeout", &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    CHECK(sp == 0, "spawn mpirun");
+    if (sp != 0) return;
+    pid_t victim = 0;
+    for (int i = 0; i < 200 && !victim; i++) { /* up to 10 s for the ranks to start */
+        victim = find_rank(outp);
+        if (!victim) usleep(50000);
+    }
+    usleep(300000); /* into the computation */
+    if (victim) kill(victim, SIGKILL);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    char kept[16], e[4096];
+    attn_test_read_file(outp, kept, sizeof kept);
+    attn_test_read_file(path("kstderr.txt"), e, sizeof e);
+    /* no staging file left beside the output */
+    int strays = 0;
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    while (d && (de = readdir(d)))
+        if (strstr(de->d_name, "kout") && strcmp(de->d_name, "kout.npy")) strays++;
+    if (d) closedir(d);
+    CHECK(victim != 0 && rc != 0 && rc != 124 && secs < 30 && !strcmp(kept, "keep") && strays == 0 &&
+              (strstr(e, "signal 9") || strstr(e, "Killed")),
+          "rank %d killed: mpirun exit %d after %.1f s, output '%s', %d staging files left, stderr: %s", (int)victim, rc,
+          secs, kept, strays, e);
+}
+
+/* classify --eval under mpirun: whole batches per rank, rank 0 reports: stdout (confusion table and
+ * accuracy) and the --logits file identical to one process */
+static void classify_eval(void) {
+    const char *model = "models/vit-fashion-mnist", *fm = "/usr/share/datasets/fashion-mnist/";
+    char img[256], lab[256];
+    snprintf(img, sizeof img, "%st10k-images-idx3-ubyte.gz", fm);
+    snprintf(lab, sizeof lab, "%st10k-labels-idx1-ubyte.gz", fm);
+    struct stat st;
+    if (stat(model, &st) != 0 || stat(img, &st) != 0) {
+        printf("test_mpi_cli: %s or %s missing; classify --eval under mpirun not tested\n", model, img);
+        return;
+    }
+    const char *a[] = {"classify", "--model", model, "--eval", img, lab, "--limit", "300", "--batch", "32", "--threads", "1",
+                       "--logits", path("l1.npy"), NULL};
+    int rc = run1(NULL, a);
+    CHECK(rc == 0 && strstr(out, "accuracy: "), "classify --eval: exit %d: %s", rc, err);
+    char *one = strdup(out);
+    for (int P = 2; P <= 4; P += 2) {
+        unlink(path("lP.npy"));
+        const char *b[] = {"classify", "--model", model, "--eval", img, lab, "--limit", "300", "--batch", "32",
+                           "--threads", "1", "--logits", path("lP.npy"), NULL};
+        rc = mpirun(P, NULL, b);
+        double d = npy_diff(path("l1.npy"), path("lP.npy"), 1);
+        CHECK(rc == 0 && !strcmp(one, out) && d == 0, "classify --eval -np %d: exit %d, stdout %s, logits %s: %s", P, rc,
+              strcmp(one, out) ? "DIFFERS" : "identical", d == 0 ? "identical" : "differ / missing", err);
+    }
+    free(one);
+}
+
 int main(void) {
     attn_test_name = "test_mpi_cli";
     snprintf(dir, sizeof dir, "/tmp/attn_test_mpi_cli_XXXXXX");
     if (!mkdtemp(dir)) return 1;
     sdpa_ring();
+    killed_rank();
     embed();
+    classify_eval();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) printf("test_mpi_cli: could not remove %s\n", dir);

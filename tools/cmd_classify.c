@@ -1,5 +1,6 @@
 /* attn classify: image classification with a Hugging Face ViT checkpoint. */
 #include "cli.h"
+#include "mpi_cli.h"
 #include "progress.h"
 
 #include "attn_image.h"
@@ -468,9 +469,18 @@ static int run_eval(runner *r, results *res, const char *img_path, const char *l
         if (logits_out) res->all_logits = (float *)malloc(sizeof(float) * (size_t)(N * L));
         if (!res->pred || (logits_out && !res->all_logits)) rc = cli_error("out of memory");
     }
+    /* under mpirun: this rank's whole batches, gathered on rank 0, which reports (tools/mpi_cli.c) */
+    int me = 0, P = 1;
+    int64_t s0 = 0, s1 = N;
+    if (cli_mpi_launched() && cli_mpi_job_begin(&me, &P) != CLI_OK) rc = CLI_FAIL;
+    if (P > 1) {
+        cli_mpi_batch_range(N, r->batch, P, me, &s0, &s1);
+        res->done = s0;
+        res->bar.on = 0;
+    }
     double t0 = now_s();
     cli_progress_restart(&res->bar, (double)N);
-    for (int64_t i = 0; i < N && rc == CLI_OK; i++) {
+    for (int64_t i = s0; i < s1 && rc == CLI_OK; i++) {
         attn_image view;
         char name[64];
         snprintf(name, sizeof name, "item %lld", (long long)i);
@@ -479,8 +489,12 @@ static int run_eval(runner *r, results *res, const char *img_path, const char *l
     }
     if (rc == CLI_OK) rc = runner_flush(r, on_logits, res);
     cli_progress_end(&res->bar);
+    if (P > 1) {
+        rc = cli_mpi_gather_rows(rc, res->pred, sizeof(int64_t), N, r->batch);
+        if (logits_out) rc = cli_mpi_gather_rows(rc, res->all_logits, sizeof(float) * (size_t)L, N, r->batch);
+    }
     double dt = now_s() - t0;
-    if (rc == CLI_OK) rc = eval_report(r, res, &lb, N, dt, confusion, cfmt, logits_out);
+    if (rc == CLI_OK && me == 0) rc = eval_report(r, res, &lb, N, dt, confusion, cfmt, logits_out);
     attn_idx_free(&im);
     attn_idx_free(&lb);
     return rc;
@@ -666,5 +680,5 @@ int cmd_classify(int argc, char **argv) {
         rc = classify_run(&c, &f, afmt, cfmt);
     }
     free(c.paths);
-    return cli_outputs_finish(&outs, rc);
+    return cli_mpi_job_finish(&outs, rc); /* cli_outputs_finish, agreed over the ranks under mpirun */
 }

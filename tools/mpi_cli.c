@@ -20,7 +20,25 @@ int cli_embed_mpi(cli_texts *texts, const char *model, const char *outp, int64_t
     return cli_outputs_finish(outs, cli_error("this attn was built without MPI"));
 }
 
-#else
+int cli_mpi_job_begin(int *me, int *P) {
+    *me = 0, *P = 1;
+    return cli_error("this attn was built without MPI");
+}
+
+int cli_mpi_gather_rows(int rc, void *buf, size_t row_bytes, int64_t n, int64_t batch) { return rc; }
+
+int cli_mpi_job_finish(cli_outputs *outs, int rc) { return cli_outputs_finish(outs, rc); }
+
+#endif
+
+void cli_mpi_batch_range(int64_t n, int64_t batch, int P, int r, int64_t *s0, int64_t *s1) {
+    int64_t nb = batch > 0 ? (n + batch - 1) / batch : 0;
+    int64_t a = nb * r / P * batch, b = nb * (r + 1) / P * batch;
+    *s0 = a < n ? a : n;
+    *s1 = b < n ? b : n;
+}
+
+#ifdef ATTN_HAVE_MPI
 
 #include "attn_bert.h"
 #include "attn_mpi.h"
@@ -58,6 +76,51 @@ static int mpi_end(int me, int agreed, int local, cli_outputs *outs) {
     if (MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD) != MPI_SUCCESS) rc = CLI_FAIL;
     MPI_Finalize();
     return rc;
+}
+
+static int job_begun;
+
+int cli_mpi_job_begin(int *me, int *P) {
+    int rc = mpi_begin(me, P);
+    if (rc == CLI_OK) job_begun = 1;
+    return rc;
+}
+
+int cli_mpi_gather_rows(int rc, void *buf, size_t row_bytes, int64_t n, int64_t batch) {
+    int me, P, ok = rc == CLI_OK, all_ok = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &P);
+    if ((double)n * (double)row_bytes > INT_MAX) ok = ok && !cli_error("%lld rows exceed one MPI gather", (long long)n);
+    int *cnt = malloc(sizeof(int) * (size_t)P), *disp = malloc(sizeof(int) * (size_t)P);
+    if (!cnt || !disp) ok = ok && !cli_error("out of memory");
+    if (MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS) all_ok = 0;
+    if (all_ok) {
+        for (int r = 0; r < P; r++) {
+            int64_t a, b;
+            cli_mpi_batch_range(n, batch, P, r, &a, &b);
+            cnt[r] = (int)((b - a) * (int64_t)row_bytes);
+            disp[r] = (int)(a * (int64_t)row_bytes);
+        }
+        char *base = buf;
+        int e = me == 0 ? MPI_Gatherv(MPI_IN_PLACE, 0, MPI_BYTE, buf, cnt, disp, MPI_BYTE, 0, MPI_COMM_WORLD)
+                        : MPI_Gatherv(base + disp[me], cnt[me], MPI_BYTE, NULL, NULL, NULL, MPI_BYTE, 0, MPI_COMM_WORLD);
+        if (e != MPI_SUCCESS) all_ok = !cli_error("MPI_Gatherv failed");
+    }
+    free(cnt), free(disp);
+    return all_ok ? CLI_OK : CLI_FAIL;
+}
+
+int cli_mpi_job_finish(cli_outputs *outs, int rc) {
+    if (!job_begun) return cli_outputs_finish(outs, rc);
+    int me, ok = rc == CLI_OK, all_ok = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    if (MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS) all_ok = 0;
+    int fin = me == 0 ? cli_outputs_finish(outs, all_ok ? CLI_OK : (rc != CLI_OK ? rc : CLI_FAIL))
+                      : cli_outputs_finish(outs, CLI_FAIL); /* only rank 0 commits */
+    if (MPI_Bcast(&fin, 1, MPI_INT, 0, MPI_COMM_WORLD) != MPI_SUCCESS) fin = CLI_FAIL;
+    MPI_Finalize();
+    job_begun = 0;
+    return fin;
 }
 
 /* t (2..4 dims) as [B, H, L, X], then rows of this rank's shard along L (a view) */

@@ -28,4 +28,26 @@ int cli_sdpa_ring(const char *qp, const char *kp, const char *vp, int layout, co
  * returns the agreed exit status. */
 int cli_embed_mpi(cli_texts *texts, const char *model, const char *outp, int64_t batch, cli_outputs *outs);
 
+/* Data-parallel jobs over items in fixed batches (classify --eval): under mpirun every rank runs
+ * the whole verb on its run of whole batches, rank 0 reports and writes.
+ * cli_mpi_job_begin: MPI_Init (once) and this rank and the rank count; CLI_OK or CLI_FAIL. */
+int cli_mpi_job_begin(int *me, int *P);
+
+/* cli_mpi_batch_range: rank r's items [*s0, *s1) of n items when whole batches of `batch` go to
+ * the P ranks in order, as evenly as whole batches allow (each rank runs exactly the batches one
+ * process would, so the results are bit-identical to one process). */
+void cli_mpi_batch_range(int64_t n, int64_t batch, int P, int r, int64_t *s0, int64_t *s1);
+
+/* cli_mpi_gather_rows: collective: rc (this rank's CLI status) agreed (CLI_FAIL on every rank when
+ * any rank failed; the failing rank printed its own message); then rows [s0, s1) of every rank's
+ * buf (n rows of row_bytes, ranges from cli_mpi_batch_range) gathered into rank 0's buf, in
+ * place. Returns the agreed status. */
+int cli_mpi_gather_rows(int rc, void *buf, size_t row_bytes, int64_t n, int64_t batch);
+
+/* cli_mpi_job_finish: the end of a verb that may have begun a job: without one,
+ * cli_outputs_finish(outs, rc); with one, rc agreed over the ranks, rank 0 commits or removes
+ * its outputs, the other ranks remove their staging files, MPI_Finalize, and every rank returns
+ * rank 0's final status. */
+int cli_mpi_job_finish(cli_outputs *outs, int rc);
+
 #endif

@@ -130,6 +130,10 @@ static void sdpa_ring(void) {
                        "-o", path("x.npy"), NULL};
     rc = run1(NULL, d);
     CHECK(rc == 2 && strstr(err, "--window does not apply to --ring"), "--ring --window: exit %d: %s", rc, err);
+    const char *e[] = {"sdpa", "--layout", "contiguous", "-q", path("s.npy"), "-k", path("s.npy"), "-v", path("s.npy"),
+                       "-o", path("x.npy"), NULL};
+    rc = run1(NULL, e);
+    CHECK(rc == 2 && strstr(err, "--layout applies to --ring only"), "--layout without --ring: exit %d: %s", rc, err);
 }
 
 static void embed(void) {

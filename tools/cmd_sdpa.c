@@ -14,7 +14,7 @@ typedef struct {
     const char *qp, *kp, *vp, *mp, *op, *wp;
     attn_sdpa_params p;
     int window_set, impl, dtype; /* impl: -1 = not given; dtype: 0 auto, 1 fp32, 2 bf16, 3 fp16 */
-    int ring, layout;            /* --ring, --layout (0 striped, 1 contiguous) */
+    int ring, layout;            /* --ring, --layout (-1 not given, 0 striped, 1 contiguous) */
     /* --variant and its options (vopt: the last variant-only option seen; given: which ones) */
     const char *variant, *kpmp, *vopt;
     unsigned given;
@@ -396,6 +396,7 @@ int cmd_sdpa(int argc, char **argv) {
     memset(&s, 0, sizeof s);
     s.p = attn_sdpa_params_default();
     s.impl = -1;
+    s.layout = -1; /* --layout not given */
     s.var = attn_variant_params_default(ATTN_VARIANT_EXACT);
     int rc = cli_parse(argc, argv, "sdpa", options, &s, NULL, NULL, NULL, usage);
     if (rc != CLI_OK) return cli_parsed(rc);
@@ -418,9 +419,10 @@ int cmd_sdpa(int argc, char **argv) {
         const char *bad = s.variant ? "--variant" : s.mp ? "--mask" : s.window_set ? "--window" : s.wp ? "--weights"
                           : s.dtype > 1 ? "--dtype other than fp32" : NULL;
         if (bad) return cli_outputs_finish(&outs, cli_usage_error("sdpa", "%s does not apply to --ring", bad));
-        /* attn_ring_layout: 0 contiguous, 1 striped */
-        return cli_sdpa_ring(qp, kp, vp, s.layout == 0 ? 1 : 0, &s.p, &outs);
+        /* attn_ring_layout: 0 contiguous, 1 striped (the default) */
+        return cli_sdpa_ring(qp, kp, vp, s.layout == 1 ? 0 : 1, &s.p, &outs);
     }
+    if (s.layout >= 0) return cli_outputs_finish(&outs, cli_usage_error("sdpa", "--layout applies to --ring only"));
     sdpa_inputs in;
     memset(&in, 0, sizeof in);
     rc = load_inputs(&in, &s);

@@ -141,6 +141,7 @@ install: all $(BUILD)/attn.pc
 	install -m 755 $(BUILD)/libattn.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 $(BUILD)/attn.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 	install -m 755 $(BUILD)/attn $(DESTDIR)$(PREFIX)/bin/
+	$(if $(MPI_LIBA),install -m 644 $(MPI_LIBA) $(DESTDIR)$(PREFIX)/lib/ && install -m 755 $(BUILD)/libattn_mpi.so $(DESTDIR)$(PREFIX)/lib/)
 
 clean:
 	rm -rf $(BUILD) build-san

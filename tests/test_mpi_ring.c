@@ -252,6 +252,33 @@ static void errors(void) {
     }
 }
 
+/* attn_mpi_split_by_size and attn_ring_shard: pure functions, checked by hand-computed splits */
+static void splits(void) {
+    int64_t st[5];
+    const int64_t a[4] = {10, 0, 0, 10}; /* weights 11, 1, 1, 11: midpoints 5.5, 11.5 | 12.5, 18.5 of 24 */
+    CHECK_OK(attn_mpi_split_by_size(a, 4, 2, st));
+    CHECK(st[0] == 0 && st[1] == 2 && st[2] == 4, "split {10,0,0,10} / 2: %lld %lld %lld", (long long)st[0],
+          (long long)st[1], (long long)st[2]);
+    const int64_t z[10] = {0};
+    CHECK_OK(attn_mpi_split_by_size(z, 10, 3, st));
+    CHECK(st[0] == 0 && st[1] == 3 && st[2] == 7 && st[3] == 10, "split 10 equal / 3: %lld %lld %lld %lld",
+          (long long)st[0], (long long)st[1], (long long)st[2], (long long)st[3]);
+    CHECK_OK(attn_mpi_split_by_size(z, 2, 4, st)); /* more ranks than items: some get none */
+    CHECK(st[0] == 0 && st[1] == 0 && st[2] == 1 && st[3] == 1 && st[4] == 2, "split 2 / 4: %lld %lld %lld %lld %lld",
+          (long long)st[0], (long long)st[1], (long long)st[2], (long long)st[3], (long long)st[4]);
+    const int64_t neg[2] = {1, -1};
+    CHECK_ERR(attn_mpi_split_by_size(neg, 2, 2, st), ATTN_E_INVALID);
+    int64_t n, f, step;
+    CHECK_OK(attn_ring_shard(ATTN_RING_STRIPED, 10, 4, 1, &n, &f, &step));
+    CHECK(n == 3 && f == 1 && step == 4, "striped 10 / 4, rank 1: %lld from %lld step %lld", (long long)n, (long long)f,
+          (long long)step);
+    CHECK_OK(attn_ring_shard(ATTN_RING_STRIPED, 10, 4, 3, &n, &f, &step));
+    CHECK(n == 2, "striped 10 / 4, rank 3: %lld", (long long)n);
+    CHECK_OK(attn_ring_shard(ATTN_RING_CONTIGUOUS, 10, 4, 2, &n, &f, &step));
+    CHECK(n == 2 && f == 6 && step == 1, "contiguous 10 / 4, rank 2: %lld from %lld", (long long)n, (long long)f);
+    CHECK_ERR(attn_ring_shard(ATTN_RING_STRIPED, 10, 4, 4, &n, &f, &step), ATTN_E_INVALID);
+}
+
 int main(int argc, char **argv) {
     attn_test_name = "test_mpi_ring";
     /* before MPI_Init: a clear error, not a crash */
@@ -291,6 +318,7 @@ int main(int argc, char **argv) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
     free(qlens);
+    splits();
     balance();
     errors();
     /* every rank's counts into rank 0's RESULT line */

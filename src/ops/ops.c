@@ -1,7 +1,9 @@
 /* Linear, norms, activations, softmax, embedding and feed-forward (see attn_ops.h). */
 #include "attn_ops.h"
 #include "core/internal.h"
+#include "core/pool.h"
 #include "core/simd_math.h"
+#include "ops/quant_internal.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -56,6 +58,49 @@ static int attn__vec_param(const attn_tensor *p, int64_t n, const char *op, cons
 
 /* ---------------------------------------------------------------- linear */
 
+/* y = x · Wᵀ cut into `pieces` balanced pieces (rows of x, or 16-wide units of W's rows) */
+typedef struct {
+    float *o;
+    const float *x, *w;
+    int64_t M, N, K;
+    int by_rows;
+    int64_t pieces;
+} attn__linear_job;
+
+static void attn__linear_piece(void *p, int64_t lo, int64_t hi, int tid) {
+    const attn__linear_job *j = (const attn__linear_job *)p;
+    const int64_t units = j->by_rows ? j->M : (j->N + 15) / 16;
+    for (int64_t i = lo; i < hi; i++) {
+        int64_t a = units * i / j->pieces, b = units * (i + 1) / j->pieces;
+        if (!j->by_rows) {
+            a *= 16;
+            b = b * 16 < j->N ? b * 16 : j->N;
+        }
+        if (a >= b) continue;
+        if (j->by_rows)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(b - a), (int)j->N, (int)j->K, 1.0f, j->x + a * j->K, (int)j->K,
+                        j->w, (int)j->K, 0.0f, j->o + a * j->N, (int)j->N);
+        else
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)j->M, (int)(b - a), (int)j->K, 1.0f, j->x, (int)j->K, j->w + a * j->K,
+                        (int)j->K, 0.0f, j->o + a, (int)j->N);
+    }
+}
+
+void attn__sgemm_split(float *y, const float *x, const float *w, int64_t M, int64_t N, int64_t K, int nt, int allow_rows) {
+    if (nt <= 1) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, x, (int)K, w, (int)K, 0.0f, y, (int)N);
+        return;
+    }
+    /* pieces taken by attn's threads (core/pool.h), about 4 a thread (a thread that loses its
+     * core holds back one piece); by rows, pieces of >= 32 rows, since each piece packs all of W */
+    attn__linear_job j = {y, x, w, M, N, K, allow_rows && M >= 8 * nt, 0};
+    const int64_t units = j.by_rows ? M : (N + 15) / 16;
+    int64_t pieces = 4 * (int64_t)nt;
+    if (j.by_rows && pieces > M / 32) pieces = M / 32 > nt ? M / 32 : nt;
+    j.pieces = pieces < units ? pieces : units;
+    attn__pool_for(j.pieces, 1, nt, attn__linear_piece, &j);
+}
+
 int attn_linear(attn_tensor *out, const attn_tensor *x, const attn_tensor *w, const attn_tensor *b) {
     const char *op = "linear";
     ATTN_TRY(attn__need_f32(out, op, "out"));
@@ -84,26 +129,8 @@ int attn_linear(attn_tensor *out, const attn_tensor *x, const attn_tensor *w, co
     int nt = attn_get_num_threads(); /* also puts OpenBLAS in single-thread mode */
     if (in == 0) {
         memset(o, 0, sizeof(float) * (size_t)(M * of));
-    } else if (nt > 1 && (double)M * (double)of * (double)in >= 1e6) {
-        /* split the GEMM across attn's threads: by rows of x when there are enough, else by
-         * output features (rows of W); each piece is one single-threaded OpenBLAS call */
-        int by_rows = M >= 8 * nt;
-        int64_t total = by_rows ? M : of, chunk = (total + nt - 1) / nt;
-        if (!by_rows) chunk = (chunk + 15) / 16 * 16;
-#pragma omp parallel for num_threads(nt) schedule(static)
-        for (int t = 0; t < nt; t++) {
-            int64_t a = t * chunk, b = a + chunk < total ? a + chunk : total;
-            if (a >= b) continue;
-            if (by_rows)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(b - a), (int)of, (int)in, 1.0f, xp + a * in,
-                            (int)in, wp, (int)in, 0.0f, o + a * of, (int)of);
-            else
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)(b - a), (int)in, 1.0f, xp, (int)in,
-                            wp + a * in, (int)in, 0.0f, o + a, (int)of);
-        }
     } else {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)of, (int)in, 1.0f, xp, (int)in, wp, (int)in,
-                    0.0f, o, (int)of);
+        attn__sgemm_split(o, xp, wp, M, of, in, (double)M * (double)of * (double)in >= 1e6 ? nt : 1, 1);
     }
     if (b) {
         const float *bb = (const float *)b->data;
@@ -125,20 +152,23 @@ int attn_linear(attn_tensor *out, const attn_tensor *x, const attn_tensor *w, co
 
 /* ---------------------------------------------------------------- norms */
 
-static int attn__norm(attn_tensor *out, const attn_tensor *x, const attn_tensor *gamma, const attn_tensor *beta,
-                      float eps, int rms) {
-    const char *op = rms ? "rmsnorm" : "layernorm";
-    ATTN_TRY(attn__need_f32(out, op, "out"));
-    ATTN_TRY(attn__need_f32(x, op, "x"));
-    ATTN_TRY(attn__same_shape(out, x, op));
-    int64_t E = x->shape[x->ndim - 1];
-    ATTN_TRY(attn__vec_param(gamma, E, op, rms ? "weight" : "gamma"));
-    ATTN_TRY(attn__vec_param(beta, E, op, "beta"));
-    if (!(eps >= 0.0f) || !isfinite(eps)) return attn_set_error(ATTN_E_INVALID, "%s: eps must be finite and >= 0", op);
-    int64_t R = attn__rows(x);
-    int64_t xs = x->stride[x->ndim - 1], os = out->stride[out->ndim - 1];
-#pragma omp parallel for schedule(static) num_threads(attn_get_num_threads()) if (R * E >= (1 << 16))
-    for (int64_t r = 0; r < R; r++) {
+typedef struct {
+    attn_tensor *out;
+    const attn_tensor *x, *gamma, *beta;
+    float eps;
+    int rms;
+    int64_t E, xs, os;
+} attn__norm_job;
+
+/* rows [lo, hi) of a LayerNorm / RMSNorm (each row on its own: any split gives the same bits) */
+static void attn__norm_rows(void *p, int64_t lo, int64_t hi, int tid) {
+    const attn__norm_job *j = (const attn__norm_job *)p;
+    attn_tensor *out = j->out;
+    const attn_tensor *x = j->x, *gamma = j->gamma, *beta = j->beta;
+    const float eps = j->eps;
+    const int rms = j->rms;
+    const int64_t E = j->E, xs = j->xs, os = j->os;
+    for (int64_t r = lo; r < hi; r++) {
         const float *xr = attn__row(x, r);
         float *orow = attn__row(out, r);
         double mean = 0.0, var = 0.0;
@@ -187,6 +217,22 @@ static int attn__norm(attn_tensor *out, const attn_tensor *x, const attn_tensor 
             orow[e * os] = (float)y;
         }
     }
+}
+
+static int attn__norm(attn_tensor *out, const attn_tensor *x, const attn_tensor *gamma, const attn_tensor *beta,
+                      float eps, int rms) {
+    const char *op = rms ? "rmsnorm" : "layernorm";
+    ATTN_TRY(attn__need_f32(out, op, "out"));
+    ATTN_TRY(attn__need_f32(x, op, "x"));
+    ATTN_TRY(attn__same_shape(out, x, op));
+    int64_t E = x->shape[x->ndim - 1];
+    ATTN_TRY(attn__vec_param(gamma, E, op, rms ? "weight" : "gamma"));
+    ATTN_TRY(attn__vec_param(beta, E, op, "beta"));
+    if (!(eps >= 0.0f) || !isfinite(eps)) return attn_set_error(ATTN_E_INVALID, "%s: eps must be finite and >= 0", op);
+    int64_t R = attn__rows(x);
+    int64_t xs = x->stride[x->ndim - 1], os = out->stride[out->ndim - 1];
+    attn__norm_job j = {out, x, gamma, beta, eps, rms, E, xs, os};
+    attn__pool_for(R, R * E >= (1 << 16) ? (16384 + E - 1) / (E > 0 ? E : 1) : R, 0, attn__norm_rows, &j);
     return ATTN_OK;
 }
 
@@ -254,6 +300,25 @@ static void attn__gelu_run(float *y, const float *x, int64_t n, attn__exp_n_fn e
     }
 }
 
+typedef struct {
+    attn_tensor *out;
+    const attn_tensor *x;
+    attn_activation act;
+    attn__exp_n_fn K;
+    int64_t E, xs, os;
+} attn__act_job;
+
+static void attn__act_rows(void *p, int64_t lo, int64_t hi, int tid) {
+    const attn__act_job *j = (const attn__act_job *)p;
+    for (int64_t r = lo; r < hi; r++) {
+        const float *xr = attn__row(j->x, r);
+        float *orow = attn__row(j->out, r);
+        if (j->K) attn__gelu_run(orow, xr, j->E, j->K);
+        else
+            for (int64_t e = 0; e < j->E; e++) orow[e * j->os] = attn__act(xr[e * j->xs], j->act);
+    }
+}
+
 int attn_activate(attn_tensor *out, const attn_tensor *x, attn_activation act) {
     const char *op = "activate";
     if (act < ATTN_ACT_RELU || act > ATTN_ACT_IDENTITY)
@@ -264,14 +329,8 @@ int attn_activate(attn_tensor *out, const attn_tensor *x, attn_activation act) {
     int64_t R = attn__rows(x), E = x->shape[x->ndim - 1];
     int64_t xs = x->stride[x->ndim - 1], os = out->stride[out->ndim - 1];
     const attn__exp_n_fn K = act == ATTN_ACT_GELU && (xs == 1 || E == 1) && (os == 1 || E == 1) ? attn__exp_n_best() : NULL;
-#pragma omp parallel for schedule(static) num_threads(attn_get_num_threads()) if (R * E >= (1 << 16))
-    for (int64_t r = 0; r < R; r++) {
-        const float *xr = attn__row(x, r);
-        float *orow = attn__row(out, r);
-        if (K) attn__gelu_run(orow, xr, E, K);
-        else
-            for (int64_t e = 0; e < E; e++) orow[e * os] = attn__act(xr[e * xs], act);
-    }
+    attn__act_job j = {out, x, act, K, E, xs, os};
+    attn__pool_for(R, R * E >= (1 << 16) ? (16384 + E - 1) / (E > 0 ? E : 1) : R, 0, attn__act_rows, &j);
     return ATTN_OK;
 }
 

@@ -3,15 +3,13 @@
 #include "attn_quant.h"
 #include "core/cpu.h"
 #include "core/internal.h"
+#include "core/pool.h"
 #include "ops/quant_internal.h"
 
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 const char *attn_qtype_name(attn_qtype t) {
     switch (t) {
@@ -263,36 +261,90 @@ const char *attn_quant_type_kernel_name(attn_qtype t) {
 #define XQ_STACK_BLOCKS 256 /* 10 KiB: one activation row of up to 8192 values */
 
 /* y[M, N] = x · Wᵀ with each weight row dequantized to float32 first, summed in float32 (f16 /
- * bf16 weights) or in float64 (f64: the reference kernel); threads over weight rows */
-static int dequant_matmul(float *y, const float *x, const uint8_t *W, size_t rb, attn_qtype t, int64_t M, int64_t N, int64_t K, int nt,
-                          int f64) {
-    int rc = ATTN_OK;
-#pragma omp parallel num_threads(nt)
-    {
-        float *row = (float *)malloc(sizeof(float) * (size_t)K);
-        if (!row) {
-#pragma omp atomic write
-            rc = ATTN_E_NOMEM;
-        }
-#pragma omp for schedule(static)
-        for (int64_t r = 0; r < N; r++) {
-            if (!row) continue;
-            dequant_row(row, W + (size_t)r * rb, t, K);
-            for (int64_t m = 0; m < M; m++) {
-                if (f64) {
-                    double acc = 0;
-                    for (int64_t i = 0; i < K; i++) acc += (double)row[i] * (double)x[m * K + i];
-                    y[m * N + r] = (float)acc;
-                } else {
-                    float acc = 0.0f;
-                    for (int64_t i = 0; i < K; i++) acc += row[i] * x[m * K + i];
-                    y[m * N + r] = acc;
-                }
+ * bf16 weights) or in float64 (f64: the reference kernel); threads over weight rows (one row
+ * buffer per thread, each output on its own: any split gives the same bits) */
+typedef struct {
+    float *y, *rows;
+    const float *x;
+    const uint8_t *W;
+    size_t rb;
+    attn_qtype t;
+    int64_t M, N, K;
+    int f64;
+} attn__dq_job;
+
+static void attn__dq_rows(void *p, int64_t lo, int64_t hi, int tid) {
+    const attn__dq_job *j = (const attn__dq_job *)p;
+    float *row = j->rows + (size_t)tid * (size_t)j->K;
+    const int64_t M = j->M, N = j->N, K = j->K;
+    const float *x = j->x;
+    for (int64_t r = lo; r < hi; r++) {
+        dequant_row(row, j->W + (size_t)r * j->rb, j->t, K);
+        for (int64_t m = 0; m < M; m++) {
+            if (j->f64) {
+                double acc = 0;
+                for (int64_t i = 0; i < K; i++) acc += (double)row[i] * (double)x[m * K + i];
+                j->y[m * N + r] = (float)acc;
+            } else {
+                float acc = 0.0f;
+                for (int64_t i = 0; i < K; i++) acc += row[i] * x[m * K + i];
+                j->y[m * N + r] = acc;
             }
         }
-        free(row);
     }
-    return rc ? attn_set_error(rc, "qmatmul: out of memory") : ATTN_OK;
+}
+
+static int dequant_matmul(float *y, const float *x, const uint8_t *W, size_t rb, attn_qtype t, int64_t M, int64_t N, int64_t K, int nt,
+                          int f64) {
+    nt = attn__pool_threads((double)M * (double)N * (double)K, nt);
+    if (nt > N) nt = (int)N;
+    attn__dq_job j = {y, (float *)malloc(sizeof(float) * (size_t)K * (size_t)nt), x, W, rb, t, M, N, K, f64};
+    if (!j.rows) return attn_set_error(ATTN_E_NOMEM, "qmatmul: out of memory");
+    int64_t chunk = N / (4 * (int64_t)nt);
+    attn__pool_for(N, chunk < 1 ? 1 : chunk, nt, attn__dq_rows, &j);
+    free(j.rows);
+    return ATTN_OK;
+}
+
+/* activation rows quantized on the pool */
+typedef struct {
+    attn__q8blk *xq;
+    const float *x;
+    attn__quantize_fn qf;
+    int64_t nb, K;
+} attn__q8_job;
+
+static void attn__q8_rows(void *p, int64_t lo, int64_t hi, int tid) {
+    const attn__q8_job *j = (const attn__q8_job *)p;
+    for (int64_t m = lo; m < hi; m++) j->qf(j->xq + m * j->nb, j->x + m * j->K, j->nb);
+}
+
+/* ---------------------------------------------------------------- row products on the pool */
+
+static void attn__rows_units(void *p, int64_t lo, int64_t hi, int tid) {
+    const attn__rows_job *j = (const attn__rows_job *)p;
+    int64_t a = lo * 16, b = hi * 16, base = 0;
+    for (int i = 0; i < j->count && a < b; i++) {
+        const int64_t rows = j->w[i].rows;
+        const int64_t r0 = a > base ? a - base : 0, r1 = b - base < rows ? b - base : rows;
+        if (r0 < r1) {
+            const size_t rb = attn_qtype_row_bytes(j->w[i].type, j->w[i].cols);
+            const uint8_t *W = (const uint8_t *)j->w[i].data;
+            if (attn__qtype_ext(j->w[i].type)) j->kfn(j->y[i], rows, j->xq, j->nb, j->M, W, rb, r0, r1, j->w[i].type);
+            else j->fn(j->y[i], rows, (const attn__q8blk *)j->xq, j->nb, j->M, W, rb, r0, r1, j->w[i].type);
+        }
+        base += rows;
+    }
+}
+
+void attn__rows_run(const attn__rows_job *j, int nt) {
+    int64_t total = 0;
+    for (int i = 0; i < j->count; i++) total += j->w[i].rows;
+    const int64_t units = (total + 15) / 16;
+    nt = attn__pool_threads((double)total * (double)j->w[0].cols * (double)j->M, nt);
+    /* about 4 chunks a thread: a thread that loses its core holds back one of them */
+    int64_t chunk = units / (4 * (int64_t)nt);
+    attn__pool_for(units, chunk < 1 ? 1 : chunk, nt, attn__rows_units, (void *)j);
 }
 
 int attn_qmatmul_kernel(float *y, const float *x, const attn_qmatrix *w, int64_t M, int n_threads, attn_qkernel k) {
@@ -310,15 +362,8 @@ int attn_qmatmul_kernel(float *y, const float *x, const attn_qmatrix *w, int64_t
     const size_t rb = attn_qtype_row_bytes(w->type, K);
     const uint8_t *W = (const uint8_t *)w->data;
     if (w->type == ATTN_QT_F32) {
-        attn_get_num_threads(); /* OpenBLAS single-threaded */
-        int64_t chunk = ((N + nt - 1) / nt + 15) / 16 * 16;
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && M * N * K >= 1000000)
-        for (int t = 0; t < nt; t++) {
-            int64_t a = t * chunk, b = a + chunk < N ? a + chunk : N;
-            if (a < b)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)(b - a), (int)K, 1.0f, x, (int)K,
-                            (const float *)W + a * K, (int)K, 0.0f, y + a, (int)N);
-        }
+        /* OpenBLAS, split by rows of W across attn's threads above 1e6 multiply-adds */
+        attn__sgemm_split(y, x, (const float *)W, M, N, K, nt > 1 && M * N * K >= 1000000 ? nt : 1, 0);
         return ATTN_OK;
     }
     if (w->type == ATTN_QT_F16 || w->type == ATTN_QT_BF16) return dequant_matmul(y, x, W, rb, w->type, M, N, K, nt, 0);
@@ -335,21 +380,15 @@ int attn_qmatmul_kernel(float *y, const float *x, const attn_qmatrix *w, int64_t
     attn__qdot_fn fn = kernel_fn(k);
     attn__quantize_fn qf = quantize_fn(k);
     if (nt > 1 && M * nb >= 256) {
-#pragma omp parallel for num_threads(nt) schedule(static)
-        for (int64_t m = 0; m < M; m++) qf(xq + m * nb, x + m * K, nb);
+        attn__q8_job qj = {xq, x, qf, nb, K};
+        attn__pool_for(M, 1, nt, attn__q8_rows, &qj);
     } else {
         for (int64_t m = 0; m < M; m++) qf(xq + m * nb, x + m * K, nb);
     }
-    if (nt > 1 && N * nb * M >= 4096) {
-        int64_t chunk = ((N + nt - 1) / nt + 15) / 16 * 16;
-#pragma omp parallel for num_threads(nt) schedule(static)
-        for (int t = 0; t < nt; t++) {
-            int64_t a = t * chunk, b = a + chunk < N ? a + chunk : N;
-            if (a < b) fn(y, N, xq, nb, M, W, rb, a, b, w->type);
-        }
-    } else {
-        fn(y, N, xq, nb, M, W, rb, 0, N, w->type);
-    }
+    attn_qmatrix w1 = *w;
+    float *const ys[1] = {y};
+    const attn__rows_job j = {1, ys, &w1, xq, nb, M, fn, NULL};
+    attn__rows_run(&j, nt > 1 && N * nb * M >= 4096 ? nt : 1);
     if (xq != xq_small) free(xq);
     return ATTN_OK;
 }
@@ -372,7 +411,6 @@ int attn_qmatmul_n(float *const *y, const float *x, const attn_qmatrix *w, int c
     for (int64_t i = 0; i < M * K; i++)
         if (!isfinite(x[i])) return attn_set_error(ATTN_E_RANGE, "qmatmul: x[%lld] is not finite", (long long)i);
     if (attn_qtype_block(w[0].type) == 256) return attn__qmatmul_n_k(y, x, w, count, M, n_threads > 0 ? n_threads : attn_get_num_threads());
-    attn__kdot_fn kfn = attn__kdot_for(ATTN_QK_AUTO);
     attn__q8blk xq_small[XQ_STACK_BLOCKS];
     attn__q8blk *xq = M * nb <= XQ_STACK_BLOCKS ? xq_small : (attn__q8blk *)malloc(sizeof(attn__q8blk) * (size_t)(M * nb));
     if (!xq) return attn_set_error(ATTN_E_NOMEM, "qmatmul: out of memory");
@@ -380,22 +418,9 @@ int attn_qmatmul_n(float *const *y, const float *x, const attn_qmatrix *w, int c
     attn__quantize_fn qf = quantize_fn(ATTN_QK_AUTO);
     for (int64_t m = 0; m < M; m++) qf(xq + m * nb, x + m * K, nb);
     attn__qdot_fn fn = kernel_fn(ATTN_QK_AUTO);
-    int64_t total = 0;
-    for (int i = 0; i < count; i++) total += w[i].rows;
-    /* one parallel region for all matrices: thread t takes rows [a, b) of their concatenation */
-    int64_t chunk = ((total + nt - 1) / nt + 15) / 16 * 16;
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-    for (int t = 0; t < nt; t++) {
-        int64_t a = t * chunk, b = a + chunk < total ? a + chunk : total, base = 0;
-        for (int i = 0; i < count && a < b; i++) {
-            int64_t lo = a > base ? a - base : 0, hi = b - base < w[i].rows ? b - base : w[i].rows;
-            if (lo < hi && attn__qtype_ext(w[i].type))
-                kfn(y[i], w[i].rows, xq, nb, M, (const uint8_t *)w[i].data, attn_qtype_row_bytes(w[i].type, K), lo, hi, w[i].type);
-            else if (lo < hi)
-                fn(y[i], w[i].rows, xq, nb, M, (const uint8_t *)w[i].data, attn_qtype_row_bytes(w[i].type, K), lo, hi, w[i].type);
-            base += w[i].rows;
-        }
-    }
+    /* one job for all matrices: the threads take 16-row units of their concatenation */
+    const attn__rows_job j = {count, y, w, xq, nb, M, fn, attn__kdot_for(ATTN_QK_AUTO)};
+    attn__rows_run(&j, nt);
     if (xq != xq_small) free(xq);
     return ATTN_OK;
 }

@@ -66,6 +66,25 @@ typedef void (*attn__kdot_fn)(float *y, int64_t ldy, const void *xq, int64_t nb,
 attn__kdot_fn attn__kdot_avx2(void); /* NULL when not compiled for x86 */
 /* the products of kernel k (AUTO: the chosen one) for the ext types */
 attn__kdot_fn attn__kdot_for(attn_qkernel k);
+/* y[M, N] = x[M, K] · w[N, K]ᵀ with OpenBLAS (single-threaded calls), cut into pieces run on
+ * attn's thread pool when nt > 1: by rows of x when allow_rows and M >= 8·nt, else by 16-row
+ * units of w; nt == 1: one call (ops.c) */
+void attn__sgemm_split(float *y, const float *x, const float *w, int64_t M, int64_t N, int64_t K, int nt, int allow_rows);
+/* Row products of `count` (1..8) matrices sharing one quantized activation xq (M rows of nb
+ * blocks), run on attn's thread pool: the rows of the matrices' concatenation are cut into
+ * 16-row units (chunks start on a multiple of 16, as the kernels' row tiles do, so any split
+ * gives the same bits as one call); ext types go through kfn, the others through fn. Below
+ * ATTN__POOL_MIN_COST multiply-adds (or nt == 1) it runs on the calling thread. */
+typedef struct {
+    int count;
+    float *const *y;
+    const attn_qmatrix *w;
+    const void *xq;
+    int64_t nb, M;
+    attn__qdot_fn fn;
+    attn__kdot_fn kfn;
+} attn__rows_job;
+void attn__rows_run(const attn__rows_job *j, int nt);
 /* attn_qmatmul_n for K-quant matrices (validated; x finite): x quantized to Q8_K once */
 int attn__qmatmul_n_k(float *const *y, const float *x, const attn_qmatrix *w, int count, int64_t M, int nt);
 /* 1 when kernel k resolves to the AVX2 code for the ext types */

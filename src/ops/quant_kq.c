@@ -309,29 +309,17 @@ int attn__qmatmul_n_k(float *const *y, const float *x, const attn_qmatrix *w, in
     attn__q8k *xq = need <= sizeof small ? (attn__q8k *)(void *)small : (attn__q8k *)malloc(need);
     if (!xq) return attn_set_error(ATTN_E_NOMEM, "qmatmul: out of memory");
     for (int64_t m = 0; m < M; m++) attn__quantize_q8k(xq + m * nb, x + m * K, nb);
-    attn__kdot_fn fn = attn__kdot_for(ATTN_QK_AUTO);
-    int64_t total = 0;
-    for (int i = 0; i < count; i++) total += w[i].rows;
-    int64_t chunk = ((total + nt - 1) / nt + 15) / 16 * 16;
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-    for (int t = 0; t < nt; t++) {
-        int64_t a = t * chunk, b = a + chunk < total ? a + chunk : total, base = 0;
-        for (int i = 0; i < count && a < b; i++) {
-            int64_t lo = a > base ? a - base : 0, hi = b - base < w[i].rows ? b - base : w[i].rows;
-            if (lo < hi) fn(y[i], w[i].rows, xq, nb, M, (const uint8_t *)w[i].data, attn_qtype_row_bytes(w[i].type, K), lo, hi, w[i].type);
-            base += w[i].rows;
-        }
-    }
+    const attn__rows_job j = {count, y, w, xq, nb, M, NULL, attn__kdot_for(ATTN_QK_AUTO)};
+    attn__rows_run(&j, nt);
     if ((void *)xq != (void *)small) free(xq);
     return ATTN_OK;
 }
 
 int attn__qmatmul_ext(float *y, const float *x, const attn_qmatrix *w, int64_t M, int nt, attn_qkernel k) {
-    const int64_t N = w->rows, K = w->cols;
+    const int64_t K = w->cols;
     const int kq = attn_qtype_block(w->type) == 256;
     const int64_t nb = K / (kq ? 256 : 32);
-    const size_t rb = attn_qtype_row_bytes(w->type, K), xbs = kq ? sizeof(attn__q8k) : sizeof(attn__q8blk);
-    const uint8_t *W = (const uint8_t *)w->data;
+    const size_t xbs = kq ? sizeof(attn__q8k) : sizeof(attn__q8blk);
     k = attn__resolve_kernel(k);
     attn__kdot_fn fn = attn__kdot_for(k);
     _Alignas(32) unsigned char small[XQ_STACK_BYTES];
@@ -342,16 +330,10 @@ int attn__qmatmul_ext(float *y, const float *x, const attn_qmatrix *w, int64_t M
         if (kq) attn__quantize_q8k((attn__q8k *)xq + m * nb, x + m * K, nb);
         else attn__quantize_row_q8((attn__q8blk *)xq + m * nb, x + m * K, nb, k);
     }
-    if (nt > 1 && N * K * M >= 65536) {
-        int64_t chunk = ((N + nt - 1) / nt + 15) / 16 * 16;
-#pragma omp parallel for num_threads(nt) schedule(static)
-        for (int t = 0; t < nt; t++) {
-            int64_t a = t * chunk, b = a + chunk < N ? a + chunk : N;
-            if (a < b) fn(y, N, xq, nb, M, W, rb, a, b, w->type);
-        }
-    } else {
-        fn(y, N, xq, nb, M, W, rb, 0, N, w->type);
-    }
+    attn_qmatrix w1 = *w;
+    float *const ys[1] = {y};
+    const attn__rows_job j = {1, ys, &w1, xq, nb, M, NULL, fn};
+    attn__rows_run(&j, nt);
     if (xq != (void *)small) free(xq);
     return ATTN_OK;
 }

@@ -7,6 +7,7 @@
  * used, so that the bytes can equal llama.cpp's. See include/attn_quant.h. */
 #include "attn_quant.h"
 #include "core/internal.h"
+#include "core/pool.h"
 #include "ops/quant_internal.h"
 
 #include <float.h>
@@ -572,6 +573,19 @@ static void quantize_row(uint8_t *dst, const float *x, int64_t cols, attn_qtype 
     }
 }
 
+typedef struct {
+    uint8_t *dst;
+    const float *x;
+    int64_t cols;
+    attn_qtype t;
+    size_t rb;
+} attn__qrows_job;
+
+static void attn__qrows(void *p, int64_t lo, int64_t hi, int tid) {
+    const attn__qrows_job *j = (const attn__qrows_job *)p;
+    for (int64_t r = lo; r < hi; r++) quantize_row(j->dst + (size_t)r * j->rb, j->x + r * j->cols, j->cols, j->t);
+}
+
 int attn_quantize_rows(void *dst, const float *x, int64_t n, int64_t cols, attn_qtype t, int n_threads) {
     if (attn_qtype_block(t) == 0) return attn_set_error(ATTN_E_INVALID, "quantize: unknown type %d", (int)t);
     if (n < 0 || cols < 0) return attn_set_error(ATTN_E_INVALID, "quantize: negative extent");
@@ -584,7 +598,7 @@ int attn_quantize_rows(void *dst, const float *x, int64_t n, int64_t cols, attn_
             return attn_set_error(ATTN_E_RANGE, "quantize: value %lld (row %lld) is not finite", (long long)i, (long long)(cols ? i / cols : 0));
     const size_t rb = attn_qtype_row_bytes(t, cols);
     const int nt = n_threads > 0 ? n_threads : attn_get_num_threads();
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 4) if (nt > 1 && n * cols >= 65536)
-    for (int64_t r = 0; r < n; r++) quantize_row((uint8_t *)dst + (size_t)r * rb, x + r * cols, cols, t);
+    attn__qrows_job j = {(uint8_t *)dst, x, cols, t, rb};
+    attn__pool_for(n, 4, nt > 1 && n * cols >= 65536 ? nt : 1, attn__qrows, &j);
     return ATTN_OK;
 }

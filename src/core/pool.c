@@ -1,0 +1,260 @@
+/* attn's thread pool: persistent workers, chunked jobs taken through one atomic counter,
+ * spin-then-futex waits (see core/pool.h).
+ *
+ * The job in flight is described by relaxed atomics (fn, ctx, n, chunk, chunk count, threads)
+ * and a 64-bit ticket: the job's generation in the high 32 bits, the next chunk in the low 32.
+ * A thread takes chunk i of generation g with a compare-and-swap (g, i) -> (g, i + 1); the
+ * description is only rewritten once every chunk of the previous job is done, so a successful
+ * swap proves the description it read belonged to g — a worker that wakes late, after its job
+ * ended, finds a newer generation and takes nothing from it by mistake. `done` counts finished
+ * chunks; the caller waits for it to reach the chunk count. */
+#include "core/pool.h"
+
+#include "attn_core.h"
+#include "core/internal.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#endif
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define ATTN__PAUSE() _mm_pause()
+#else
+#define ATTN__PAUSE() ((void)0)
+#endif
+
+static struct {
+    pthread_mutex_t lock; /* held by the application thread whose job is in flight */
+    _Atomic(attn__pool_fn) fn;
+    _Atomic(void *) ctx;
+    _Atomic int64_t n, chunk;
+    _Atomic uint32_t nchunks;
+    _Atomic int nt;
+    _Atomic uint64_t ticket;   /* generation << 32 | next chunk */
+    _Atomic uint32_t gen;      /* the generation published last (futex word of idle workers) */
+    _Atomic uint32_t done;     /* chunks finished (futex word of the waiting caller) */
+    _Atomic int sleepers;      /* workers asleep on gen */
+    _Atomic int caller_asleep; /* the caller sleeps on done */
+    _Atomic int shutdown;
+    int nworkers;
+    pthread_t workers[ATTN_MAX_THREADS];
+    long spin_ns;
+    _Atomic uint64_t n_parallel, n_serial;
+} attn__P = {.lock = PTHREAD_MUTEX_INITIALIZER, .spin_ns = -1};
+
+static _Thread_local int attn__tls_in_job;
+
+int attn__pool_in_job(void) { return attn__tls_in_job; }
+
+void attn__pool_stats(uint64_t *parallel_jobs, uint64_t *serial_jobs) {
+    if (parallel_jobs) *parallel_jobs = atomic_load(&attn__P.n_parallel);
+    if (serial_jobs) *serial_jobs = atomic_load(&attn__P.n_serial);
+}
+
+int attn__pool_threads(double cost, int nt) {
+    if (nt <= 0) nt = attn_get_num_threads();
+    return cost < ATTN__POOL_MIN_COST ? 1 : nt;
+}
+
+/* ---------------------------------------------------------------- waiting */
+
+static void attn__futex_wait(_Atomic uint32_t *w, uint32_t seen) {
+#ifdef __linux__
+    syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+#else
+    (void)w, (void)seen;
+    struct timespec ts = {0, 50000};
+    nanosleep(&ts, NULL);
+#endif
+}
+
+static void attn__futex_wake(_Atomic uint32_t *w, int count) {
+#ifdef __linux__
+    syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
+#else
+    (void)w, (void)count;
+#endif
+}
+
+static long attn__now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long)ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
+/* spin up to spin_ns while *w == seen; returns 1 if it changed */
+static int attn__spin(_Atomic uint32_t *w, uint32_t seen) {
+    const long limit = attn__P.spin_ns;
+    if (limit <= 0) return atomic_load_explicit(w, memory_order_acquire) != seen;
+    long t0 = 0;
+    for (unsigned i = 1;; i++) {
+        if (atomic_load_explicit(w, memory_order_acquire) != seen) return 1;
+        ATTN__PAUSE();
+        if ((i & 63) == 0) {
+            long t = attn__now_ns();
+            if (!t0) t0 = t;
+            else if (t - t0 > limit) return 0;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- running chunks */
+
+/* take and run chunks of generation g as participant tid until none is left */
+static void attn__take(uint32_t g, int tid) {
+    for (;;) {
+        uint64_t t = atomic_load_explicit(&attn__P.ticket, memory_order_acquire);
+        if ((uint32_t)(t >> 32) != g) return;
+        const uint32_t i = (uint32_t)t;
+        const uint32_t nch = atomic_load_explicit(&attn__P.nchunks, memory_order_relaxed);
+        if (i >= nch || tid >= atomic_load_explicit(&attn__P.nt, memory_order_relaxed)) return;
+        attn__pool_fn fn = atomic_load_explicit(&attn__P.fn, memory_order_relaxed);
+        void *ctx = atomic_load_explicit(&attn__P.ctx, memory_order_relaxed);
+        const int64_t n = atomic_load_explicit(&attn__P.n, memory_order_relaxed);
+        const int64_t chunk = atomic_load_explicit(&attn__P.chunk, memory_order_relaxed);
+        if (!atomic_compare_exchange_weak_explicit(&attn__P.ticket, &t, t + 1, memory_order_acq_rel, memory_order_acquire)) continue;
+        /* chunk i of g is ours: the values read above are g's (see the top of this file) */
+        const int64_t lo = (int64_t)i * chunk, hi = lo + chunk < n ? lo + chunk : n;
+        fn(ctx, lo, hi, tid);
+        if (atomic_fetch_add(&attn__P.done, 1) + 1 == nch && atomic_load(&attn__P.caller_asleep))
+            attn__futex_wake(&attn__P.done, 1);
+    }
+}
+
+typedef struct {
+    int tid;
+    uint32_t seen;
+} attn__worker_arg;
+
+static void *attn__worker(void *p) {
+    attn__worker_arg a = *(attn__worker_arg *)p;
+    free(p);
+    attn__tls_in_job = 1; /* anything a chunk calls runs serially on this worker */
+    for (;;) {
+        uint32_t g;
+        if (!attn__spin(&attn__P.gen, a.seen)) {
+            atomic_fetch_add(&attn__P.sleepers, 1);
+            while (atomic_load(&attn__P.gen) == a.seen && !atomic_load(&attn__P.shutdown)) attn__futex_wait(&attn__P.gen, a.seen);
+            atomic_fetch_sub(&attn__P.sleepers, 1);
+        }
+        if (atomic_load(&attn__P.shutdown)) return NULL;
+        g = atomic_load_explicit(&attn__P.gen, memory_order_acquire);
+        a.seen = g;
+        attn__take(g, a.tid);
+    }
+}
+
+/* grow the pool to `want` workers (under the lock); returns the count it has */
+static int attn__grow(int want) {
+    if (attn__P.spin_ns < 0) {
+        /* ATTN_POOL_SPIN_US: how long an idle thread spins before it sleeps (default 100 us) */
+        const char *e = getenv("ATTN_POOL_SPIN_US");
+        long us = e && *e ? strtol(e, NULL, 10) : 100;
+        attn__P.spin_ns = (us < 0 ? 0 : us > 1000000 ? 1000000 : us) * 1000L;
+    }
+    while (attn__P.nworkers < want) {
+        attn__worker_arg *a = (attn__worker_arg *)malloc(sizeof *a);
+        if (!a) break;
+        a->tid = attn__P.nworkers + 1;
+        a->seen = atomic_load(&attn__P.gen);
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setstacksize(&at, (size_t)8 << 20); /* as a main thread's: kernels keep blocks on the stack */
+        int rc = pthread_create(&attn__P.workers[attn__P.nworkers], &at, attn__worker, a);
+        pthread_attr_destroy(&at);
+        if (rc != 0) {
+            free(a);
+            break;
+        }
+        attn__P.nworkers++;
+    }
+    return attn__P.nworkers;
+}
+
+static void attn__serial(int64_t n, attn__pool_fn fn, void *ctx) {
+    atomic_fetch_add_explicit(&attn__P.n_serial, 1, memory_order_relaxed);
+    const int was = attn__tls_in_job;
+    attn__tls_in_job = 1;
+    fn(ctx, 0, n, 0);
+    attn__tls_in_job = was;
+}
+
+void attn__pool_for(int64_t n, int64_t chunk, int nt, attn__pool_fn fn, void *ctx) {
+    if (n <= 0 || !fn) return;
+    if (chunk < 1) chunk = 1;
+    if (chunk < n / 0x40000000) chunk = n / 0x40000000 + 1; /* the chunk count fits the ticket's 32 bits */
+    if (nt <= 0) nt = attn_get_num_threads();
+    const int64_t nch64 = (n + chunk - 1) / chunk;
+    if (nt > nch64) nt = (int)nch64;
+    if (nt <= 1 || attn__tls_in_job || pthread_mutex_trylock(&attn__P.lock) != 0) {
+        attn__serial(n, fn, ctx);
+        return;
+    }
+    nt = attn__grow(nt - 1) + 1 < nt ? attn__P.nworkers + 1 : nt;
+    if (nt <= 1) {
+        pthread_mutex_unlock(&attn__P.lock);
+        attn__serial(n, fn, ctx);
+        return;
+    }
+    atomic_fetch_add_explicit(&attn__P.n_parallel, 1, memory_order_relaxed);
+    const uint32_t nch = (uint32_t)nch64;
+    atomic_store_explicit(&attn__P.fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&attn__P.ctx, ctx, memory_order_relaxed);
+    atomic_store_explicit(&attn__P.n, n, memory_order_relaxed);
+    atomic_store_explicit(&attn__P.chunk, chunk, memory_order_relaxed);
+    atomic_store_explicit(&attn__P.nchunks, nch, memory_order_relaxed);
+    atomic_store_explicit(&attn__P.nt, nt, memory_order_relaxed);
+    atomic_store_explicit(&attn__P.done, 0, memory_order_relaxed);
+    const uint32_t g = atomic_load_explicit(&attn__P.gen, memory_order_relaxed) + 1;
+    atomic_store_explicit(&attn__P.ticket, (uint64_t)g << 32, memory_order_release);
+    atomic_store(&attn__P.gen, g);
+    if (atomic_load(&attn__P.sleepers) > 0) attn__futex_wake(&attn__P.gen, INT_MAX);
+    attn__tls_in_job = 1;
+    attn__take(g, 0);
+    attn__tls_in_job = 0;
+    /* wait for the chunks other threads hold: spin, then sleep until the last one wakes us */
+    uint32_t d = atomic_load_explicit(&attn__P.done, memory_order_acquire);
+    if (d != nch && !attn__spin(&attn__P.done, d)) {
+        atomic_store(&attn__P.caller_asleep, 1);
+        while ((d = atomic_load(&attn__P.done)) != nch) attn__futex_wait(&attn__P.done, d);
+        atomic_store(&attn__P.caller_asleep, 0);
+    }
+    while (atomic_load_explicit(&attn__P.done, memory_order_acquire) != nch) ATTN__PAUSE();
+    pthread_mutex_unlock(&attn__P.lock);
+}
+
+/* the workers end with the library (process exit, or dlclose of libattn.so): none may be left
+ * running code that is about to be unmapped */
+__attribute__((destructor)) static void attn__pool_fini(void) {
+    const char *e = getenv("ATTN_POOL_STATS");
+    if (e && *e == '1')
+        fprintf(stderr, "attn pool: %llu parallel jobs, %llu serial\n", (unsigned long long)atomic_load(&attn__P.n_parallel),
+                (unsigned long long)atomic_load(&attn__P.n_serial));
+    if (pthread_mutex_trylock(&attn__P.lock) != 0) return; /* a job is in flight on another thread: leave the workers */
+    atomic_store(&attn__P.shutdown, 1);
+    atomic_fetch_add(&attn__P.gen, 1);
+    attn__futex_wake(&attn__P.gen, INT_MAX);
+    for (int i = 0; i < attn__P.nworkers; i++) pthread_join(attn__P.workers[i], NULL);
+    attn__P.nworkers = 0;
+    pthread_mutex_unlock(&attn__P.lock);
+}
+
+/* a child of fork() has none of the parent's workers: it starts with an empty pool */
+static void attn__pool_atfork_child(void) {
+    pthread_mutex_init(&attn__P.lock, NULL);
+    attn__P.nworkers = 0;
+    atomic_store(&attn__P.sleepers, 0);
+    atomic_store(&attn__P.caller_asleep, 0);
+    attn__tls_in_job = 0;
+}
+
+__attribute__((constructor)) static void attn__pool_init(void) { pthread_atfork(NULL, NULL, attn__pool_atfork_child); }

@@ -1,0 +1,46 @@
+/* attn's thread pool (internal): one set of persistent workers shared by every parallel loop of
+ * the library (products, quantised products, fused attention, norms).
+ *
+ * A job is a range [0, n) cut into chunks of `chunk` indices. The caller publishes it and takes
+ * chunks itself; idle workers take the others through one atomic counter, so a thread that
+ * loses its core (a busy machine) holds back at most the chunk it is running, never a fixed
+ * share of the work decided up front. Workers wait for a job by spinning briefly (the next
+ * product of a decoding step usually follows within microseconds), then sleep on a futex; the
+ * caller waits for the last chunk the same way. Only one job runs at a time: a call made inside
+ * a job (nested) or while another application thread's job runs executes on the calling thread,
+ * serially, so nesting never deadlocks. n_threads == 1, a job of one chunk, or a cost below the
+ * threshold (attn__pool_threads) also run serially, as one call fn(ctx, 0, n, 0).
+ *
+ * Results are bit-identical between thread counts wherever fn computes each index independently
+ * of the range it is handed (the row kernels of attn_qmatmul, the fused attention's items):
+ * chunk boundaries never depend on the thread count, only which thread runs a chunk does. */
+#ifndef ATTN_CORE_POOL_H
+#define ATTN_CORE_POOL_H
+
+#include <stdint.h>
+
+/* one chunk [lo, hi) of a job, run by participant tid (0 = the caller, < the job's n_threads:
+ * an index into per-thread scratch) */
+typedef void (*attn__pool_fn)(void *ctx, int64_t lo, int64_t hi, int tid);
+
+/* Run fn over [0, n) in chunks of `chunk` (>= 1) on at most n_threads threads (<= 0: the
+ * attn_get_num_threads() count); returns when every chunk has run. n <= 0 does nothing. */
+void attn__pool_for(int64_t n, int64_t chunk, int n_threads, attn__pool_fn fn, void *ctx);
+
+/* Below this many multiply-adds (or comparable element operations) a step runs on one thread:
+ * handing a job to a sleeping worker costs a few microseconds, more than the work. */
+#define ATTN__POOL_MIN_COST 65536.0
+
+/* n_threads for a step of `cost` multiply-adds: 1 under ATTN__POOL_MIN_COST, else `nt`
+ * (<= 0: attn_get_num_threads()) */
+int attn__pool_threads(double cost, int nt);
+
+/* 1 while the calling thread runs inside a job (its nested calls run serially) */
+int attn__pool_in_job(void);
+
+/* counts since the process started: jobs handed to workers (each one hand-off and one wait:
+ * the synchronisation points) and jobs run serially. With ATTN_POOL_STATS=1 in the
+ * environment they are printed to stderr when the library is unloaded (process exit). */
+void attn__pool_stats(uint64_t *parallel_jobs, uint64_t *serial_jobs);
+
+#endif

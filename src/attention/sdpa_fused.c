@@ -75,14 +75,12 @@
 #include "attention/sdpa_internal.h"
 #include "core/cpu.h"
 #include "core/internal.h"
+#include "core/pool.h"
 
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #define FUSED_BQ 64          /* default query rows per tile */
 #define FUSED_ROW_CHUNK 256  /* keys per chunk in the row (decode) path */
@@ -566,6 +564,37 @@ static void attn__merge_row(const attn__fctx *c, int64_t r) {
     for (int64_t x = 0; x < Dv; x++) attn__store_f32(orow + (size_t)(x * os3) * oes, c->out_dt, acc[2 + x] * inv);
 }
 
+/* the parallel steps of attn__sdpa_fused_ex on the pool: tid picks the thread's scratch */
+typedef struct {
+    attn__fctx *c;
+    float *scratch;
+    size_t per;
+    int64_t rows;
+} attn__fjob;
+
+static void attn__fused_items(void *p, int64_t lo, int64_t hi, int tid) {
+    const attn__fjob *j = (const attn__fjob *)p;
+    attn__fctx *c = j->c;
+    float *scr = j->scratch + j->per * (size_t)tid;
+    for (int64_t it = lo; it < hi; it++) {
+        const int s = (int)(it % c->nsplit);
+        if (c->row_path) {
+            const int64_t r = it / c->nsplit;
+            attn__row_item(c, scr, r / (c->H * c->Lq), (r / c->Lq) % c->H, r % c->Lq, s);
+        } else {
+            const int64_t rest = it / c->nsplit;
+            const int64_t qb = c->nqb - 1 - rest % c->nqb; /* heaviest causal block first */
+            const int64_t bh = rest / c->nqb;
+            attn__tile_item(c, scr, bh / c->H, bh % c->H, qb, s);
+        }
+    }
+}
+
+static void attn__fused_merge(void *p, int64_t lo, int64_t hi, int tid) {
+    const attn__fjob *j = (const attn__fjob *)p;
+    for (int64_t r = lo; r < hi; r++) attn__merge_row(j->c, r);
+}
+
 int attn__sdpa_fused_ex(attn_tensor *out, attn_tensor *weights, const attn_tensor *q, const attn_tensor *k,
                         const attn_tensor *v, const attn_sdpa_params *p, const attn__fused_opts *opts) {
     attn__fctx c;
@@ -627,31 +656,13 @@ int attn__sdpa_fused_ex(attn_tensor *out, attn_tensor *weights, const attn_tenso
         }
     }
 
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-        const int tid = attn__omp_tid();
-        float *scr = scratch + per * (size_t)tid;
-        if (c.row_path) {
-#pragma omp for schedule(dynamic, 1)
-            for (int64_t it = 0; it < items; it++) {
-                const int s = (int)(it % c.nsplit);
-                const int64_t r = it / c.nsplit;
-                attn__row_item(&c, scr, r / (c.H * c.Lq), (r / c.Lq) % c.H, r % c.Lq, s);
-            }
-        } else {
-#pragma omp for schedule(dynamic, 1)
-            for (int64_t it = 0; it < items; it++) {
-                const int s = (int)(it % c.nsplit);
-                const int64_t rest = it / c.nsplit;
-                const int64_t qb = c.nqb - 1 - rest % c.nqb; /* heaviest causal block first */
-                const int64_t bh = rest / c.nqb;
-                attn__tile_item(&c, scr, bh / c.H, bh % c.H, qb, s);
-            }
-        }
-        if (c.nsplit > 1) {
-#pragma omp for schedule(static)
-            for (int64_t r = 0; r < rows; r++) attn__merge_row(&c, r);
-        }
+    /* items (a row or a query tile, times a key split) taken one at a time by attn's threads
+     * (core/pool.h); then, with split keys, the merge of each row's partial results */
+    attn__fjob job = {&c, scratch, per, rows};
+    attn__pool_for(items, 1, nt, attn__fused_items, &job);
+    if (c.nsplit > 1) {
+        int64_t chunk = rows / (4 * (int64_t)nt);
+        attn__pool_for(rows, chunk < 1 ? 1 : chunk, nt, attn__fused_merge, &job);
     }
     free(c.partial);
     free(scratch);

@@ -5,6 +5,7 @@
 #include "attn.h"
 #include "attn_ops.h"
 #include "core/pool.h"
+#include "ops/quant_internal.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -146,11 +147,169 @@ static void test_concurrent(void) {
     CHECK(ok[0] && ok[1] && ok[2], "3 application threads x 300 jobs at once: every index ran exactly once");
 }
 
+/* ---------------------------------------------------------------- skinny products */
+
+/* the weight a kernel reads, as float64 */
+static double wval(const void *W, attn_qtype t, size_t i) {
+    if (t == ATTN_QT_F16) return attn_f16_to_f32(((const uint16_t *)W)[i]);
+    if (t == ATTN_QT_BF16) return attn_bf16_to_f32(((const uint16_t *)W)[i]);
+    return ((const float *)W)[i];
+}
+
+/* skinny products against float64 sums of the same (rounded) weights: |y - exact| <=
+ * K·2^-23·Σ|x·w| + 1e-30 (the bound of a float32 sum of K products, each product and each
+ * addition rounded once: gamma_K < K·2^-23 for K·2^-24 < 1/2) */
+static void test_skinny(void) {
+    const attn_qtype types[] = {ATTN_QT_F32, ATTN_QT_F16, ATTN_QT_BF16};
+    const int64_t Ms[] = {1, 2, 3, 5, 8, 16}, Ns[] = {1, 3, 4, 5, 67, 512}, Ks[] = {1, 7, 8, 9, 64, 383};
+    int checked = 0, bad = 0;
+    double worst = 0;
+    for (int path = 0; path < 2; path++) {
+        if (path == 1 && !attn__skinny_simd_available()) continue;
+        for (size_t ti = 0; ti < 3; ti++)
+            for (size_t mi = 0; mi < 6; mi++)
+                for (size_t ni = 0; ni < 6; ni++)
+                    for (size_t ki = 0; ki < 6; ki++) {
+                        const int64_t M = Ms[mi], N = Ns[ni], K = Ks[ki];
+                        const attn_qtype t = types[ti];
+                        float *x = (float *)malloc(sizeof(float) * (size_t)(M * K)), *wf = (float *)malloc(sizeof(float) * (size_t)(N * K));
+                        float *y = (float *)malloc(sizeof(float) * (size_t)(M * N));
+                        uint16_t *wh = (uint16_t *)malloc(sizeof(uint16_t) * (size_t)(N * K));
+                        attn_test_fill_uniform(x, (size_t)(M * K), -2, 2, &seed);
+                        attn_test_fill_uniform(wf, (size_t)(N * K), -1, 1, &seed);
+                        for (int64_t i = 0; i < N * K; i++) wh[i] = t == ATTN_QT_F16 ? attn_f32_to_f16(wf[i]) : attn_f32_to_bf16(wf[i]);
+                        const void *W = t == ATTN_QT_F32 ? (const void *)wf : (const void *)wh;
+                        int rc = attn__skinny_matmul_path(y, x, W, t, M, N, K, 2, path);
+                        for (int64_t m = 0; m < M && rc == 0; m++)
+                            for (int64_t n = 0; n < N; n++) {
+                                double e = 0, mag = 0;
+                                for (int64_t k = 0; k < K; k++) {
+                                    const double p = (double)x[m * K + k] * wval(W, t, (size_t)(n * K + k));
+                                    e += p, mag += fabs(p);
+                                }
+                                const double err = fabs((double)y[m * N + n] - e), tol = (double)K * ldexp(1.0, -23) * mag + 1e-30;
+                                if (err > tol) bad++;
+                                if (mag > 0 && err / tol > worst) worst = err / tol;
+                                checked++;
+                            }
+                        if (rc) bad++;
+                        free(x), free(wf), free(y), free(wh);
+                    }
+    }
+    CHECK(bad == 0 && checked > 0, "skinny f32/f16/bf16, M 1..16, both paths: %d of %d outputs within K·2^-23·Σ|xw| of float64 (worst %.3g of the bound)",
+          checked - bad, checked, worst);
+    float y[4];
+    const float x[16 * 4] = {0}, w[4] = {0};
+    CHECK_ERR(attn__skinny_matmul(y, x, w, ATTN_QT_F32, 17, 1, 4, 1), ATTN_E_INVALID);
+    CHECK_ERR(attn__skinny_matmul(y, x, w, ATTN_QT_Q8_0, 1, 1, 32, 1), ATTN_E_INVALID);
+}
+
+/* ---------------------------------------------------------------- 1 vs 2 threads */
+
+static int same_bits(const float *a, const float *b, size_t n) { return memcmp(a, b, sizeof(float) * n) == 0; }
+
+/* Kernels whose outputs are each computed by one thread in an order that does not depend on
+ * the split: bit-identical on 1 and 2 threads. Not so: attn_linear (OpenBLAS: the piece shapes
+ * depend on the thread count and OpenBLAS picks its kernels by shape) and the fused SDPA when it
+ * splits the keys of few query rows across threads (the split count follows the thread count,
+ * and the partial results are merged in a different order). */
+static void test_threads_bitwise(void) {
+    const int64_t M = 3, N = 1000, K = 512;
+    float *x = (float *)malloc(sizeof(float) * M * K), *wf = (float *)malloc(sizeof(float) * N * K);
+    float *y1 = (float *)malloc(sizeof(float) * M * N), *y2 = (float *)malloc(sizeof(float) * M * N);
+    attn_test_fill_uniform(x, (size_t)(M * K), -1, 1, &seed);
+    attn_test_fill_uniform(wf, (size_t)(N * K), -1, 1, &seed);
+    const attn_qtype qt[] = {ATTN_QT_Q8_0, ATTN_QT_Q4_1, ATTN_QT_Q5_0, ATTN_QT_Q4_K, ATTN_QT_Q6_K, ATTN_QT_F16, ATTN_QT_F32};
+    for (size_t i = 0; i < sizeof qt / sizeof *qt; i++) {
+        const size_t rb = attn_qtype_row_bytes(qt[i], K);
+        void *q = malloc(rb * (size_t)N);
+        CHECK_OK(attn_quantize_rows(q, wf, N, K, qt[i], 1));
+        const attn_qmatrix w = {qt[i], q, N, K};
+        uint64_t p0, p1;
+        CHECK_OK(attn_qmatmul(y1, x, &w, M, 1));
+        attn__pool_stats(&p0, NULL);
+        CHECK_OK(attn_qmatmul(y2, x, &w, M, 2));
+        attn__pool_stats(&p1, NULL);
+        CHECK(same_bits(y1, y2, (size_t)(M * N)), "qmatmul %s [%lld x %lld] x %lld rows: 1 and 2 threads bit-identical", attn_qtype_name(qt[i]),
+              (long long)N, (long long)K, (long long)M);
+        CHECK(p1 > p0, "qmatmul %s on 2 threads ran a parallel job", attn_qtype_name(qt[i]));
+        free(q);
+    }
+    /* qmatmul_n: three matrices in one job */
+    {
+        const size_t rb = attn_qtype_row_bytes(ATTN_QT_Q8_0, K);
+        void *q = malloc(rb * (size_t)N);
+        CHECK_OK(attn_quantize_rows(q, wf, N, K, ATTN_QT_Q8_0, 2));
+        const attn_qmatrix w[3] = {{ATTN_QT_Q8_0, q, 320, K}, {ATTN_QT_Q8_0, (char *)q + rb * 320, 336, K}, {ATTN_QT_Q8_0, (char *)q + rb * 656, 336, K}};
+        float *a1[3] = {y1, y1 + M * 320, y1 + M * 656}, *a2[3] = {y2, y2 + M * 320, y2 + M * 656};
+        CHECK_OK(attn_qmatmul_n(a1, x, w, 3, M, 1));
+        CHECK_OK(attn_qmatmul_n(a2, x, w, 3, M, 2));
+        CHECK(same_bits(y1, y2, (size_t)(M * N)), "qmatmul_n of 3 Q8_0 matrices: 1 and 2 threads bit-identical");
+        free(q);
+    }
+    /* norms (one row per thread) */
+    {
+        const int64_t R = 200, E = 512;
+        float *a = (float *)malloc(sizeof(float) * R * E), *o1 = (float *)malloc(sizeof(float) * R * E), *o2 = (float *)malloc(sizeof(float) * R * E);
+        float g[512];
+        attn_test_fill_uniform(a, (size_t)(R * E), -3, 3, &seed);
+        attn_test_fill_uniform(g, 512, 0.5f, 1.5f, &seed);
+        attn_tensor ta = attn_tensor_f32_2d(a, R, E), t1 = attn_tensor_f32_2d(o1, R, E), t2 = attn_tensor_f32_2d(o2, R, E), tg = attn_tensor_f32_1d(g, E);
+        const int keep = attn_get_num_threads();
+        attn_set_num_threads(1);
+        CHECK_OK(attn_rmsnorm(&t1, &ta, &tg, 1e-5f));
+        attn_set_num_threads(2);
+        CHECK_OK(attn_rmsnorm(&t2, &ta, &tg, 1e-5f));
+        CHECK(same_bits(o1, o2, (size_t)(R * E)), "rmsnorm [200 x 512]: 1 and 2 threads bit-identical");
+        attn_set_num_threads(1);
+        CHECK_OK(attn_activate(&t1, &ta, ATTN_ACT_GELU));
+        attn_set_num_threads(2);
+        CHECK_OK(attn_activate(&t2, &ta, ATTN_ACT_GELU));
+        CHECK(same_bits(o1, o2, (size_t)(R * E)), "gelu [200 x 512]: 1 and 2 threads bit-identical");
+        attn_set_num_threads(keep);
+        free(a), free(o1), free(o2);
+    }
+    /* fused SDPA with enough query rows that it never splits keys: one item per tile/row */
+    {
+        const int64_t B = 2, H = 4, L = 96, D = 32, n = B * H * L * D;
+        float *q = (float *)malloc(sizeof(float) * n), *k = (float *)malloc(sizeof(float) * n), *v = (float *)malloc(sizeof(float) * n);
+        float *o1 = (float *)malloc(sizeof(float) * n), *o2 = (float *)malloc(sizeof(float) * n);
+        attn_test_fill_uniform(q, (size_t)n, -1, 1, &seed);
+        attn_test_fill_uniform(k, (size_t)n, -1, 1, &seed);
+        attn_test_fill_uniform(v, (size_t)n, -1, 1, &seed);
+        attn_tensor tq = attn_tensor_f32_4d(q, B, H, L, D), tk = attn_tensor_f32_4d(k, B, H, L, D), tv = attn_tensor_f32_4d(v, B, H, L, D);
+        attn_tensor t1 = attn_tensor_f32_4d(o1, B, H, L, D), t2 = attn_tensor_f32_4d(o2, B, H, L, D);
+        attn_sdpa_params p = attn_sdpa_params_default();
+        p.is_causal = 1;
+        p.n_threads = 1;
+        CHECK_OK(attn_sdpa(&t1, NULL, &tq, &tk, &tv, &p));
+        p.n_threads = 2;
+        CHECK_OK(attn_sdpa(&t2, NULL, &tq, &tk, &tv, &p));
+        CHECK(same_bits(o1, o2, (size_t)n), "causal SDPA [2, 4, 96, 32]: 1 and 2 threads bit-identical");
+        free(q), free(k), free(v), free(o1), free(o2);
+    }
+    /* skinny: Whisper's projection shape at beam 5 (a slice of the vocabulary) */
+    {
+        const int64_t Mv = 5, Nv = 4096, Kv = 384;
+        float *xv = (float *)malloc(sizeof(float) * Mv * Kv), *wv = (float *)malloc(sizeof(float) * Nv * Kv);
+        float *r1 = (float *)malloc(sizeof(float) * Mv * Nv), *r2 = (float *)malloc(sizeof(float) * Mv * Nv);
+        attn_test_fill_uniform(xv, (size_t)(Mv * Kv), -1, 1, &seed);
+        attn_test_fill_uniform(wv, (size_t)(Nv * Kv), -1, 1, &seed);
+        CHECK_OK(attn__skinny_matmul(r1, xv, wv, ATTN_QT_F32, Mv, Nv, Kv, 1));
+        CHECK_OK(attn__skinny_matmul(r2, xv, wv, ATTN_QT_F32, Mv, Nv, Kv, 2));
+        CHECK(same_bits(r1, r2, (size_t)(Mv * Nv)), "skinny [4096 x 384] x 5 rows: 1 and 2 threads bit-identical");
+        free(xv), free(wv), free(r1), free(r2);
+    }
+    free(x), free(wf), free(y1), free(y2);
+}
+
 int main(void) {
     attn_test_name = "pool";
     test_cover();
     test_serial();
     test_nested();
     test_concurrent();
+    test_skinny();
+    test_threads_bitwise();
     return attn_test_finish();
 }

@@ -361,6 +361,8 @@ int attn_qmatmul_kernel(float *y, const float *x, const attn_qmatrix *w, int64_t
     int nt = n_threads > 0 ? n_threads : attn_get_num_threads();
     const size_t rb = attn_qtype_row_bytes(w->type, K);
     const uint8_t *W = (const uint8_t *)w->data;
+    if ((w->type == ATTN_QT_F32 || w->type == ATTN_QT_F16 || w->type == ATTN_QT_BF16) && M <= ATTN__SKINNY_MAX_M && k != ATTN_QK_REFERENCE)
+        return attn__skinny_matmul(y, x, W, w->type, M, N, K, nt); /* decoding: each weight row read once for all rows */
     if (w->type == ATTN_QT_F32) {
         /* OpenBLAS, split by rows of W across attn's threads above 1e6 multiply-adds */
         attn__sgemm_split(y, x, (const float *)W, M, N, K, nt > 1 && M * N * K >= 1000000 ? nt : 1, 0);

@@ -70,6 +70,14 @@ attn__kdot_fn attn__kdot_for(attn_qkernel k);
  * attn's thread pool when nt > 1: by rows of x when allow_rows and M >= 8·nt, else by 16-row
  * units of w; nt == 1: one call (ops.c) */
 void attn__sgemm_split(float *y, const float *x, const float *w, int64_t M, int64_t N, int64_t K, int nt, int allow_rows);
+/* Skinny products (skinny.c): y[M, N] = x[M, K] · W[N, K]ᵀ for M <= ATTN__SKINNY_MAX_M rows and
+ * float32 / float16 / bfloat16 weights (t), each weight row read once for all M rows; threads
+ * on the pool (nt <= 0: attn_get_num_threads()). _path: simd 1 = AVX2 + FMA + F16C (error when
+ * this CPU has none), 0 = portable C. Errors: ATTN_E_INVALID (type, M > the limit, negative). */
+#define ATTN__SKINNY_MAX_M 16
+int attn__skinny_matmul(float *y, const float *x, const void *W, attn_qtype t, int64_t M, int64_t N, int64_t K, int nt);
+int attn__skinny_matmul_path(float *y, const float *x, const void *W, attn_qtype t, int64_t M, int64_t N, int64_t K, int nt, int simd);
+int attn__skinny_simd_available(void);
 /* Row products of `count` (1..8) matrices sharing one quantized activation xq (M rows of nb
  * blocks), run on attn's thread pool: the rows of the matrices' concatenation are cut into
  * 16-row units (chunks start on a multiple of 16, as the kernels' row tiles do, so any split

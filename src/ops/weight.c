@@ -2,6 +2,7 @@
 #include "attn_weight.h"
 #include "core/internal.h"
 #include "ct2compat/ct2compat.h"
+#include "ops/quant_internal.h"
 
 #include <string.h>
 
@@ -52,6 +53,13 @@ static int attn__activate_rows(float *y, int64_t M, int64_t N, attn_activation a
 
 int attn_weight_matmul(float *y, const float *x, int64_t M, const attn_weight *w, attn_activation act, int n_threads) {
     ATTN_TRY(attn__check(y, x, M, w));
+    if (w->type == ATTN_QT_F32 && M >= 1 && M <= ATTN__SKINNY_MAX_M && w->kernel != ATTN_WKERNEL_BLOCKS) {
+        /* a few rows (decoding, beams): each weight row streamed once for all of them, not
+         * packed by OpenBLAS first (ops/skinny.c) */
+        ATTN_TRY(attn__skinny_matmul(y, x, w->data, ATTN_QT_F32, M, w->rows, w->cols, n_threads));
+        attn__add_bias(y, M, w);
+        return attn__activate_rows(y, M, w->rows, act);
+    }
     if (w->kernel == ATTN_WKERNEL_CT2) return attn__ct2_gemm(y, x, M, w, act);
     if (attn__uses_blocks(w)) {
         attn_qmatrix q = {w->type, w->data, w->rows, w->cols};

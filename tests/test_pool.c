@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static uint64_t seed = 4242;
 
@@ -303,13 +304,52 @@ static void test_threads_bitwise(void) {
     free(x), free(wf), free(y1), free(y2);
 }
 
+/* the fallback to one thread: a worker that holds its chunk for 2 ms (as one that lost its core)
+ * while the caller's chunks take microseconds makes jobs slower than the caller alone */
+static void slow_worker_fn(void *p, int64_t lo, int64_t hi, int tid) {
+    _Atomic int *hits = (_Atomic int *)p;
+    if (tid != 0) {
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    for (int64_t i = lo; i < hi; i++) atomic_fetch_add(&hits[i], 1);
+}
+
+static void test_adapt(void) {
+    attn__pool_set_adapt(1);
+    _Atomic int hits[64];
+    const uint64_t f0 = attn__pool_fallbacks();
+    uint64_t p0, s0, p1, s1;
+    int ok = 1, jobs = 0;
+    for (; jobs < 40 && attn__pool_fallbacks() == f0; jobs++) {
+        memset(hits, 0, sizeof hits);
+        attn__pool_for(64, 1, 2, slow_worker_fn, hits);
+        for (int i = 0; i < 64; i++) ok &= atomic_load(&hits[i]) == 1;
+    }
+    CHECK(attn__pool_fallbacks() == f0 + 1, "a helper that holds the caller up: fallback to one thread after %d jobs (at least 9 judged)", jobs);
+    CHECK(jobs >= 9, "the first 8 jobs are a probe, not judged (fell back after %d)", jobs);
+    attn__pool_stats(&p0, &s0);
+    for (int r = 0; r < 100; r++) {
+        memset(hits, 0, sizeof hits);
+        attn__pool_for(64, 1, 2, slow_worker_fn, hits);
+        for (int i = 0; i < 64; i++) ok &= atomic_load(&hits[i]) == 1;
+    }
+    attn__pool_stats(&p1, &s1);
+    CHECK(p1 == p0 && s1 == s0 + 100, "the next 100 jobs ran on the caller alone (%llu parallel, %llu serial)", (unsigned long long)(p1 - p0),
+          (unsigned long long)(s1 - s0));
+    CHECK(ok, "every index ran exactly once through the fallback");
+    attn__pool_set_adapt(0);
+}
+
 int main(void) {
     attn_test_name = "pool";
+    attn__pool_set_adapt(0); /* the counts below must not depend on this machine's load */
     test_cover();
     test_serial();
     test_nested();
     test_concurrent();
     test_skinny();
     test_threads_bitwise();
+    test_adapt();
     return attn_test_finish();
 }

@@ -48,7 +48,13 @@ static struct {
     int nworkers;
     pthread_t workers[ATTN_MAX_THREADS];
     long spin_ns;
-    _Atomic uint64_t n_parallel, n_serial;
+    /* the fallback to one thread when helpers do not help (under the lock, see attn__judge) */
+    int adapt;
+    double ratio;      /* running mean of (job time) / (its estimated time on the caller alone) */
+    int probe;         /* parallel jobs left before the mean is judged */
+    int64_t skip;      /* jobs still to run serially */
+    int64_t backoff;   /* the next serial stretch */
+    _Atomic uint64_t n_parallel, n_serial, n_fallback;
 } attn__P = {.lock = PTHREAD_MUTEX_INITIALIZER, .spin_ns = -1};
 
 static _Thread_local int attn__tls_in_job;
@@ -59,6 +65,8 @@ void attn__pool_stats(uint64_t *parallel_jobs, uint64_t *serial_jobs) {
     if (parallel_jobs) *parallel_jobs = atomic_load(&attn__P.n_parallel);
     if (serial_jobs) *serial_jobs = atomic_load(&attn__P.n_serial);
 }
+
+uint64_t attn__pool_fallbacks(void) { return atomic_load(&attn__P.n_fallback); }
 
 int attn__pool_threads(double cost, int nt) {
     if (nt <= 0) nt = attn_get_num_threads();
@@ -109,14 +117,15 @@ static int attn__spin(_Atomic uint32_t *w, uint32_t seen) {
 
 /* ---------------------------------------------------------------- running chunks */
 
-/* take and run chunks of generation g as participant tid until none is left */
-static void attn__take(uint32_t g, int tid) {
+/* take and run chunks of generation g as participant tid until none is left; returns how many */
+static int64_t attn__take(uint32_t g, int tid) {
+    int64_t ran = 0;
     for (;;) {
         uint64_t t = atomic_load_explicit(&attn__P.ticket, memory_order_acquire);
-        if ((uint32_t)(t >> 32) != g) return;
+        if ((uint32_t)(t >> 32) != g) return ran;
         const uint32_t i = (uint32_t)t;
         const uint32_t nch = atomic_load_explicit(&attn__P.nchunks, memory_order_relaxed);
-        if (i >= nch || tid >= atomic_load_explicit(&attn__P.nt, memory_order_relaxed)) return;
+        if (i >= nch || tid >= atomic_load_explicit(&attn__P.nt, memory_order_relaxed)) return ran;
         attn__pool_fn fn = atomic_load_explicit(&attn__P.fn, memory_order_relaxed);
         void *ctx = atomic_load_explicit(&attn__P.ctx, memory_order_relaxed);
         const int64_t n = atomic_load_explicit(&attn__P.n, memory_order_relaxed);
@@ -125,6 +134,7 @@ static void attn__take(uint32_t g, int tid) {
         /* chunk i of g is ours: the values read above are g's (see the top of this file) */
         const int64_t lo = (int64_t)i * chunk, hi = lo + chunk < n ? lo + chunk : n;
         fn(ctx, lo, hi, tid);
+        ran++;
         if (atomic_fetch_add(&attn__P.done, 1) + 1 == nch && atomic_load(&attn__P.caller_asleep))
             attn__futex_wake(&attn__P.done, 1);
     }
@@ -149,7 +159,7 @@ static void *attn__worker(void *p) {
         if (atomic_load(&attn__P.shutdown)) return NULL;
         g = atomic_load_explicit(&attn__P.gen, memory_order_acquire);
         a.seen = g;
-        attn__take(g, a.tid);
+        (void)attn__take(g, a.tid);
     }
 }
 
@@ -160,6 +170,12 @@ static int attn__grow(int want) {
         const char *e = getenv("ATTN_POOL_SPIN_US");
         long us = e && *e ? strtol(e, NULL, 10) : 100;
         attn__P.spin_ns = (us < 0 ? 0 : us > 1000000 ? 1000000 : us) * 1000L;
+        /* ATTN_POOL_ADAPT=0: never fall back to one thread (tests that count parallel jobs) */
+        e = getenv("ATTN_POOL_ADAPT");
+        attn__P.adapt = !(e && *e == '0');
+        attn__P.ratio = 0.5;
+        attn__P.probe = 8;
+        attn__P.backoff = 256;
     }
     while (attn__P.nworkers < want) {
         attn__worker_arg *a = (attn__worker_arg *)malloc(sizeof *a);
@@ -178,6 +194,43 @@ static int attn__grow(int want) {
         attn__P.nworkers++;
     }
     return attn__P.nworkers;
+}
+
+/* After each parallel job (under the lock): fold the job's time against its estimated time on
+ * the caller alone (the caller's own rate over all chunks) into a running mean. On a busy
+ * machine a worker that loses its core mid-chunk makes the caller wait a scheduler time slice;
+ * when the mean says the helpers no longer pay for themselves (>= 0.9 of the time alone), the
+ * pool runs the next `backoff` jobs on the caller alone (each one the same calls as a parallel
+ * run makes, so results do not change), then probes again; the stretch doubles (up to 16384
+ * jobs) while probes keep failing. */
+static void attn__judge(long t0, long t1, long t2, int64_t own, uint32_t nch) {
+    if (!attn__P.adapt || own <= 0) return; /* the workers took every chunk: they help */
+    const double alone = (double)(t1 - t0) * (double)nch / (double)own, r = alone > 0 ? (double)(t2 - t0) / alone : 0.0;
+    attn__P.ratio += (r - attn__P.ratio) / 8.0;
+    if (attn__P.probe > 0) {
+        attn__P.probe--;
+        return;
+    }
+    if (attn__P.ratio >= 0.9) {
+        attn__P.skip = attn__P.backoff;
+        attn__P.backoff = attn__P.backoff < 16384 ? 2 * attn__P.backoff : 16384;
+        attn__P.ratio = 0.5;
+        attn__P.probe = 8;
+        atomic_fetch_add_explicit(&attn__P.n_fallback, 1, memory_order_relaxed);
+    } else {
+        attn__P.backoff = 256;
+    }
+}
+
+void attn__pool_set_adapt(int on) {
+    pthread_mutex_lock(&attn__P.lock);
+    attn__grow(0); /* reads the environment first, so that this call has the last word */
+    attn__P.adapt = on;
+    attn__P.ratio = 0.5;
+    attn__P.probe = 8;
+    attn__P.skip = 0;
+    attn__P.backoff = 256;
+    pthread_mutex_unlock(&attn__P.lock);
 }
 
 static void attn__serial(int64_t n, attn__pool_fn fn, void *ctx) {
@@ -200,6 +253,7 @@ void attn__pool_for(int64_t n, int64_t chunk, int nt, attn__pool_fn fn, void *ct
         return;
     }
     nt = attn__grow(nt - 1) + 1 < nt ? attn__P.nworkers + 1 : nt;
+    if (attn__P.skip > 0) attn__P.skip--, nt = 1;
     if (nt <= 1) {
         pthread_mutex_unlock(&attn__P.lock);
         attn__serial(n, fn, ctx);
@@ -214,13 +268,15 @@ void attn__pool_for(int64_t n, int64_t chunk, int nt, attn__pool_fn fn, void *ct
     atomic_store_explicit(&attn__P.nchunks, nch, memory_order_relaxed);
     atomic_store_explicit(&attn__P.nt, nt, memory_order_relaxed);
     atomic_store_explicit(&attn__P.done, 0, memory_order_relaxed);
+    const long t0 = attn__now_ns();
     const uint32_t g = atomic_load_explicit(&attn__P.gen, memory_order_relaxed) + 1;
     atomic_store_explicit(&attn__P.ticket, (uint64_t)g << 32, memory_order_release);
     atomic_store(&attn__P.gen, g);
     if (atomic_load(&attn__P.sleepers) > 0) attn__futex_wake(&attn__P.gen, INT_MAX);
     attn__tls_in_job = 1;
-    attn__take(g, 0);
+    const int64_t own = attn__take(g, 0);
     attn__tls_in_job = 0;
+    const long t1 = attn__now_ns();
     /* wait for the chunks other threads hold: spin, then sleep until the last one wakes us */
     uint32_t d = atomic_load_explicit(&attn__P.done, memory_order_acquire);
     if (d != nch && !attn__spin(&attn__P.done, d)) {
@@ -229,6 +285,7 @@ void attn__pool_for(int64_t n, int64_t chunk, int nt, attn__pool_fn fn, void *ct
         atomic_store(&attn__P.caller_asleep, 0);
     }
     while (atomic_load_explicit(&attn__P.done, memory_order_acquire) != nch) ATTN__PAUSE();
+    attn__judge(t0, t1, attn__now_ns(), own, nch);
     pthread_mutex_unlock(&attn__P.lock);
 }
 
@@ -237,8 +294,9 @@ void attn__pool_for(int64_t n, int64_t chunk, int nt, attn__pool_fn fn, void *ct
 __attribute__((destructor)) static void attn__pool_fini(void) {
     const char *e = getenv("ATTN_POOL_STATS");
     if (e && *e == '1')
-        fprintf(stderr, "attn pool: %llu parallel jobs, %llu serial\n", (unsigned long long)atomic_load(&attn__P.n_parallel),
-                (unsigned long long)atomic_load(&attn__P.n_serial));
+        fprintf(stderr, "attn pool: %llu parallel jobs, %llu serial, %llu fallbacks to one thread\n",
+                (unsigned long long)atomic_load(&attn__P.n_parallel), (unsigned long long)atomic_load(&attn__P.n_serial),
+                (unsigned long long)atomic_load(&attn__P.n_fallback));
     if (pthread_mutex_trylock(&attn__P.lock) != 0) return; /* a job is in flight on another thread: leave the workers */
     atomic_store(&attn__P.shutdown, 1);
     atomic_fetch_add(&attn__P.gen, 1);

@@ -38,9 +38,20 @@ int attn__pool_threads(double cost, int nt);
 /* 1 while the calling thread runs inside a job (its nested calls run serially) */
 int attn__pool_in_job(void);
 
+/* Graceful degradation: after each parallel job the caller compares the job's time with its
+ * estimated time on the caller alone; when helpers stop paying for themselves (a busy machine:
+ * a worker that loses its core holds the caller up for a scheduler time slice), the pool runs
+ * the following jobs serially for a stretch (256 jobs, doubling while it keeps happening, at
+ * most 16384), then tries threads again. Results do not change, as long as fn gives the same
+ * bits for any split of its range (every fn in attn does). On by default; ATTN_POOL_ADAPT=0 in the environment or
+ * attn__pool_set_adapt(0) turns it off (tests that count parallel jobs). */
+void attn__pool_set_adapt(int on);
+
 /* counts since the process started: jobs handed to workers (each one hand-off and one wait:
  * the synchronisation points) and jobs run serially. With ATTN_POOL_STATS=1 in the
  * environment they are printed to stderr when the library is unloaded (process exit). */
 void attn__pool_stats(uint64_t *parallel_jobs, uint64_t *serial_jobs);
+/* times the pool fell back to one thread (see attn__pool_set_adapt) */
+uint64_t attn__pool_fallbacks(void);
 
 #endif

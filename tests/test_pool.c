@@ -4,6 +4,7 @@
  * threads where their arithmetic does not depend on the split. */
 #include "attn.h"
 #include "attn_ops.h"
+#include "attention/fused_internal.h"
 #include "core/pool.h"
 #include "ops/quant_internal.h"
 #include "testutil.h"
@@ -287,6 +288,24 @@ static void test_threads_bitwise(void) {
         p.n_threads = 2;
         CHECK_OK(attn_sdpa(&t2, NULL, &tq, &tk, &tv, &p));
         CHECK(same_bits(o1, o2, (size_t)n), "causal SDPA [2, 4, 96, 32]: 1 and 2 threads bit-identical");
+        /* split keys with a fixed split count: the last split of a row / tile to finish merges it,
+         * in split order, so which thread finishes last does not matter */
+        attn__fused_opts fo = attn__fused_opts_default();
+        fo.split = 3;
+        for (int rowp = 0; rowp < 2; rowp++) {
+            fo.row_max_lq = rowp ? 1000 : -1; /* the row (decode) path, or query tiles */
+            p.n_threads = 1;
+            CHECK_OK(attn__sdpa_fused_ex(&t1, NULL, &tq, &tk, &tv, &p, &fo));
+            p.n_threads = 2;
+            CHECK_OK(attn__sdpa_fused_ex(&t2, NULL, &tq, &tk, &tv, &p, &fo));
+            CHECK(same_bits(o1, o2, (size_t)n), "fused SDPA, 3 key splits, %s path: 1 and 2 threads bit-identical", rowp ? "row" : "tile");
+            double err = 0;
+            CHECK_OK(attn_sdpa(&t1, NULL, &tq, &tk, &tv, &p));
+            err = attn_test_max_abs_diff(o1, o2, (size_t)n);
+            /* 1e-5: outputs are convex combinations of values in [-1, 1]; split merging rescales
+             * partial sums by exp of max differences (a few float32 roundings) */
+            CHECK(err < 1e-5, "fused SDPA, 3 key splits, %s path, against the unsplit kernel: max |diff| %.3g", rowp ? "row" : "tile", err);
+        }
         free(q), free(k), free(v), free(o1), free(o2);
     }
     /* skinny: Whisper's projection shape at beam 5 (a slice of the vocabulary) */

@@ -79,6 +79,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -570,7 +571,19 @@ typedef struct {
     float *scratch;
     size_t per;
     int64_t rows;
+    _Atomic int *left; /* split keys: splits still running per row / query tile; NULL: merge apart */
 } attn__fjob;
+
+/* the rows of a query row (row path) or query tile: group = item / nsplit */
+static void attn__merge_group(const attn__fctx *c, int64_t g) {
+    if (c->row_path) {
+        attn__merge_row(c, g);
+        return;
+    }
+    const int64_t qb = c->nqb - 1 - g % c->nqb, bh = g / c->nqb;
+    const int64_t i1 = (qb + 1) * c->bq < c->Lq ? (qb + 1) * c->bq : c->Lq;
+    for (int64_t i = qb * c->bq; i < i1; i++) attn__merge_row(c, bh * c->Lq + i);
+}
 
 static void attn__fused_items(void *p, int64_t lo, int64_t hi, int tid) {
     const attn__fjob *j = (const attn__fjob *)p;
@@ -587,6 +600,9 @@ static void attn__fused_items(void *p, int64_t lo, int64_t hi, int tid) {
             const int64_t bh = rest / c->nqb;
             attn__tile_item(c, scr, bh / c->H, bh % c->H, qb, s);
         }
+        /* the last split of a row or tile to finish merges it (the same merge, in the same
+         * order of splits, as a pass of its own after every item: one synchronisation fewer) */
+        if (j->left && atomic_fetch_sub(&j->left[it / c->nsplit], 1) == 1) attn__merge_group(c, it / c->nsplit);
     }
 }
 
@@ -658,12 +674,16 @@ int attn__sdpa_fused_ex(attn_tensor *out, attn_tensor *weights, const attn_tenso
 
     /* items (a row or a query tile, times a key split) taken one at a time by attn's threads
      * (core/pool.h); then, with split keys, the merge of each row's partial results */
-    attn__fjob job = {&c, scratch, per, rows};
+    attn__fjob job = {&c, scratch, per, rows, NULL};
+    const int64_t groups = items / c.nsplit;
+    if (c.nsplit > 1 && (job.left = (_Atomic int *)malloc(sizeof(_Atomic int) * (size_t)groups)) != NULL)
+        for (int64_t g = 0; g < groups; g++) atomic_init(&job.left[g], c.nsplit);
     attn__pool_for(items, 1, nt, attn__fused_items, &job);
-    if (c.nsplit > 1) {
+    if (c.nsplit > 1 && !job.left) {
         int64_t chunk = rows / (4 * (int64_t)nt);
         attn__pool_for(rows, chunk < 1 ? 1 : chunk, nt, attn__fused_merge, &job);
     }
+    free((void *)job.left);
     free(c.partial);
     free(scratch);
     return attn__sdpa_post_check(out, weights, q, k, v, bad_scores);

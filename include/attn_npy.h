@@ -25,6 +25,21 @@ int attn_npy_load(attn_tensor *out, const char *path);
 /* attn_npy_free: free out->data from attn_npy_load and zero the view. NULL-safe. */
 void attn_npy_free(attn_tensor *t);
 
+/* attn_npy_map: the .npy file at path as a read-only tensor m->t, without a copy where it can:
+ * a regular file whose data is in this machine's byte order, aligned to its element size and
+ * not empty is mapped (mmap, MAP_PRIVATE, pages populated up front); anything else (a pipe, a
+ * big-endian or unaligned file, no elements) is read as attn_npy_load does. The same checks and
+ * errors as attn_npy_load. m->t.data must not be written to, and the file must not be shortened
+ * while mapped (reading a truncated page raises SIGBUS, as for any mapping). Release with
+ * attn_npy_unmap (NULL-safe; it zeroes m). */
+typedef struct {
+    attn_tensor t;  /* the tensor, contiguous, in the file's shape and dtype */
+    void *map;      /* the mapping (NULL when the data was read into malloc'ed memory) */
+    size_t map_len;
+} attn_npy_mapped;
+int attn_npy_map(attn_npy_mapped *m, const char *path);
+void attn_npy_unmap(attn_npy_mapped *m);
+
 /* attn_npy_save: write t (any strides; F32, F64, BOOL, I32, I64, F16) as a version 1.0
  * .npy file in C order. Errors: ATTN_E_IO, ATTN_E_DTYPE. */
 int attn_npy_save(const char *path, const attn_tensor *t);

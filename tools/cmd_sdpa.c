@@ -260,6 +260,7 @@ static int check_variant(sdpa_opts *s) {
 /* the inputs as loaded (q, k, v, mask, key padding) and q, k, v in the compute dtype */
 typedef struct {
     attn_tensor q, k, v, m, kpm;
+    attn_npy_mapped mq, mk, mv; /* q, k, v mapped from their files (read-only, not copied) */
     attn_tensor qc, kc, vc;
     void *cbuf[3];
     attn_dtype od; /* the output's dtype */
@@ -267,9 +268,9 @@ typedef struct {
 
 static void inputs_free(sdpa_inputs *in) {
     for (int i = 0; i < 3; i++) free(in->cbuf[i]);
-    attn_npy_free(&in->q);
-    attn_npy_free(&in->k);
-    attn_npy_free(&in->v);
+    attn_npy_unmap(&in->mq);
+    attn_npy_unmap(&in->mk);
+    attn_npy_unmap(&in->mv);
     attn_npy_free(&in->m);
     attn_npy_free(&in->kpm);
 }
@@ -296,11 +297,17 @@ static int load_masks(sdpa_inputs *in, const char *mp, const char *kpmp) {
     return CLI_OK;
 }
 
+static int map_npy(attn_npy_mapped *m, attn_tensor *t, const char *path) {
+    if (attn_npy_map(m, path) < 0) return cli_lib_error(NULL);
+    *t = m->t;
+    return CLI_OK;
+}
+
 static int load_inputs(sdpa_inputs *in, const sdpa_opts *s) {
     const char *qp = s->qp, *kp = s->kp, *vp = s->vp;
-    if (cli_load_npy(&in->q, qp) || check_input(&in->q, "q", qp, 0)) return CLI_FAIL;
-    if (cli_load_npy(&in->k, kp) || check_input(&in->k, "k", kp, in->q.ndim)) return CLI_FAIL;
-    if (cli_load_npy(&in->v, vp) || check_input(&in->v, "v", vp, in->q.ndim)) return CLI_FAIL;
+    if (map_npy(&in->mq, &in->q, qp) || check_input(&in->q, "q", qp, 0)) return CLI_FAIL;
+    if (map_npy(&in->mk, &in->k, kp) || check_input(&in->k, "k", kp, in->q.ndim)) return CLI_FAIL;
+    if (map_npy(&in->mv, &in->v, vp) || check_input(&in->v, "v", vp, in->q.ndim)) return CLI_FAIL;
     /* the compute dtype: --dtype, else the files' (one dtype, as torch requires); variants: float32 */
     attn_dtype cd = in->q.dtype;
     if (s->dtype > 0) {

@@ -70,9 +70,18 @@ static const cli_command *find(const char *name) {
  * ~10% of `attn sdpa`'s CPU time). With OPENBLAS_NUM_THREADS=1 in the environment when the
  * library loads it starts none; so the CLI sets it (unless the user did) and re-executes once,
  * together with the core-type choice below. */
+/* OpenBLAS's own call that stops its worker threads (it runs it before a fork); where the
+ * library has it, the threads started at load are stopped here and no re-exec is needed. */
+extern int blas_thread_shutdown_(void) __attribute__((weak));
+
 static int blas_one_thread(void) {
     if (getenv("OPENBLAS_NUM_THREADS") || getenv("ATTN_KEEP_BLAS_THREADS")) return 0;
-    setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    setenv("OPENBLAS_NUM_THREADS", "1", 1); /* for child processes */
+    if (blas_thread_shutdown_) {
+        openblas_set_num_threads(1);
+        blas_thread_shutdown_();
+        return 0;
+    }
     return 1;
 }
 

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 /* Headers longer than this are refused as hostile. NumPy itself refuses more than
@@ -241,16 +242,11 @@ static int parse_header(const char *path, const char *text, size_t len, npy_head
 
 static int read_exact(FILE *f, void *buf, size_t n) { return fread(buf, 1, n, f) == n; }
 
-int attn_npy_load(attn_tensor *out, const char *path) {
-    if (!out) return attn_set_error(ATTN_E_INVALID, "attn_npy_load: out is NULL");
-    memset(out, 0, sizeof *out);
-    if (!path) return attn_set_error(ATTN_E_INVALID, "attn_npy_load: path is NULL");
-
-    FILE *f = fopen(path, "rb");
-    if (!f) return attn_set_error(ATTN_E_IO, "%s: cannot open: %s", path, strerror(errno));
+/* Read and check the preamble and header of the .npy file open as f: *hdp, the data's offset
+ * *off, its size *nbytes (numel elements), and the file's size (-1 when not a regular file). */
+static int npy_read_header(FILE *f, const char *path, npy_header *hdp, int64_t *off, size_t *nbytes, size_t *numel_out, int64_t *size) {
     int rc = ATTN_OK;
     char *header = NULL;
-    void *data = NULL;
 
     /* File size, when it is a regular file, lets us refuse lengths that cannot fit
      * before allocating anything. */
@@ -316,9 +312,9 @@ int attn_npy_load(attn_tensor *out, const char *path) {
     }
     header[hlen] = '\0';
 
-    npy_header hd;
-    rc = parse_header(path, header, hlen, &hd);
+    rc = parse_header(path, header, hlen, hdp);
     if (rc < 0) goto done;
+    const npy_header hd = *hdp;
 
     size_t elsize = attn_dtype_size(hd.dtype);
     uint64_t numel = 1;
@@ -334,13 +330,35 @@ int attn_npy_load(attn_tensor *out, const char *path) {
         rc = attn_set_error(ATTN_E_FORMAT, "%s: .npy shape is too large (byte count overflows)", path);
         goto done;
     }
-    size_t nbytes = (size_t)(numel * elsize);
-    if (fsize >= 0 && (uint64_t)(fsize - data_off) < (uint64_t)nbytes) {
+    *nbytes = (size_t)(numel * elsize);
+    *numel_out = (size_t)numel;
+    *off = data_off;
+    *size = fsize;
+    if (fsize >= 0 && (uint64_t)(fsize - data_off) < (uint64_t)*nbytes) {
         rc = attn_set_error(ATTN_E_FORMAT,
                             "%s: .npy data is truncated (shape needs %llu bytes, file has %lld)", path,
-                            (unsigned long long)nbytes, (long long)(fsize - data_off));
+                            (unsigned long long)*nbytes, (long long)(fsize - data_off));
         goto done;
     }
+done:
+    free(header);
+    return rc;
+}
+
+int attn_npy_load(attn_tensor *out, const char *path) {
+    if (!out) return attn_set_error(ATTN_E_INVALID, "attn_npy_load: out is NULL");
+    memset(out, 0, sizeof *out);
+    if (!path) return attn_set_error(ATTN_E_INVALID, "attn_npy_load: path is NULL");
+
+    FILE *f = fopen(path, "rb");
+    if (!f) return attn_set_error(ATTN_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    void *data = NULL;
+    npy_header hd;
+    int64_t data_off, fsize;
+    size_t nbytes, numel;
+    int rc = npy_read_header(f, path, &hd, &data_off, &nbytes, &numel, &fsize);
+    if (rc < 0) goto done;
+    const size_t elsize = attn_dtype_size(hd.dtype);
     data = malloc(nbytes ? nbytes : 1);
     if (!data) {
         rc = attn_set_error(ATTN_E_NOMEM, "%s: out of memory (%llu bytes)", path,
@@ -360,7 +378,6 @@ int attn_npy_load(attn_tensor *out, const char *path) {
 
 done:
     free(data);
-    free(header);
     fclose(f);
     if (rc < 0) memset(out, 0, sizeof *out);
     return rc;
@@ -370,6 +387,48 @@ void attn_npy_free(attn_tensor *t) {
     if (!t) return;
     free(t->data);
     memset(t, 0, sizeof *t);
+}
+
+int attn_npy_map(attn_npy_mapped *m, const char *path) {
+    if (!m) return attn_set_error(ATTN_E_INVALID, "attn_npy_map: m is NULL");
+    memset(m, 0, sizeof *m);
+    if (!path) return attn_set_error(ATTN_E_INVALID, "attn_npy_map: path is NULL");
+    FILE *f = fopen(path, "rb");
+    if (!f) return attn_set_error(ATTN_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    npy_header hd;
+    int64_t off, fsize;
+    size_t nbytes, numel;
+    int rc = npy_read_header(f, path, &hd, &off, &nbytes, &numel, &fsize);
+    const size_t elsize = rc == ATTN_OK ? attn_dtype_size(hd.dtype) : 1;
+    if (rc == ATTN_OK && fsize >= 0 && nbytes > 0 && !hd.swap && off % (int64_t)elsize == 0 && (uint64_t)off + nbytes <= (uint64_t)SIZE_MAX) {
+        /* the page cache's copy, read-only: nothing is read or copied up front beyond the
+         * header; MAP_POPULATE maps every page now rather than on a kernel thread's first touch */
+        const size_t len = (size_t)off + nbytes;
+        void *base = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fileno(f), 0);
+        if (base != MAP_FAILED) {
+            fclose(f);
+            rc = attn_tensor_make(&m->t, (char *)base + off, hd.dtype, hd.ndim, hd.shape);
+            if (rc < 0) {
+                munmap(base, len);
+                memset(m, 0, sizeof *m);
+                return rc;
+            }
+            m->map = base;
+            m->map_len = len;
+            return ATTN_OK;
+        }
+    }
+    fclose(f);
+    if (rc < 0) return rc;
+    /* not mappable (a pipe, byte-swapped or unaligned data, no elements): read it */
+    return attn_npy_load(&m->t, path);
+}
+
+void attn_npy_unmap(attn_npy_mapped *m) {
+    if (!m) return;
+    if (m->map) munmap(m->map, m->map_len);
+    else free(m->t.data);
+    memset(m, 0, sizeof *m);
 }
 
 /* ------------------------------------------------------------------ save */
@@ -430,7 +489,16 @@ int attn_npy_save(const char *path, const attn_tensor *t) {
     /* Data: walk the view in C order, copying runs of the innermost dim through a buffer. */
     size_t elsize = attn_dtype_size(t->dtype);
     int swap = elsize > 1 && !host_is_little_endian();
-    if (ok && numel > 0) {
+    int contiguous = 1;
+    int64_t want = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->shape[d] != 1 && t->stride[d] != want) contiguous = 0;
+        want *= t->shape[d] > 0 ? t->shape[d] : 1;
+    }
+    if (ok && numel > 0 && contiguous && !swap && t->dtype != ATTN_BOOL) {
+        /* the common case: one write of the tensor's bytes, no copy through a buffer */
+        ok = fwrite(t->data, elsize, (size_t)numel, f) == (size_t)numel;
+    } else if (ok && numel > 0) {
         int nd = t->ndim;
         int64_t inner = nd ? t->shape[nd - 1] : 1;
         int64_t istride = nd ? t->stride[nd - 1] : 1;

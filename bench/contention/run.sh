@@ -1,0 +1,110 @@
+#!/bin/sh
+# bench/contention: each main verb at its default thread count against --threads 1, on a quiet
+# machine and with 1 and 2 competing CPU-bound processes (busy loops this script starts and
+# kills), all in one run. Prints a markdown table: wall seconds (best of REPEAT) per verb,
+# competitors and threads, the verb's own rate line, the default/1-thread speed ratio, and what
+# attn's thread pool did (ATTN_POOL_STATS=1: parallel jobs, serial jobs, fallbacks to one thread).
+# The target (issue 24): with competitors, default >= 0.9x of --threads 1; quiet, unchanged or better.
+#
+#   sh bench/contention/run.sh                 full run (run it alone on the machine)
+#   SMALL=1 REPEAT=1 sh bench/contention/run.sh   a few seconds per cell: checks the script end to end
+#   VERBS="generate transcribe" COMPETE="0 2" sh bench/contention/run.sh   a subset
+#
+# Needs: make; the models of scripts/setup.sh (models/, ../shared/models); the Fashion-MNIST
+# test set in /usr/share/datasets/fashion-mnist for classify; alsa-utils' Front_Center.wav.
+set -eu
+cd "$(dirname "$0")/../.."
+REPEAT=${REPEAT:-3}
+SMALL=${SMALL:-0}
+VERBS=${VERBS:-"generate chat embed classify translate transcribe"}
+COMPETE=${COMPETE:-"0 1 2"}
+A=./build/attn
+OUT=${OUT:-build/contention}
+make -s -j2 build/attn >/dev/null
+mkdir -p "$OUT"
+
+LLM=models/SmolLM2-135M-Instruct.Q4_1.gguf
+if [ "$SMALL" = 1 ]; then NTOK=8; NSENT=16; NIMG=128; NWORD=20; else NTOK=128; NSENT=1000; NIMG=3000; NWORD=1100; fi
+# inputs
+head -c 2000 bench/llama/prompt.txt > "$OUT/prompt.txt"
+NP=$(grep -c "" tests/fixtures/parity_sentences.txt); i=0; : > "$OUT/sentences.txt"
+while [ $i -lt "$NSENT" ]; do
+  sed -n "$(( i % NP + 1 ))p" tests/fixtures/parity_sentences.txt >> "$OUT/sentences.txt"; i=$((i + 1))
+done
+: > "$OUT/words.txt"
+while [ "$(wc -l < "$OUT/words.txt")" -lt "$NWORD" ]; do cat tests/fixtures/aren/words.txt >> "$OUT/words.txt"; done
+head -n "$NWORD" "$OUT/words.txt" > "$OUT/words_n.txt"
+FM=/usr/share/datasets/fashion-mnist
+
+run_verb() { # $1 verb, $2 thread option ("" = default)
+  case $1 in
+    generate) $A generate --model $LLM -n $NTOK --temp 0 $2 < "$OUT/prompt.txt" ;;
+    chat) $A chat --model $LLM -n $NTOK $2 "Write a short story about a robot who learns to paint." ;;
+    embed) $A embed --model models/all-MiniLM-L6-v2 --batch 32 -o "$OUT/emb.npy" $2 < "$OUT/sentences.txt" ;;
+    classify) $A classify --model models/vit-fashion-mnist --eval $FM/t10k-images-idx3-ubyte.gz $FM/t10k-labels-idx1-ubyte.gz \
+                --limit $NIMG --batch 64 --no-progress $2 ;;
+    translate) $A translate --model ../shared/models/aren-transliteration --batch 32 --no-progress $2 < "$OUT/words_n.txt" ;;
+    transcribe) $A transcribe --model models/whisper-tiny.en --beam 5 $2 /usr/share/sounds/alsa/Front_Center.wav ;;
+    *) echo "unknown verb $1" >&2; return 2 ;;
+  esac
+}
+
+# the verb's own rate line (tokens/s, images/s, ...), if it prints one on stderr
+rate_of() { grep -E 'tokens/s|images/s|sentences/s|words/s|real-time|/s' "$1" | tail -n 1 | tr '|' '/' | cut -c1-90; }
+
+now() { date +%s.%N; }
+
+BUSY=""
+start_busy() { # $1 = how many busy loops
+  n=0
+  while [ $n -lt "$1" ]; do
+    sh -c 'while :; do :; done' & BUSY="$BUSY $!"
+    n=$((n + 1))
+  done
+}
+stop_busy() {
+  for p in $BUSY; do kill "$p" 2>/dev/null || true; done
+  for p in $BUSY; do wait "$p" 2>/dev/null || true; done
+  BUSY=""
+}
+trap 'stop_busy' EXIT INT TERM
+
+flags=$(grep -m1 '^flags' /proc/cpuinfo | grep -o -w 'avx512f\|avx512_vnni\|avx512bw\|avx2\|fma\|f16c\|amx_tile' | sort -u | tr '\n' ' ')
+case " $flags " in
+  *" avx512_vnni "*) qpath=avx512vnni ;; *" avx2 "*) qpath=avx2 ;; *) qpath=portable ;;
+esac
+blas=$(python3 -c "import ctypes; l=ctypes.CDLL('libopenblas.so.0'); l.openblas_get_corename.restype=ctypes.c_char_p; print(l.openblas_get_corename().decode())" 2>/dev/null || echo "?")
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) vCPUs; flags: $flags"
+echo "kernel paths: quantised products $qpath, f32/f16 skinny products $(case " $flags " in *" avx2 "*) echo avx2+fma+f16c ;; *) echo portable ;; esac), OpenBLAS core $blas"
+echo "$(date -u '+%F %H:%M UTC'); load before: $(cut -d' ' -f1-3 /proc/loadavg); REPEAT=$REPEAT SMALL=$SMALL"
+echo
+echo "| verb | competitors | threads | wall s (best of $REPEAT) | verb's rate | default / 1 thread | pool (parallel/serial/fallbacks) |"
+echo "|---|---:|---|---:|---|---:|---|"
+for c in $COMPETE; do
+  start_busy "$c"
+  sleep 0.5
+  for v in $VERBS; do
+    t1=""
+    for th in "--threads 1" ""; do
+      best=""
+      r=0
+      while [ $r -lt "$REPEAT" ]; do
+        s=$(now)
+        ATTN_POOL_STATS=1 run_verb "$v" "$th" > "$OUT/out.txt" 2> "$OUT/err.txt" || { echo "$v failed:" >&2; tail -n 3 "$OUT/err.txt" >&2; exit 1; }
+        e=$(now)
+        w=$(echo "$e - $s" | bc -l)
+        if [ -z "$best" ] || [ "$(echo "$w < $best" | bc -l)" = 1 ]; then
+          best=$w
+          rate=$(rate_of "$OUT/err.txt")
+          pool=$(sed -n 's/^attn pool: \([0-9]*\) parallel jobs, \([0-9]*\) serial, \([0-9]*\) fallbacks.*/\1\/\2\/\3/p' "$OUT/err.txt")
+        fi
+        r=$((r + 1))
+      done
+      if [ -n "$th" ]; then t1=$best; label=1; ratio=""; else label=default; ratio=$(printf '%.2fx' "$(echo "$t1 / $best" | bc -l)"); fi
+      printf '| %s | %s | %s | %.3f | %s | %s | %s |\n' "$v" "$c" "$label" "$best" "${rate:-}" "$ratio" "${pool:-}"
+    done
+  done
+  stop_busy
+done
+echo
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -150,7 +150,11 @@ int attn__skinny_matmul_path(float *y, const float *x, const void *W, attn_qtype
     if (simd) j.fn = sk_rows_avx2;
 #endif
     const int64_t units = (N + SK_ROWS - 1) / SK_ROWS;
-    nt = attn__pool_threads((double)M * (double)N * (double)K, nt);
+    /* threads from 1e6 multiply-adds on (as attn_linear splits): below, a decoding step's
+     * small products (Whisper's 384-wide layers at beam 5) stay on the calling thread, one
+     * synchronisation point fewer each */
+    const double cost = (double)M * (double)N * (double)K;
+    nt = cost < 1e6 ? 1 : attn__pool_threads(cost, nt);
     /* about 4 chunks a thread, of at least 16 weight rows */
     int64_t chunk = units / (4 * (int64_t)nt);
     attn__pool_for(units, chunk < 4 ? 4 : chunk, nt, sk_chunk, &j);

@@ -56,7 +56,10 @@ int attn_weight_matmul(float *y, const float *x, int64_t M, const attn_weight *w
     if (w->type == ATTN_QT_F32 && M >= 1 && M <= ATTN__SKINNY_MAX_M && w->kernel != ATTN_WKERNEL_BLOCKS) {
         /* a few rows (decoding, beams): each weight row streamed once for all of them, not
          * packed by OpenBLAS first (ops/skinny.c) */
-        ATTN_TRY(attn__skinny_matmul(y, x, w->data, ATTN_QT_F32, M, w->rows, w->cols, n_threads));
+        /* the CTranslate2 kernel keeps its products under 2^22 multiply-adds on this thread, as
+         * attn__ct2_gemm does (a decoding step's layers; the vocabulary projection splits) */
+        const int ct2_small = w->kernel == ATTN_WKERNEL_CT2 && (double)M * (double)w->rows * (double)w->cols < 4194304.0;
+        ATTN_TRY(attn__skinny_matmul(y, x, w->data, ATTN_QT_F32, M, w->rows, w->cols, ct2_small ? 1 : n_threads));
         attn__add_bias(y, M, w);
         return attn__activate_rows(y, M, w->rows, act);
     }

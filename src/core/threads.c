@@ -1,8 +1,11 @@
-/* Thread-count policy: every parallel loop in attn is an OpenMP region of
- * attn_get_num_threads() threads, and OpenBLAS is always run with ONE thread (set once, before
- * attn's first GEMM): large GEMMs are split across attn's own threads (attn_linear), the rest
- * run inside attn's regions. Two thread pools that both spin-wait on 2 cores (libgomp's and
- * OpenBLAS's pthreads) made 2 threads no faster than 1; one pool avoids oversubscription. */
+/* Thread-count policy: the parallel steps of attn's forward paths (products, quantised products,
+ * fused attention, norms) are jobs of attn's own thread pool (core/pool.c) on up to
+ * attn_get_num_threads() threads; the remaining OpenMP regions (the reference and backward
+ * attention, the variants, training) use the same count. OpenBLAS is always run with ONE thread
+ * (set once, before attn's first GEMM): large GEMMs are cut into pieces that attn's threads take
+ * (attn_linear), the rest run inside attn's jobs. Two thread pools that both spin-wait on 2 cores
+ * (attn's and OpenBLAS's pthreads) made 2 threads no faster than 1; one pool avoids
+ * oversubscription. */
 #include "attn_core.h"
 #include "core/internal.h"
 
@@ -28,7 +31,8 @@ static int attn__ncores(void) {
 int attn_set_num_threads(int n) {
     attn__blas_init();
     /* libgomp gives each thread of a region stack and bookkeeping; 100000 threads overflowed
-     * its stack in the first parallel region (a segfault), so the count is bounded here. */
+     * its stack in the first parallel region (a segfault), so the count is bounded here (the
+     * pool's workers too: it starts them when a job first has work for them). */
     if (n > ATTN_MAX_THREADS)
         return attn_set_error(ATTN_E_RANGE, "set_num_threads: %d threads is more than the %d allowed (n <= 0: one per core)", n,
                               ATTN_MAX_THREADS);

@@ -137,7 +137,9 @@ static void test_nested(void) {
 /* two application threads submitting jobs at once: one gets the pool, the other runs serially */
 static void *concurrent_main(void *p) {
     int *ok = (int *)p;
-    for (int r = 0; r < 300; r++) *ok &= run_cover(200 + r, 7, 2, NULL);
+    /* chunk counts that jump up and down from one job to the next: a worker still holding the
+     * previous job's exhausted ticket must not take a chunk of the next one */
+    for (int r = 0; r < 1500; r++) *ok &= run_cover(1 + (r * 37) % 200, 1 + r % 3, 2 + r % 2, NULL);
     return NULL;
 }
 
@@ -146,7 +148,7 @@ static void test_concurrent(void) {
     int ok[3] = {1, 1, 1};
     for (int i = 0; i < 3; i++) pthread_create(&th[i], NULL, concurrent_main, &ok[i]);
     for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
-    CHECK(ok[0] && ok[1] && ok[2], "3 application threads x 300 jobs at once: every index ran exactly once");
+    CHECK(ok[0] && ok[1] && ok[2], "3 application threads x 1500 jobs at once: every index ran exactly once");
 }
 
 /* ---------------------------------------------------------------- skinny products */

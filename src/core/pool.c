@@ -3,10 +3,12 @@
  *
  * The job in flight is described by relaxed atomics (fn, ctx, n, chunk, chunk count, threads)
  * and a 64-bit ticket: the job's generation in the high 32 bits, the next chunk in the low 32.
- * A thread takes chunk i of generation g with a compare-and-swap (g, i) -> (g, i + 1); the
- * description is only rewritten once every chunk of the previous job is done, so a successful
- * swap proves the description it read belonged to g — a worker that wakes late, after its job
- * ended, finds a newer generation and takes nothing from it by mistake. `done` counts finished
+ * A thread takes chunk i of generation g with a compare-and-swap (g, i) -> (g, i + 1). Before
+ * the next job's description is written, the ticket moves to (g + 1, none), so a successful swap
+ * proves the description it read belonged to g — a worker that wakes late, after its job ended,
+ * takes nothing by mistake (without that step, a worker holding the ticket (g, last) could read
+ * the next job's larger chunk count and take a chunk that does not exist; ThreadSanitizer found
+ * it). `done` counts finished
  * chunks; the caller waits for it to reach the chunk count. */
 #include "core/pool.h"
 
@@ -130,6 +132,7 @@ static int64_t attn__take(uint32_t g, int tid) {
         void *ctx = atomic_load_explicit(&attn__P.ctx, memory_order_relaxed);
         const int64_t n = atomic_load_explicit(&attn__P.n, memory_order_relaxed);
         const int64_t chunk = atomic_load_explicit(&attn__P.chunk, memory_order_relaxed);
+        atomic_thread_fence(memory_order_acquire);
         if (!atomic_compare_exchange_weak_explicit(&attn__P.ticket, &t, t + 1, memory_order_acq_rel, memory_order_acquire)) continue;
         /* chunk i of g is ours: the values read above are g's (see the top of this file) */
         const int64_t lo = (int64_t)i * chunk, hi = lo + chunk < n ? lo + chunk : n;
@@ -261,6 +264,13 @@ void attn__pool_for(int64_t n, int64_t chunk, int nt, attn__pool_fn fn, void *ct
     }
     atomic_fetch_add_explicit(&attn__P.n_parallel, 1, memory_order_relaxed);
     const uint32_t nch = (uint32_t)nch64;
+    const uint32_t g = atomic_load_explicit(&attn__P.gen, memory_order_relaxed) + 1;
+    /* first the ticket moves to the new generation with no chunk to take, then the description
+     * changes: a thread still in the previous job that reads the new description finds its
+     * compare-and-swap on the old ticket failing (the release fence here, the acquire fence in
+     * attn__take) */
+    atomic_store_explicit(&attn__P.ticket, (uint64_t)g << 32 | 0xffffffffu, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
     atomic_store_explicit(&attn__P.fn, fn, memory_order_relaxed);
     atomic_store_explicit(&attn__P.ctx, ctx, memory_order_relaxed);
     atomic_store_explicit(&attn__P.n, n, memory_order_relaxed);
@@ -269,7 +279,6 @@ void attn__pool_for(int64_t n, int64_t chunk, int nt, attn__pool_fn fn, void *ct
     atomic_store_explicit(&attn__P.nt, nt, memory_order_relaxed);
     atomic_store_explicit(&attn__P.done, 0, memory_order_relaxed);
     const long t0 = attn__now_ns();
-    const uint32_t g = atomic_load_explicit(&attn__P.gen, memory_order_relaxed) + 1;
     atomic_store_explicit(&attn__P.ticket, (uint64_t)g << 32, memory_order_release);
     atomic_store(&attn__P.gen, g);
     if (atomic_load(&attn__P.sleepers) > 0) attn__futex_wake(&attn__P.gen, INT_MAX);

@@ -41,7 +41,9 @@
  *     sign of the largest value, q = nearest-even(x/d_x), plus the 16 sums of 16 q's), the
  *     super-block dot product is an exact integer sum Σ_g sc_g·Σ q_w q_x (+ the min / offset term
  *     through the 16 sums), scaled in float32 once per super-block. Bound per value: |w|·d_x/2.
- *   - F32 W: OpenBLAS sgemm; F16 / BF16 W: rows converted to float32 on the fly.
+ *   - F32 W: OpenBLAS sgemm; F16 / BF16 W: rows converted to float32 on the fly. For M <= 16
+ *     rows (decoding) F32 / F16 / BF16 go through the skinny kernel instead (each weight row read
+ *     once for all rows, 8 interleaved float32 partial sums per output; src/ops/skinny.c).
  * Kernels: AVX2 (+FMA, F16C) or portable C, picked at run time from the CPU
  * (attn_quant_kernel_name says which); ATTN_QUANT_KERNEL=portable|avx2|avx512vnni in the
  * environment forces one (if the CPU has it). The AVX-512 VNNI kernel is compiled but has not

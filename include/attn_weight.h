@@ -9,7 +9,9 @@
  *   - CTranslate2 int8 (ATTN_QT_I8): int8 q [rows, cols] with a per-row scale, W = q / scale
  *     (CTranslate2's "weight" and "weight_scale" variables).
  * Its product y[M, rows] = act(x[M, cols] · Wᵀ + b) runs the kernel the type and `kernel` pick:
- *   ATTN_WKERNEL_AUTO    F32: attn_linear (OpenBLAS sgemm, split across attn's threads);
+ *   ATTN_WKERNEL_AUTO    F32: attn_linear (OpenBLAS sgemm, split across attn's threads), or for
+ *                        M <= 16 rows the skinny kernel (each weight row read once; the CT2
+ *                        kernel's F32 products take it too);
  *                        block types: attn_qmatmul (activations quantized as llama.cpp does).
  *   ATTN_WKERNEL_BLOCKS  attn_qmatmul for every type, F32 included (the llama.cpp-style path of
  *                        the decoder LLMs).

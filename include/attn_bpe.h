@@ -8,8 +8,12 @@
  *    and merged by merge rank (lowest rank first, leftmost first among equal ranks).
  *    Pre-tokenizers: "gpt2" = the GPT-2 pattern
  *        's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
- *    and "smollm" = every \p{N} character isolated first, then the GPT-2 pattern on each piece
- *    (Hugging Face pre_tokenizers Sequence[Digits(individual_digits), ByteLevel]).
+ *    "smollm" = every \p{N} character isolated first, then the GPT-2 pattern on each piece
+ *    (Hugging Face pre_tokenizers Sequence[Digits(individual_digits), ByteLevel]),
+ *    "llama-bpe" = Llama 3's pattern (its tokenizer.json Split, behavior Isolated)
+ *        (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ *    and "qwen2" = the same with \p{N} in place of \p{N}{1,3} (Qwen2's tokenizer.json; its NFC
+ *    normalizer is not applied, as llama.cpp does not). \s: Unicode White_Space.
  *  - SentencePiece-style BPE by piece score with byte fallback (llama2.c's tokenizer.bin,
  *    Kudo & Richardson 2018): a dummy space is put before non-empty text, each UTF-8 character
  *    becomes its piece or, when the vocabulary lacks it, one <0xXX> piece per byte; then the
@@ -50,7 +54,7 @@ typedef struct {
     const char *const *merges; /* byte-level: [n_merges] "left right", rank = index */
     const uint32_t *merge_lens;/* [n_merges] or NULL */
     int64_t n_merges;
-    const char *pretokenizer;  /* byte-level: "gpt2" or "smollm" (NULL = "gpt2") */
+    const char *pretokenizer;  /* byte-level: "gpt2", "smollm", "llama-bpe" or "qwen2" (NULL = "gpt2") */
     int32_t bos_id, eos_id;    /* -1 when absent */
 } attn_bpe_spec;
 

@@ -17,9 +17,17 @@
  *     (dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len; a negative
  *     vocab_size means a separate classifier follows), float32 weights, then the legacy
  *     freq_cis tables (skipped). RoPE theta 10000, eps 1e-5.
- *   - GGUF (llama architecture): hyper-parameters from llama.* keys, tensors F32 / F16 / BF16 /
- *     Q8_0 / Q4_0 / Q4_1 used in place from the mmap'ed file (never expanded to float32); the
- *     tokenizer (tokenizer.ggml.*: byte-level BPE "gpt2") and chat template come with it.
+ *   - GGUF, architectures "llama" (Llama 1-3, SmolLM2) and "qwen2" (Qwen2 / Qwen2.5:
+ *     src/models/qwen2.c): hyper-parameters from the <arch>.* keys (rope.freq_base included),
+ *     tensors in any type attn_gguf reads used in place from the mmap'ed file (never expanded to
+ *     float32); q / k / v / output biases where the file has them (Qwen2: q, k, v required);
+ *     RoPE on adjacent pairs for llama (llama.cpp's converter permutes Wq / Wk for it), on the
+ *     two halves of each head for qwen2 (NeoX); RoPE scaling: <arch>.rope.scaling.type none /
+ *     linear (factor), and Llama 3.1's frequency-dependent scaling through the rope_freqs.weight
+ *     tensor (divisors of theta^(-2i/D), as llama.cpp); other scaling types (YaRN, ...) are
+ *     refused. The tokenizer (tokenizer.ggml.*: byte-level BPE "gpt2", pre-tokenizer gpt2,
+ *     smollm, llama-bpe or qwen2) and chat template come with it; the end-of-turn token is
+ *     tokenizer.ggml.eot_token_id, else <|im_end|> or <|eot_id|>.
  * Memory: the file is mmap'ed read-only; a state holds the KV cache (2 · n_layers · n_kv_heads ·
  * max_len · head_dim float32) and activations for one chunk of at most 256 tokens.
  */
@@ -49,7 +57,7 @@ typedef struct {
     int tied_output;     /* 1: logits use the embedding matrix */
     int32_t bos_id, eos_id, eot_id; /* -1 when absent; eot = end of turn (ChatML <|im_end|>) */
     int add_bos;         /* 1 when prompts start with BOS (llama2.c: yes; SmolLM2 GGUF: no) */
-    const char *arch;    /* "llama" */
+    const char *arch;    /* "llama" or "qwen2" */
     const char *weight_type; /* type of the attention/FFN matrices, e.g. "q4_1", "f32" */
 } attn_llama_config;
 
@@ -60,10 +68,11 @@ typedef struct attn_llama attn_llama;
  * size not the one the header implies — truncated or with extra bytes), ATTN_E_NOMEM. */
 int attn_llama_load_llama2c(attn_llama **out, const char *path);
 
-/* attn_llama_load_gguf: mmap a GGUF file of architecture "llama". Errors: those of
- * attn_gguf_open, ATTN_E_UNSUPPORTED (another architecture, a tensor type other than F32 / F16 /
- * BF16 / Q8_0 / Q4_0 / Q4_1 — named in the message —, a tokenizer model other than gpt2),
- * ATTN_E_FORMAT (missing keys or tensors, shapes that do not fit the hyper-parameters). */
+/* attn_llama_load_gguf: mmap a GGUF file of architecture "llama" or "qwen2". Errors: those of
+ * attn_gguf_open, ATTN_E_UNSUPPORTED (another architecture, a tensor type attn_gguf does not
+ * read, a tokenizer model other than gpt2, an unknown pre-tokenizer, a RoPE scaling type other
+ * than none / linear — each named in the message), ATTN_E_FORMAT (missing keys or tensors — a
+ * Qwen2 bias included —, shapes that do not fit the hyper-parameters, a rope_freqs factor <= 0). */
 int attn_llama_load_gguf(attn_llama **out, const char *path);
 
 /* attn_llama_free: NULL-safe (unmaps the file). */

@@ -7,6 +7,7 @@
 #include "attn_llama2c.h"
 #include "attn_quant.h"
 #include "core/internal.h"
+#include "models/llama_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,7 +25,12 @@ typedef struct {
     const float *attn_norm, *ffn_norm; /* [dim] */
     attn_qmatrix wq, wk, wv, wo;       /* [H·D, dim], [Hkv·D, dim] x2, [dim, H·D] */
     attn_qmatrix w1, w2, w3;           /* gate [hidden, dim], down [dim, hidden], up [hidden, dim] */
+    const float *bq, *bk, *bv, *bo;    /* biases [H·D], [Hkv·D] x2, [dim], or NULL (Qwen2: q, k, v) */
 } llama_layer;
+
+/* the "llama" architecture: RoPE on adjacent pairs (GGUF's converter permutes Wq / Wk rows for
+ * it, llama2.c's export too), biases only where a file has them */
+static const attn__llama_variant llama_variant = {.arch = "llama", .rope = ATTN_ROPE_INTERLEAVED, .qkv_bias = 0};
 
 struct attn_llama {
     attn_llama_config cfg;
@@ -37,7 +43,10 @@ struct attn_llama {
     attn_bpe *tok;
     char *chat_template;
     char weight_type[16];
-    double *inv_freq; /* [head_dim / 2] theta^(-2i/D) in float64 */
+    double *inv_freq; /* [head_dim / 2] theta^(-2i/D) · freq_scale / rope_factors[i], float64 */
+    const attn__llama_variant *variant;
+    double rope_freq_scale;    /* 1 / linear RoPE scaling factor (1: none) */
+    const float *rope_factors; /* [head_dim / 2] Llama 3's rope_freqs tensor, or NULL */
 };
 
 
@@ -75,7 +84,12 @@ static int init_rope(attn_llama *m) {
     int64_t half = m->cfg.head_dim / 2;
     m->inv_freq = (double *)malloc(sizeof(double) * (size_t)half);
     if (!m->inv_freq) return attn_set_error(ATTN_E_NOMEM, "llama: out of memory");
-    for (int64_t i = 0; i < half; i++) m->inv_freq[i] = pow((double)m->cfg.rope_theta, -2.0 * (double)i / (double)m->cfg.head_dim);
+    /* llama.cpp's ggml_rope_ext: theta_i = pos · freq_scale · base^(-2i/D) / freq_factor[i]
+     * (Llama 3: the factors of Hugging Face's _compute_llama3_parameters, written by the converter) */
+    for (int64_t i = 0; i < half; i++) {
+        m->inv_freq[i] = pow((double)m->cfg.rope_theta, -2.0 * (double)i / (double)m->cfg.head_dim) * m->rope_freq_scale;
+        if (m->rope_factors) m->inv_freq[i] /= (double)m->rope_factors[i];
+    }
     return 0;
 }
 
@@ -170,6 +184,8 @@ int attn_llama_load_llama2c(attn_llama **out, const char *path) {
     }
     m->map = p;
     m->map_size = size;
+    m->variant = &llama_variant;
+    m->rope_freq_scale = 1.0;
     attn_llama_config *c = &m->cfg;
     c->dim = ck.dim;
     c->hidden_dim = ck.hidden_dim;
@@ -281,6 +297,17 @@ static int gguf_vec(attn_llama *m, const float **dst, const char *name, int64_t 
     return check_finite(t.data, ATTN_QT_F32, n, name);
 }
 
+/* rope_freqs.weight: float32 [head_dim / 2], finite and > 0, or absent */
+static int gguf_rope_freqs(attn_llama *m) {
+    attn_gguf_tensor t;
+    if (attn_gguf_find_tensor(m->gguf, "rope_freqs.weight", &t) < 0) return 0;
+    ATTN_TRY(gguf_vec(m, &m->rope_factors, "rope_freqs.weight", m->cfg.head_dim / 2));
+    for (int64_t i = 0; i < m->cfg.head_dim / 2; i++)
+        if (!(m->rope_factors[i] > 0))
+            return attn_set_error(ATTN_E_FORMAT, "gguf: rope_freqs.weight[%lld] = %g (must be > 0)", (long long)i, m->rope_factors[i]);
+    return 0;
+}
+
 static int gguf_int(const attn_gguf *g, const char *key, int64_t *v, int64_t dflt) {
     if (attn_gguf_find_kv(g, key) < 0) {
         if (dflt == INT64_MIN) return attn_set_error(ATTN_E_FORMAT, "gguf: metadata key '%s' is missing", key);
@@ -290,72 +317,33 @@ static int gguf_int(const attn_gguf *g, const char *key, int64_t *v, int64_t dfl
     return attn_gguf_get_int(g, key, v);
 }
 
-static int gguf_tokenizer(attn_llama *m) {
+/* RoPE scaling, as llama.cpp reads it: <arch>.rope.scaling.type "none" or "linear" (the default
+ * when only a factor is given) with <arch>.rope.scaling.factor (or the older rope.scale_linear):
+ * positions divided by the factor; and the rope_freqs.weight tensor [head_dim / 2] (Llama 3.x:
+ * convert_hf_to_gguf.py writes the per-frequency divisors of rope_scaling {"rope_type":
+ * "llama3"}; Hugging Face _compute_llama3_parameters). YaRN, LongRoPE and other types: refused. */
+static int gguf_rope_scaling(attn_llama *m) {
     const attn_gguf *g = m->gguf;
+    char key[96];
     const char *s;
     size_t len;
-    ATTN_TRY(attn_gguf_get_str(g, "tokenizer.ggml.model", &s, &len));
-    if (!(len == 4 && memcmp(s, "gpt2", 4) == 0))
-        return attn_set_error(ATTN_E_UNSUPPORTED, "gguf: tokenizer model '%.*s' is not supported (attn reads gpt2 byte-level BPE)", (int)(len > 64 ? 64 : len), s);
-    char pre[32] = "gpt2";
-    if (attn_gguf_find_kv(g, "tokenizer.ggml.pre") >= 0) {
-        ATTN_TRY(attn_gguf_get_str(g, "tokenizer.ggml.pre", &s, &len));
-        if ((len == 6 && memcmp(s, "smollm", 6) == 0)) snprintf(pre, sizeof pre, "smollm");
-        else if (!(len == 4 && memcmp(s, "gpt2", 4) == 0) && !(len == 7 && memcmp(s, "default", 7) == 0))
-            return attn_set_error(ATTN_E_UNSUPPORTED, "gguf: pre-tokenizer '%.*s' is not supported (gpt2, smollm)", (int)(len > 64 ? 64 : len), s);
+    double factor = 0;
+    m->rope_freq_scale = 1.0;
+    snprintf(key, sizeof key, "%s.rope.scaling.type", m->cfg.arch);
+    if (attn_gguf_find_kv(g, key) >= 0) {
+        ATTN_TRY(attn_gguf_get_str(g, key, &s, &len));
+        if (len == 4 && memcmp(s, "none", 4) == 0) return gguf_rope_freqs(m);
+        if (!(len == 6 && memcmp(s, "linear", 6) == 0))
+            return attn_set_error(ATTN_E_UNSUPPORTED, "gguf: RoPE scaling '%.*s' is not supported (none, linear, llama3 rope_freqs)",
+                                  (int)(len > 32 ? 32 : len), s);
     }
-    int et;
-    int64_t n, nm = 0, nty = 0;
-    ATTN_TRY(attn_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n));
-    if (et != 8 || n != m->cfg.vocab_size)
-        return attn_set_error(ATTN_E_FORMAT, "gguf: tokenizer.ggml.tokens has %lld entries, the model %lld", (long long)n, (long long)m->cfg.vocab_size);
-    ATTN_TRY(attn_gguf_get_arr(g, "tokenizer.ggml.merges", &et, &nm));
-    if (et != 8) return attn_set_error(ATTN_E_FORMAT, "gguf: tokenizer.ggml.merges is not a string array");
-    int has_types = attn_gguf_find_kv(g, "tokenizer.ggml.token_type") >= 0;
-    if (has_types) {
-        ATTN_TRY(attn_gguf_get_arr(g, "tokenizer.ggml.token_type", &et, &nty));
-        if (nty != n) return attn_set_error(ATTN_E_FORMAT, "gguf: tokenizer.ggml.token_type has %lld entries, tokens %lld", (long long)nty, (long long)n);
-    }
-    const char **toks = (const char **)malloc(sizeof(char *) * (size_t)n);
-    uint32_t *tl = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)n);
-    int32_t *ty = (int32_t *)malloc(sizeof(int32_t) * (size_t)n);
-    const char **mg = (const char **)malloc(sizeof(char *) * (size_t)(nm ? nm : 1));
-    uint32_t *ml = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)(nm ? nm : 1));
-    int rc = 0;
-    if (!toks || !tl || !ty || !mg || !ml) rc = attn_set_error(ATTN_E_NOMEM, "gguf: out of memory");
-    for (int64_t i = 0; rc == 0 && i < n; i++) {
-        rc = attn_gguf_arr_str(g, "tokenizer.ggml.tokens", i, &toks[i], &len);
-        if (rc == 0 && len > UINT32_MAX) rc = attn_set_error(ATTN_E_FORMAT, "gguf: token %lld too long", (long long)i);
-        tl[i] = (uint32_t)len;
-        double d = 1;
-        if (rc == 0 && has_types) rc = attn_gguf_arr_num(g, "tokenizer.ggml.token_type", i, &d);
-        ty[i] = (int32_t)d;
-    }
-    for (int64_t i = 0; rc == 0 && i < nm; i++) {
-        rc = attn_gguf_arr_str(g, "tokenizer.ggml.merges", i, &mg[i], &len);
-        ml[i] = (uint32_t)len;
-    }
-    if (rc == 0) {
-        attn_bpe_spec sp = {0};
-        sp.kind = ATTN_BPE_BYTE_LEVEL;
-        sp.tokens = toks;
-        sp.token_lens = tl;
-        sp.n_tokens = n;
-        sp.token_types = ty;
-        sp.merges = mg;
-        sp.merge_lens = ml;
-        sp.n_merges = nm;
-        sp.pretokenizer = pre;
-        sp.bos_id = m->cfg.bos_id;
-        sp.eos_id = m->cfg.eos_id;
-        rc = attn_bpe_create(&m->tok, &sp);
-    }
-    free(toks);
-    free(tl);
-    free(ty);
-    free(mg);
-    free(ml);
-    return rc;
+    snprintf(key, sizeof key, "%s.rope.scaling.factor", m->cfg.arch);
+    if (attn_gguf_find_kv(g, key) < 0) snprintf(key, sizeof key, "%s.rope.scale_linear", m->cfg.arch);
+    if (attn_gguf_find_kv(g, key) >= 0) ATTN_TRY(attn_gguf_get_float(g, key, &factor));
+    if (!isfinite(factor) || factor < 0 || (factor > 0 && factor < 1e-6))
+        return attn_set_error(ATTN_E_FORMAT, "gguf: %s %g out of range", key, factor);
+    if (factor > 0) m->rope_freq_scale = 1.0 / factor; /* 0: none (llama.cpp) */
+    return gguf_rope_freqs(m);
 }
 
 int attn_llama_load_gguf(attn_llama **out, const char *path) {
@@ -376,40 +364,46 @@ int attn_llama_load_gguf(attn_llama **out, const char *path) {
     rc = attn_gguf_get_str(g, "general.architecture", &s, &len);
     if (rc < 0) goto fail;
     snprintf(arch, sizeof arch, "%.*s", (int)(len > 60 ? 60 : len), s);
-    if (strcmp(arch, "llama") != 0) {
-        rc = attn_set_error(ATTN_E_UNSUPPORTED, "%s: architecture '%s' is not supported (attn runs llama)", path, arch);
+    static const attn__llama_variant *const variants[] = {&llama_variant, &attn__qwen2_variant};
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++)
+        if (strcmp(arch, variants[i]->arch) == 0) m->variant = variants[i];
+    if (!m->variant) {
+        rc = attn_set_error(ATTN_E_UNSUPPORTED, "%s: architecture '%s' is not supported (attn runs llama, qwen2)", path, arch);
         goto fail;
     }
-    c->arch = "llama";
+    c->arch = m->variant->arch;
     int64_t v;
     double d;
-    if ((rc = gguf_int(g, "llama.embedding_length", &c->dim, INT64_MIN)) < 0) goto fail;
-    if ((rc = gguf_int(g, "llama.feed_forward_length", &c->hidden_dim, INT64_MIN)) < 0) goto fail;
-    if ((rc = gguf_int(g, "llama.block_count", &c->n_layers, INT64_MIN)) < 0) goto fail;
-    if ((rc = gguf_int(g, "llama.attention.head_count", &c->n_heads, INT64_MIN)) < 0) goto fail;
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, c->arch), key)
+    if ((rc = gguf_int(g, KEY("embedding_length"), &c->dim, INT64_MIN)) < 0) goto fail;
+    if ((rc = gguf_int(g, KEY("feed_forward_length"), &c->hidden_dim, INT64_MIN)) < 0) goto fail;
+    if ((rc = gguf_int(g, KEY("block_count"), &c->n_layers, INT64_MIN)) < 0) goto fail;
+    if ((rc = gguf_int(g, KEY("attention.head_count"), &c->n_heads, INT64_MIN)) < 0) goto fail;
     if (c->n_heads <= 0) { /* before head_dim = dim / head_count is derived from it */
-        rc = attn_set_error(ATTN_E_FORMAT, "%s: llama.attention.head_count must be > 0 (got %lld)", path, (long long)c->n_heads);
+        rc = attn_set_error(ATTN_E_FORMAT, "%s: %s must be > 0 (got %lld)", path, key, (long long)c->n_heads);
         goto fail;
     }
-    if ((rc = gguf_int(g, "llama.attention.head_count_kv", &c->n_kv_heads, c->n_heads)) < 0) goto fail;
+    if ((rc = gguf_int(g, KEY("attention.head_count_kv"), &c->n_kv_heads, c->n_heads)) < 0) goto fail;
     if (c->n_kv_heads <= 0) {
-        rc = attn_set_error(ATTN_E_FORMAT, "%s: llama.attention.head_count_kv must be > 0 (got %lld)", path, (long long)c->n_kv_heads);
+        rc = attn_set_error(ATTN_E_FORMAT, "%s: %s must be > 0 (got %lld)", path, key, (long long)c->n_kv_heads);
         goto fail;
     }
-    if ((rc = gguf_int(g, "llama.context_length", &c->context, 2048)) < 0) goto fail;
+    if ((rc = gguf_int(g, KEY("context_length"), &c->context, 2048)) < 0) goto fail;
     c->head_dim = c->n_heads > 0 ? c->dim / c->n_heads : 0;
-    if ((rc = gguf_int(g, "llama.rope.dimension_count", &v, c->head_dim)) < 0) goto fail;
+    if ((rc = gguf_int(g, KEY("rope.dimension_count"), &v, c->head_dim)) < 0) goto fail;
     if (v != c->head_dim) {
         rc = attn_set_error(ATTN_E_UNSUPPORTED, "%s: partial rotary (rope.dimension_count %lld, head_dim %lld) is not supported", path, (long long)v, (long long)c->head_dim);
         goto fail;
     }
     c->rope_theta = 10000.0f;
-    if (attn_gguf_find_kv(g, "llama.rope.freq_base") >= 0) {
-        if ((rc = attn_gguf_get_float(g, "llama.rope.freq_base", &d)) < 0) goto fail;
+    if (attn_gguf_find_kv(g, KEY("rope.freq_base")) >= 0) {
+        if ((rc = attn_gguf_get_float(g, key, &d)) < 0) goto fail;
         c->rope_theta = (float)d;
     }
-    if ((rc = attn_gguf_get_float(g, "llama.attention.layer_norm_rms_epsilon", &d)) < 0) goto fail;
+    if ((rc = attn_gguf_get_float(g, KEY("attention.layer_norm_rms_epsilon"), &d)) < 0) goto fail;
     c->norm_eps = (float)d;
+#undef KEY
     attn_gguf_tensor te;
     if ((rc = attn_gguf_find_tensor(g, "token_embd.weight", &te)) < 0) goto fail;
     c->vocab_size = te.ne[1];
@@ -418,6 +412,7 @@ int attn_llama_load_gguf(attn_llama **out, const char *path) {
         rc = attn_set_error(ATTN_E_FORMAT, "%s: embedding %lld is not a multiple of %lld heads", path, (long long)c->dim, (long long)c->n_heads);
         goto fail;
     }
+    if ((rc = gguf_rope_scaling(m)) < 0) goto fail;
     c->bos_id = c->eos_id = c->eot_id = -1;
     if (gguf_int(g, "tokenizer.ggml.bos_token_id", &v, -1) == 0 && v >= 0 && v < c->vocab_size) c->bos_id = (int32_t)v;
     if (gguf_int(g, "tokenizer.ggml.eos_token_id", &v, -1) == 0 && v >= 0 && v < c->vocab_size) c->eos_id = (int32_t)v;
@@ -457,11 +452,29 @@ int attn_llama_load_gguf(attn_llama **out, const char *path) {
         if ((rc = gguf_vec(m, &y->attn_norm, name, D)) < 0) goto fail;
         snprintf(name, sizeof name, "blk.%lld.ffn_norm.weight", (long long)l);
         if ((rc = gguf_vec(m, &y->ffn_norm, name, D)) < 0) goto fail;
+        /* biases: Qwen2's q / k / v (required), any other where the file has them (llama.cpp) */
+        const struct {
+            const float **dst;
+            const char *suffix;
+            int64_t n;
+            int required;
+        } bias[] = {{&y->bq, "attn_q", qd, m->variant->qkv_bias},
+                    {&y->bk, "attn_k", kvd, m->variant->qkv_bias},
+                    {&y->bv, "attn_v", kvd, m->variant->qkv_bias},
+                    {&y->bo, "attn_output", D, 0}};
+        for (size_t k = 0; k < sizeof bias / sizeof bias[0]; k++) {
+            snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)l, bias[k].suffix);
+            if (!bias[k].required && attn_gguf_find_tensor(g, name, &te) < 0) continue;
+            if ((rc = gguf_vec(m, bias[k].dst, name, bias[k].n)) < 0) goto fail;
+        }
     }
     snprintf(m->weight_type, sizeof m->weight_type, "%s", attn_qtype_name(m->layers[0].wq.type));
     c->weight_type = m->weight_type;
-    if ((rc = gguf_tokenizer(m)) < 0) goto fail;
+    if ((rc = attn__llama_gguf_tokenizer(&m->tok, g, c->vocab_size, c->bos_id, c->eos_id)) < 0) goto fail;
+    /* end of turn: the file's id, else ChatML's <|im_end|> (SmolLM2, Qwen2) or Llama 3's <|eot_id|> */
     c->eot_id = attn_bpe_token_to_id(m->tok, "<|im_end|>");
+    if (c->eot_id < 0) c->eot_id = attn_bpe_token_to_id(m->tok, "<|eot_id|>");
+    if (gguf_int(g, "tokenizer.ggml.eot_token_id", &v, -1) == 0 && v >= 0 && v < c->vocab_size) c->eot_id = (int32_t)v;
     if (attn_gguf_find_kv(g, "tokenizer.chat_template") >= 0 && attn_gguf_get_str(g, "tokenizer.chat_template", &s, &len) == 0) {
         m->chat_template = (char *)malloc(len + 1);
         if (!m->chat_template) {
@@ -486,8 +499,9 @@ fail: {
 
 /* ------------------------------------------------------------------ forward */
 
-/* the layer floor's view of the model: Llama's decoder layer (pre-norm RMSNorm, RoPE on
- * adjacent pairs as GGUF / llama2.c store Q and K, GQA, SwiGLU) */
+/* the layer floor's view of the model: Llama's decoder layer (pre-norm RMSNorm, RoPE on the
+ * variant's pairs — adjacent as GGUF's llama / llama2.c store Q and K, halves for Qwen2 —, GQA,
+ * SwiGLU, biases where the file has them) */
 static attn_block_config llama_block_config(const attn_llama *m, int nt) {
     const attn_llama_config *c = &m->cfg;
     attn_block_config b;
@@ -504,7 +518,7 @@ static attn_block_config llama_block_config(const attn_llama *m, int nt) {
     b.gated = 1;
     b.rope_inv_freq = m->inv_freq;
     b.rope_dim = c->head_dim;
-    b.rope_layout = ATTN_ROPE_INTERLEAVED;
+    b.rope_layout = m->variant->rope;
     b.n_threads = nt;
     return b;
 }
@@ -514,10 +528,10 @@ static attn_block_weights llama_block_weights(const llama_layer *y) {
     memset(&w, 0, sizeof w);
     w.norm1.g = y->attn_norm;
     w.norm3.g = y->ffn_norm;
-    w.q = attn_weight_from_qmatrix(&y->wq, NULL, ATTN_WKERNEL_BLOCKS);
-    w.k = attn_weight_from_qmatrix(&y->wk, NULL, ATTN_WKERNEL_BLOCKS);
-    w.v = attn_weight_from_qmatrix(&y->wv, NULL, ATTN_WKERNEL_BLOCKS);
-    w.o = attn_weight_from_qmatrix(&y->wo, NULL, ATTN_WKERNEL_BLOCKS);
+    w.q = attn_weight_from_qmatrix(&y->wq, y->bq, ATTN_WKERNEL_BLOCKS);
+    w.k = attn_weight_from_qmatrix(&y->wk, y->bk, ATTN_WKERNEL_BLOCKS);
+    w.v = attn_weight_from_qmatrix(&y->wv, y->bv, ATTN_WKERNEL_BLOCKS);
+    w.o = attn_weight_from_qmatrix(&y->wo, y->bo, ATTN_WKERNEL_BLOCKS);
     w.ff_gate = attn_weight_from_qmatrix(&y->w1, NULL, ATTN_WKERNEL_BLOCKS);
     w.ff_up = attn_weight_from_qmatrix(&y->w3, NULL, ATTN_WKERNEL_BLOCKS);
     w.ff_down = attn_weight_from_qmatrix(&y->w2, NULL, ATTN_WKERNEL_BLOCKS);

@@ -123,6 +123,16 @@ void attn_bpe_free(attn_bpe *t) {
 static const char GPT2_PATTERN[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS_CLASS "\\p{L}\\p{N}]+|[" WS_CLASS "]+(?![^" WS_CLASS "])|[" WS_CLASS "]+";
 
+/* Llama 3's ("llama-bpe") and Qwen2's pre-tokenizer regexes, as their tokenizer.json Split
+ * pre-tokenizers give them (behavior Isolated, then ByteLevel without its own regex):
+ *   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ * (Meta-Llama-3-8B), Qwen2 the same with \p{N} (one digit a word); \s spelled out as above. */
+#define LLAMA3_STYLE(NUM)                                                                                                  \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|" NUM "| ?[^" WS_CLASS "\\p{L}\\p{N}]+[\\r\\n]*|[" WS_CLASS \
+    "]*[\\r\\n]+|[" WS_CLASS "]+(?![^" WS_CLASS "])|[" WS_CLASS "]+"
+static const char LLAMA3_PATTERN[] = LLAMA3_STYLE("\\p{N}{1,3}");
+static const char QWEN2_PATTERN[] = LLAMA3_STYLE("\\p{N}");
+
 static int compile_re(pcre2_code **out, const char *pat) {
     int err;
     PCRE2_SIZE off;
@@ -266,8 +276,12 @@ int attn_bpe_create(attn_bpe **out, const attn_bpe_spec *sp) {
         } else if (strcmp(pre, "smollm") == 0) {
             rc = compile_re(&t->re_main, GPT2_PATTERN);
             if (rc == 0) rc = compile_re(&t->re_digits, "\\p{N}");
+        } else if (strcmp(pre, "llama-bpe") == 0) {
+            rc = compile_re(&t->re_main, LLAMA3_PATTERN);
+        } else if (strcmp(pre, "qwen2") == 0) {
+            rc = compile_re(&t->re_main, QWEN2_PATTERN);
         } else {
-            rc = attn_set_error(ATTN_E_UNSUPPORTED, "bpe: unknown pre-tokenizer '%s' (known: gpt2, smollm)", pre);
+            rc = attn_set_error(ATTN_E_UNSUPPORTED, "bpe: unknown pre-tokenizer '%s' (known: gpt2, smollm, llama-bpe, qwen2)", pre);
         }
         if (rc < 0) goto fail;
     } else {

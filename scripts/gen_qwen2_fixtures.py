@@ -31,7 +31,10 @@ Reference (tests/fixtures/qwen2/<model>.tsv, <model>_logits.npy, <model>_q8_0_lo
   q = round(x / d), d kept in float32 — ggml's quantize_row_q8_0 rounds d to float16, which
   alone moves these tiny random models' logits by up to 0.12), so that they hold both roundings.
   Also: Llama 3's logits without rope scaling (<model>_noscale_logits.npy), to show the
-  scaling changes the result by far more than the tolerance.
+  scaling changes the result by far more than the tolerance; and Qwen2's logits with linear
+  rope scaling of factor 2 (rope_parameters {"rope_type": "linear", "factor": 2}: llama.cpp's
+  <arch>.rope.scaling.type "linear" / .factor 2, which tests/test_qwen2.c writes into a copy of
+  the file) on the third sequence (prompt + continuation): qwen2_tiny_linear2_logits.npy.
 Tokenizer text: tests/fixtures/qwen2/<model>_tok.tsv: hex(text) TAB HF ids (no BOS).
 Run: /work/venv-peers/bin/pip install transformers tokenizers
      /work/venv-peers/bin/python scripts/gen_qwen2_fixtures.py
@@ -298,6 +301,14 @@ def build(name, arch, cfg, regex, pre, specials, bos_tok, eos_tok, add_bos, seed
         ns = all_logits(m2, seqs)
         np.save(os.path.join(OUT, name + "_noscale_logits.npy"), ns)
         print(name, "rope scaling changes the logits by up to %.4f" % np.abs(ns - lg).max())
+    else:
+        lin = transformers.Qwen2Config(**{k: v for k, v in cfg.to_dict().items() if k not in ("rope_parameters", "rope_scaling")})
+        lin.rope_parameters = {"rope_type": "linear", "factor": 2.0, "rope_theta": cfg.rope_parameters["rope_theta"]}
+        m2 = transformers.Qwen2ForCausalLM(lin).eval()
+        m2.load_state_dict(model.state_dict())
+        ll = all_logits(m2, seqs[2:3])
+        np.save(os.path.join(OUT, name + "_linear2_logits.npy"), ll)
+        print(name, "linear rope scaling 2 changes the logits by up to %.4f" % np.abs(ll - lg[-len(seqs[2]):]).max())
     load_deq(model, arch, cfg, deq)
     q8_0_activations(model)
     lq = all_logits(model, seqs)

@@ -271,9 +271,11 @@ static void test_model(const char *name, const char *arch, int tied, float theta
 
 static char tmpdir[] = "/tmp/attn_qwen2_XXXXXX";
 
-/* a copy of src with tensor `drop` left out, string metadata `key` set to sval (added when
- * absent), and element 0 of float32 tensor `zero` set to 0 */
-static int copy_gguf(const char *src, const char *dst, const char *drop, const char *key, const char *sval, const char *zero) {
+/* a copy of src with tensor `drop` left out, string metadata `key` set to sval and float32
+ * metadata `fkey` to fval (each added when absent, NULL: none), and element 0 of float32 tensor
+ * `zero` set to 0 */
+static int copy_gguf_f(const char *src, const char *dst, const char *drop, const char *key, const char *sval, const char *fkey,
+                       float fval, const char *zero) {
     attn_gguf *g = NULL;
     attn_gguf_writer *w = NULL;
     int rc = attn_gguf_open(&g, src);
@@ -290,11 +292,12 @@ static int copy_gguf(const char *src, const char *dst, const char *drop, const c
         int type;
         const void *d;
         size_t len;
-        if (key && strcmp(k, key) == 0) continue;
+        if ((key && strcmp(k, key) == 0) || (fkey && strcmp(k, fkey) == 0)) continue;
         rc = attn_gguf_kv_raw(g, i, &type, &d, &len);
         if (rc == 0) rc = attn_gguf_writer_kv(w, k, type, d, len);
     }
     if (rc == 0 && key) rc = attn_gguf_writer_kv(w, key, ATTN_GGUF_STRING, enc, 8 + sl);
+    if (rc == 0 && fkey) rc = attn_gguf_writer_kv(w, fkey, ATTN_GGUF_FLOAT32, &fval, 4);
     attn_gguf_tensor t;
     for (int64_t i = 0; rc == 0 && i < attn_gguf_n_tensors(g); i++)
         if ((rc = attn_gguf_tensor_at(g, i, &t)) == 0 && !(drop && strcmp(t.name, drop) == 0))
@@ -321,6 +324,10 @@ static int copy_gguf(const char *src, const char *dst, const char *drop, const c
     return rc;
 }
 
+static int copy_gguf(const char *src, const char *dst, const char *drop, const char *key, const char *sval, const char *zero) {
+    return copy_gguf_f(src, dst, drop, key, sval, NULL, 0, zero);
+}
+
 static void expect_refused(const char *src, const char *drop, const char *key, const char *sval, const char *zero, int code, const char *needle,
                            const char *what) {
     char dst[128];
@@ -336,11 +343,48 @@ static void expect_refused(const char *src, const char *drop, const char *key, c
     unlink(dst);
 }
 
-static void test_bad_files(void) {
-    if (!mkdtemp(tmpdir)) {
-        CHECK(0, "mkdtemp");
-        return;
+/* linear RoPE scaling (qwen2.rope.scaling.type "linear", factor 2, written into a copy of the
+ * Qwen2 file) against transformers' rope_type "linear" factor 2 on the third sequence */
+static void test_linear_scaling(void) {
+    char dst[128];
+    snprintf(dst, sizeof dst, "%s/linear2.gguf", tmpdir);
+    CHECK_OK(copy_gguf_f(DIR "qwen2_tiny.f32.gguf", dst, NULL, "qwen2.rope.scaling.type", "linear", "qwen2.rope.scaling.factor", 2.0f, NULL));
+    attn_llama *m = NULL;
+    CHECK_OK(attn_llama_load_gguf(&m, dst));
+    unlink(dst);
+    seq sq[8];
+    const int ns = read_seqs("qwen2_tiny", sq, 8);
+    attn_tensor a, b;
+    int64_t rows = 0, brows = 0;
+    const float *ref = m ? load_npy(&a, "qwen2_tiny", "_linear2_logits.npy", 355, &rows) : NULL;
+    const float *plain = ref ? load_npy(&b, "qwen2_tiny", "_logits.npy", 355, &brows) : NULL;
+    if (ns == 3 && plain && rows == sq[2].np + sq[2].ng && brows >= rows) {
+        int32_t ids[128];
+        memcpy(ids, sq[2].prompt, sizeof(int32_t) * (size_t)sq[2].np);
+        memcpy(ids + sq[2].np, sq[2].gen, sizeof(int32_t) * (size_t)sq[2].ng);
+        float *lg = (float *)malloc(sizeof(float) * (size_t)(rows * 355));
+        attn_llama_state *s = NULL;
+        CHECK_OK(attn_llama_state_create(&s, m, 128));
+        if (s && lg) {
+            CHECK_OK(attn_llama_forward(s, lg, ids, rows, 1, 0));
+            run_result r = {0, 0, 0, 0, 0, 0, 0};
+            diff_rows(&r, lg, ref, plain + (brows - rows) * 355, rows, 355);
+            printf("qwen2_tiny linear rope scaling 2: max |attn - transformers| = %.3g over %lld positions (unscaled: %.3f away)\n", r.worst,
+                   (long long)rows, r.far);
+            CHECK(r.worst <= TOL_F32, "linear scaling: max logit difference %.3g > %.0e", r.worst, TOL_F32);
+            CHECK(r.far > 1000 * TOL_F32, "linear scaling changes the logits (%.3g)", r.far);
+        }
+        attn_llama_state_free(s);
+        free(lg);
+    } else {
+        CHECK(0, "linear scaling fixture: %d sequences, %lld rows", ns, (long long)rows);
     }
+    if (ref) attn_npy_free(&a);
+    if (plain) attn_npy_free(&b);
+    attn_llama_free(m);
+}
+
+static void test_bad_files(void) {
     const char *q = DIR "qwen2_tiny.f32.gguf", *l = DIR "llama3_tiny.f32.gguf";
     /* the copy itself loads (the helper changes nothing by itself) */
     char dst[128];
@@ -357,13 +401,25 @@ static void test_bad_files(void) {
     expect_refused(q, NULL, "general.architecture", "qwen3", NULL, ATTN_E_UNSUPPORTED, "qwen2", "the message lists qwen2");
     expect_refused(l, NULL, NULL, NULL, "rope_freqs.weight", ATTN_E_FORMAT, "rope_freqs.weight[0]", "a rope_freqs factor of 0");
     expect_refused(l, "rope_freqs.weight", "llama.rope.scaling.type", "longrope", NULL, ATTN_E_UNSUPPORTED, "longrope", "LongRoPE");
-    rmdir(tmpdir);
+    /* a negative linear factor */
+    snprintf(dst, sizeof dst, "%s/neg.gguf", tmpdir);
+    CHECK_OK(copy_gguf_f(q, dst, NULL, "qwen2.rope.scaling.type", "linear", "qwen2.rope.scaling.factor", -2.0f, NULL));
+    m = NULL;
+    CHECK_ERR(attn_llama_load_gguf(&m, dst), ATTN_E_FORMAT);
+    CHECK(m == NULL && strstr(attn_last_error(), "qwen2.rope.scaling.factor"), "negative factor named: %s", attn_last_error());
+    unlink(dst);
 }
 
 int main(void) {
     attn_test_name = "qwen2";
+    if (!mkdtemp(tmpdir)) {
+        CHECK(0, "mkdtemp");
+        return attn_test_finish();
+    }
     test_model("qwen2_tiny", "qwen2", 1, 1e6f, 0);
     test_model("llama3_tiny", "llama", 0, 5e5f, 1);
+    test_linear_scaling();
     test_bad_files();
+    rmdir(tmpdir);
     return attn_test_finish();
 }

@@ -1,7 +1,7 @@
 /* Private to the Llama-family decoder (src/models/llama*.c, qwen2.c; not installed): what tells
- * one GGUF architecture of the family from another. The loader, the decoder layer wiring, the
- * KV cache and the tokenizer are llama.c's; a variant only names its keys and tensors and
- * chooses among the layer floor's options. */
+ * one GGUF architecture of the family from another. The loader, the decoder layer wiring and
+ * the KV cache are llama.c's, the GGUF tokenizer llama_tokenizer.c's; a variant only names its
+ * keys and tensors and chooses among the layer floor's options. */
 #ifndef ATTN_LLAMA_INTERNAL_H
 #define ATTN_LLAMA_INTERNAL_H
 
@@ -17,7 +17,7 @@ typedef struct {
     int qkv_bias;                /* 1: blk.N.attn_{q,k,v}.bias [H·D], [Hkv·D], [Hkv·D] are required */
 } attn__llama_variant;
 
-/* src/models/qwen2.c */
+/* src/models/qwen2.c: architecture "qwen2" */
 extern const attn__llama_variant attn__qwen2_variant;
 
 /* src/models/llama_tokenizer.c: the byte-level BPE tokenizer of a GGUF file (tokenizer.ggml.model

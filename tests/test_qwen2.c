@@ -7,7 +7,9 @@
  *     rope_freqs tensor, separate output, pre-tokenizer "llama-bpe", BOS.
  * For each: tokenizer ids equal to HF tokenizers', logits of the prompt (one causal pass) and of
  * 16 greedy decode steps (one token a step) against transformers' float32 logits, greedy tokens
- * equal; the Q8_0 copies against transformers on the dequantized weights; bad files refused. */
+ * equal; the Q8_0 copies against transformers on the dequantized weights (and 8-bit
+ * activations); llama.cpp on the same files (token ids, greedy tokens, top-1 logits); linear
+ * RoPE scaling; bad files refused. */
 #include "attn.h"
 #include "attn_bpe.h"
 #include "attn_gguf.h"
@@ -267,6 +269,92 @@ static void test_model(const char *name, const char *arch, int tied, float theta
     attn_llama_free(m);
 }
 
+/* ------------------------------------------------------------------ llama.cpp */
+
+/* llama.cpp (llama-cpp-python 0.3.36, KV cache float32) on the same files
+ * (<model>_llamacpp.tsv, scripts/gen_qwen2_llamacpp.py): its token ids for the tokenizer texts
+ * must be attn's; on each prompt attn continues greedily by itself for 16 steps and must give
+ * llama.cpp's tokens until the two part, and part only where llama.cpp's own top-2 margin is
+ * under the bound; until then attn's top-1 logit is compared with llama.cpp's.
+ * Bounds: float32 files 1e-3 (both float32 throughout; measured ~1e-5). Q8_0 files 0.3: llama.cpp
+ * rounds each activation block's scale to float16 where attn keeps it in float32 (see TOL_Q8),
+ * which on these tiny random models alone moves logits by up to 0.12 (measured against
+ * transformers with either rounding); the greedy tokens part only at margins under 0.3. */
+static void test_llamacpp(const char *name) {
+    char path[256];
+    static char buf[1 << 15];
+    snprintf(path, sizeof path, DIR "%s_llamacpp.tsv", name);
+    attn_test_read_file(path, buf, sizeof buf);
+    attn_llama *m[2] = {NULL, NULL};
+    static const char *const kinds[2] = {"f32", "q8_0"};
+    static const double bound[2] = {1e-3, 0.3};
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, DIR "%s.%s.gguf", name, kinds[k]);
+        CHECK_OK(attn_llama_load_gguf(&m[k], path));
+    }
+    if (!m[0] || !m[1]) goto done;
+    const int64_t V = attn_llama_get_config(m[0])->vocab_size;
+    float *lg = (float *)malloc(sizeof(float) * (size_t)(64 * V));
+    int toks = 0, toks_same = 0, seqs[2] = {0, 0}, steps[2] = {0, 0}, parted[2] = {0, 0};
+    double worst[2] = {0, 0};
+    for (const char *p = buf; *p && lg; p = next_line(p)) {
+        if (*p == '#') continue;
+        const char *t1 = strchr(p, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
+        if (!t1 || !t2) break;
+        if (strncmp(p, "tok\t", 4) == 0) {
+            char text[1024];
+            int32_t want[256], got[256];
+            int len = hexdecode(t1 + 1, text, sizeof text), nw = parse_ids(t2 + 1, want, 256);
+            int64_t ng = 0;
+            CHECK_OK(attn_bpe_encode(attn_llama_tokenizer(m[0]), text, (size_t)len, 0, got, 256, &ng));
+            toks++;
+            if (ng == nw && memcmp(got, want, sizeof(int32_t) * (size_t)nw) == 0) toks_same++;
+            else CHECK(0, "%s: attn's ids differ from llama.cpp's on '%s'", name, text);
+            continue;
+        }
+        const int k = strncmp(p, "q8_0\t", 5) == 0 ? 1 : 0;
+        int32_t prompt[64], gen[64];
+        double margin[64], top[64];
+        const int np = parse_ids(t1 + 1, prompt, 64), ng = parse_ids(t2 + 1, gen, 64);
+        const char *t3 = strchr(t2 + 1, '\t'), *t4 = t3 ? strchr(t3 + 1, '\t') : NULL;
+        if (!t3 || !t4 || ng != 16) break;
+        char *e = (char *)t3 + 1;
+        for (int i = 0; i < ng; i++) margin[i] = strtod(e, &e);
+        e = (char *)t4 + 1;
+        for (int i = 0; i < ng; i++) top[i] = strtod(e, &e);
+        attn_llama_state *s = NULL;
+        CHECK_OK(attn_llama_state_create(&s, m[k], 128));
+        if (!s) break;
+        seqs[k]++;
+        CHECK_OK(attn_llama_forward(s, lg, prompt, np, 0, 0));
+        for (int i = 0; i < ng; i++) {
+            double mg;
+            const int32_t best = argmax(lg, V, &mg);
+            if (best != gen[i]) {
+                parted[k]++;
+                CHECK(margin[i] <= bound[k], "%s %s: attn parts from llama.cpp at step %d (%d, llama.cpp %d) where llama.cpp's margin is %.4f",
+                      name, kinds[k], i, best, gen[i], margin[i]);
+                break;
+            }
+            steps[k]++;
+            worst[k] = fmax(worst[k], fabs((double)lg[best] - top[i]));
+            CHECK_OK(attn_llama_forward(s, lg, &best, 1, 0, 0));
+        }
+        attn_llama_state_free(s);
+    }
+    free(lg);
+    printf("%s vs llama.cpp: token ids %d/%d texts identical; f32: %d sequences, %d greedy steps equal, %d parted, top-1 logit within %.3g; "
+           "q8_0: %d sequences, %d steps equal, %d parted, top-1 logit within %.3g\n",
+           name, toks_same, toks, seqs[0], steps[0], parted[0], worst[0], seqs[1], steps[1], parted[1], worst[1]);
+    CHECK(toks >= 15 && toks_same == toks, "%s: llama.cpp token ids %d/%d", name, toks_same, toks);
+    CHECK(seqs[0] == 3 && seqs[1] == 3, "%s: %d / %d llama.cpp sequences", name, seqs[0], seqs[1]);
+    for (int k = 0; k < 2; k++) CHECK(worst[k] <= bound[k], "%s %s: top-1 logit %.3g from llama.cpp's (bound %.0e)", name, kinds[k], worst[k], bound[k]);
+    CHECK(steps[0] == 48, "%s f32: %d of 48 greedy steps equal to llama.cpp's", name, steps[0]);
+done:
+    attn_llama_free(m[0]);
+    attn_llama_free(m[1]);
+}
+
 /* ------------------------------------------------------------------ bad files */
 
 static char tmpdir[] = "/tmp/attn_qwen2_XXXXXX";
@@ -418,6 +506,8 @@ int main(void) {
     }
     test_model("qwen2_tiny", "qwen2", 1, 1e6f, 0);
     test_model("llama3_tiny", "llama", 0, 5e5f, 1);
+    test_llamacpp("qwen2_tiny");
+    test_llamacpp("llama3_tiny");
     test_linear_scaling();
     test_bad_files();
     rmdir(tmpdir);

@@ -18,7 +18,8 @@ class LLM:
     RMSNorm pre-norm blocks with RoPE, grouped-query attention over a KV cache (attn's fused
     SDPA kernel) and SwiGLU, then the output matrix.
 
-    ``LLM(path)`` opens a GGUF file (architecture llama — Llama 1-3, SmolLM2 — or qwen2; weights F32 / F16 / BF16 / Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q2_K..Q6_K used in
+    ``LLM(path)`` opens a GGUF file (architecture llama — Llama 1-3, SmolLM2 — or qwen2;
+    weights F32 / F16 / BF16 / Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q2_K..Q6_K used in
     place from the mmap'ed file; tokenizer and chat template from the file) or a llama2.c
     checkpoint (then ``tokenizer=`` names its tokenizer.bin).
 

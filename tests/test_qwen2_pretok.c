@@ -164,6 +164,46 @@ static void sweep(const attn_bpe *t, const char *pre, const char *fix) {
     CHECK(version < 20000, "%s: %lld Unicode-version differences", pre, (long long)version);
 }
 
+/* a control token whose string holds a NUL byte (a GGUF string may; fuzz_gguf found the
+ * special-token table keeping only the bytes before it, then comparing all 17): found whole in
+ * the text, and the text around it still byte tokens */
+static void test_special_with_nul(void) {
+    static char tok[257][8];
+    static const char *toks[257];
+    static uint32_t lens[257];
+    static int32_t types[257];
+    for (int b = 0; b < 256; b++) {
+        int n = attn__utf8_encode(byte_cp(b), tok[b]);
+        tok[b][n] = 0;
+        toks[b] = tok[b];
+        lens[b] = (uint32_t)n;
+        types[b] = ATTN_TOK_NORMAL;
+    }
+    memcpy(tok[256], "<\0end>", 6);
+    toks[256] = tok[256];
+    lens[256] = 6;
+    types[256] = ATTN_TOK_CONTROL;
+    attn_bpe_spec sp;
+    memset(&sp, 0, sizeof sp);
+    sp.kind = ATTN_BPE_BYTE_LEVEL;
+    sp.tokens = toks;
+    sp.token_lens = lens;
+    sp.token_types = types;
+    sp.n_tokens = 257;
+    sp.pretokenizer = "qwen2";
+    sp.bos_id = sp.eos_id = -1;
+    attn_bpe *t = NULL;
+    CHECK_OK(attn_bpe_create(&t, &sp));
+    if (!t) return;
+    int32_t ids[16];
+    int64_t n = 0;
+    CHECK_OK(attn_bpe_encode(t, "a<\0end>b", 8, 1, ids, 16, &n));
+    CHECK(n == 3 && ids[1] == 256, "control token with a NUL byte: %lld ids, the second %d (want 3, 256)", (long long)n, n > 1 ? ids[1] : -1);
+    CHECK_OK(attn_bpe_encode(t, "a<\0enX>b", 8, 1, ids, 16, &n));
+    CHECK(n == 8, "a near miss stays bytes: %lld ids (want 8)", (long long)n);
+    attn_bpe_free(t);
+}
+
 int main(void) {
     attn_test_name = "qwen2_pretok";
     static const char *const names[2] = {"qwen2", "llama-bpe"};
@@ -188,5 +228,6 @@ int main(void) {
     }
     attn_bpe_free(tk[0]);
     attn_bpe_free(tk[1]);
+    test_special_with_nul();
     return attn_test_finish();
 }

@@ -219,8 +219,9 @@ int attn_bpe_create(attn_bpe **out, const attn_bpe_spec *sp) {
         int k = 0;
         for (int64_t i = 0; i < n; i++)
             if ((t->type[i] == ATTN_TOK_CONTROL || t->type[i] == ATTN_TOK_USER) && t->tlen[i] > 0) {
-                t->spec[k].s = strdup(t->tok[i]);
+                t->spec[k].s = (char *)malloc(t->tlen[i] + 1); /* not strdup: a token may hold a NUL byte */
                 if (!t->spec[k].s) goto nomem;
+                memcpy(t->spec[k].s, t->tok[i], t->tlen[i] + 1);
                 t->spec[k].len = t->tlen[i];
                 t->spec[k].id = (int32_t)i;
                 k++;

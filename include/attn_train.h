@@ -15,6 +15,8 @@
 #include "attn_ops.h"
 #include "attn_sampling.h"
 
+#include <stdio.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -98,7 +100,7 @@ typedef struct {
     int64_t d_ff;         /* intermediate_size F */
     int64_t n_labels;     /* classes */
     float eps;            /* layer_norm_eps (HF ViT: 1e-12) */
-    attn_activation act;  /* hidden_act: GELU (erf), GELU_TANH, RELU or SILU */
+    attn_activation act;  /* hidden_act: GELU (erf), GELU_TANH or RELU (what attn_vit_load reads) */
 } attn_vit_train_config;
 
 typedef struct attn_vit_trainer attn_vit_trainer;
@@ -212,6 +214,71 @@ void attn_shuffle(int64_t *perm, int64_t n, attn_rng *r);
  * probability 1/2 (in that order: 2 draws for the offset when pad > 0, 1 for the flip). rng NULL: no augmentation. */
 void attn_train_make_batch(float *pixels, const uint8_t *images, int64_t S, const int64_t *idx, int64_t B,
                            float mean, float std, int pad, attn_rng *rng);
+
+/* ---- checkpoints: a Hugging Face ViTForImageClassification directory plus the training state */
+
+/* One epoch's record. */
+typedef struct {
+    double train_loss;    /* mean loss over the epoch's batches */
+    double eval_loss;     /* mean loss on the evaluation set (NaN: none) */
+    double eval_accuracy; /* fraction correct on the evaluation set (NaN: none) */
+    double seconds;       /* wall time of the epoch (training and evaluation) */
+} attn_train_epoch;
+
+/* Everything besides the weights and moments that a run needs to continue bit for bit. */
+typedef struct {
+    int64_t epoch;            /* epochs completed */
+    int64_t epochs;           /* epochs planned (the schedule's length) */
+    int64_t steps_per_epoch, warmup_steps, batch;
+    uint64_t seed;
+    double lr, weight_decay, max_norm, label_smoothing;
+    int pad;                  /* random-crop padding (0: none) */
+    int flip;                 /* random horizontal flips */
+    float mean, std;          /* preprocessing: (p/255 - mean)/std */
+    char **labels;            /* n_labels class names (malloc'ed; attn_vit_train_state_free) */
+    int64_t n_labels;
+    attn_train_epoch *history; /* [epoch] (malloc'ed) */
+} attn_vit_train_state;
+
+/* attn_vit_train_state_free: the names and the history (NULL-safe); zeroes nothing else. */
+void attn_vit_train_state_free(attn_vit_train_state *s);
+
+/* attn_vit_trainer_save: write the checkpoint into the existing directory dir:
+ *   config.json               ViTConfig (model_type "vit", ViTForImageClassification, id2label /
+ *                             label2id from s->labels, dropout 0, qkv_bias true)
+ *   model.safetensors         the parameters (F32, the names of attn_vit_trainer_param_name)
+ *   preprocessor_config.json  ViTImageProcessor: size = image size, bilinear, rescale 1/255,
+ *                             image_mean [s->mean], image_std [s->std]
+ *   optimizer.safetensors     AdamW's moments "exp_avg.NAME", "exp_avg_sq.NAME"; metadata "step"
+ *   trainer_state.json        *s (the run's settings and the per-epoch history)
+ *   curve.png                 training loss and evaluation accuracy per epoch (cairo; when the
+ *                             history is not empty)
+ * Every file is staged beside its target and all are flushed and checked before the first is
+ * renamed over its target, so a failed write (a full disk) leaves the previous checkpoint intact.
+ * Errors: ATTN_E_INVALID (NULL, labels missing), ATTN_E_IO (naming the file), ATTN_E_NOMEM. */
+int attn_vit_trainer_save(const attn_vit_trainer *t, const char *dir, const attn_vit_train_state *s);
+
+/* attn_vit_train_config_load: the model config of dir/file (file NULL: "config.json"; a transformers ViTConfig:
+ * square image_size and patch_size, num_channels, hidden_size, num_hidden_layers,
+ * num_attention_heads, intermediate_size, hidden_act, layer_norm_eps, id2label or num_labels) and,
+ * when labels is not NULL, the class names (malloc'ed array of n_labels strings; "LABEL_i" for a
+ * config without id2label; free with attn_vit_train_labels_free).
+ * Errors: ATTN_E_IO (missing file), ATTN_E_FORMAT (bad JSON, a non-square size, heads not dividing
+ * hidden, ...), ATTN_E_UNSUPPORTED (model_type not "vit", an unknown hidden_act), ATTN_E_NOMEM. */
+int attn_vit_train_config_load(attn_vit_train_config *c, char ***labels, const char *dir, const char *file);
+void attn_vit_train_labels_free(char **labels, int64_t n);
+
+/* attn_vit_trainer_load: the parameters from dir/model.safetensors (every name, shapes checked
+ * against t's config) and, when s is not NULL, the moments and step from optimizer.safetensors and
+ * *s from trainer_state.json (to resume). On error t's contents are unspecified.
+ * Errors: ATTN_E_IO (a missing file), ATTN_E_SHAPE (a tensor of another shape: "another model"),
+ * ATTN_E_INVALID (a missing tensor), ATTN_E_FORMAT (a bad trainer_state.json), ATTN_E_NOMEM. */
+int attn_vit_trainer_load(attn_vit_trainer *t, const char *dir, attn_vit_train_state *s);
+
+/* attn_train_curve_png: a PNG (cairo) of two panels — training loss (and evaluation loss where
+ * known) and evaluation accuracy — against the epoch, written to f.
+ * Errors: ATTN_E_INVALID (NULL, n < 1), ATTN_E_IO (cairo or the write failed). */
+int attn_train_curve_png(FILE *f, const attn_train_epoch *h, int64_t n);
 
 #ifdef __cplusplus
 }

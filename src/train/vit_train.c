@@ -51,7 +51,7 @@ int attn_vit_train_config_check(const attn_vit_train_config *c) {
     if ((c->image_size / c->patch) * (c->image_size / c->patch) > 65536)
         return attn_set_error(ATTN_E_INVALID, "vit train: more than 65536 patches");
     if (!(c->eps >= 0.0f) || !isfinite(c->eps)) return attn_set_error(ATTN_E_INVALID, "vit train: layer_norm_eps must be finite and >= 0");
-    if (c->act != ATTN_ACT_GELU && c->act != ATTN_ACT_GELU_TANH && c->act != ATTN_ACT_RELU && c->act != ATTN_ACT_SILU)
+    if (c->act != ATTN_ACT_GELU && c->act != ATTN_ACT_GELU_TANH && c->act != ATTN_ACT_RELU)
         return attn_set_error(ATTN_E_INVALID, "vit train: unsupported activation %d", (int)c->act);
     return ATTN_OK;
 }

@@ -377,7 +377,8 @@ static int run(train_opts *o) {
             if (lr_rc < 0 || !isfinite(loss) || !isfinite(norm)) {
                 cli_progress_end(&bar);
                 rc = cli_error("the %s at epoch %lld, step %lld of %lld (optimizer step %lld)%s%s; stopped — %s%s", 
-                               lr_rc < 0 ? "forward failed" : !isfinite(loss) ? "loss is NaN or infinite" : "gradient norm is NaN or infinite",
+                               lr_rc == ATTN_E_RANGE || (lr_rc == 0 && !isfinite(loss)) ? "loss turned NaN or infinite"
+                               : lr_rc < 0 ? "step failed" : "gradient norm turned NaN or infinite",
                                (long long)ep + 1, (long long)s + 1, (long long)spe, (long long)gstep + 1, lr_rc < 0 ? ": " : "",
                                lr_rc < 0 ? attn_last_error() : "", ep > 0 ? "the checkpoint of the last good epoch stays in " : "nothing was written to ",
                                o->out);

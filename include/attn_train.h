@@ -116,7 +116,7 @@ int attn_vit_train_config_check(const attn_vit_train_config *c);
  *   + 4·B·E + 2·B·n (CLS rows, their LN, its gradient twice; logits and their gradient)
  *   + 9·B·T·E + 2·B·T·F (backward scratch, reused by every layer).
  * E.g. the Fashion-MNIST model (S 28, P 7, E 96, 4 layers, 3 heads, F 192, 10 labels) at
- * B = 128: 55.3 MB. 0 for an invalid config or B < 1. */
+ * B = 128: 55,861,248 bytes (55.9 MB). 0 for an invalid config or B < 1. */
 size_t attn_vit_train_arena_bytes(const attn_vit_train_config *c, int64_t B);
 
 /* attn_vit_trainer_new: a trainer for batches of up to max_batch images, weights initialised as

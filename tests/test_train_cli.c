@@ -114,6 +114,11 @@ int main(void) {
     CHECK(strstr(err, "the loss turned NaN or infinite at epoch 2, step") && strstr(err, "last good epoch"), "names the step: %s", err);
     CHECK(same_file(P("B/model.safetensors"), P("Bmodel.bak")), "the last good checkpoint is kept");
 
+    /* --config: the model of A's config.json (hidden 32, 2 layers: 19,658 parameters) */
+    const char *cf[] = {"train", "vit", TRAIN, "--config", P("A/config.json"), "--epochs", "1", "--batch", "64",
+                        "--label-smoothing", "0.1", "--threads", "1", "-o", P("E"), NULL};
+    CHECK(run(cf) == 0 && strstr(err, "19658 parameters") && strstr(out, "epoch 1/1: train loss"), "--config: %s", err);
+
     /* bad input */
     const char *e1[] = {"train", "vit", "--train", P("tr.idx"), P("short.idx"), TINY, "-o", P("D"), NULL};
     CHECK(run(e1) == 1 && strstr(err, "has 256 images but") && strstr(err, "255 labels"), "count mismatch: %s", err);

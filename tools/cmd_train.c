@@ -14,7 +14,7 @@
 #include <time.h>
 
 typedef struct {
-    const char *train_img, *train_lab, *eval_img, *eval_lab, *config, *out, *resume, *lr_s, *wd_s, *names, *max_norm_s;
+    const char *train_img, *train_lab, *eval_img, *eval_lab, *config, *out, *resume, *lr_s, *wd_s, *names, *max_norm_s, *ls_s;
     int64_t patch, hidden, layers, heads, mlp, classes, epochs, batch, seed, threads, stop_after, pad, limit;
     double warmup;
     int flip, progress;
@@ -60,6 +60,8 @@ static const cli_option options[] = {
     {"--lr", NULL, CLI_STR, F(lr_s), .help = "  --lr LR                peak learning rate (default 2e-3)\n"},
     {"--weight-decay", NULL, CLI_STR, F(wd_s), .help = "  --weight-decay W       AdamW weight decay (default 0.05)\n"},
     {"--max-norm", NULL, CLI_STR, F(max_norm_s), .help = "  --max-norm X           clip the gradients' global norm to X (default 1; 0: off)\n"},
+    {"--label-smoothing", NULL, CLI_STR, F(ls_s),
+     .help = "  --label-smoothing S    cross-entropy label smoothing in [0, 1) (default 0)\n"},
     {"--pad", NULL, CLI_I64, F(pad), 0, 64, .help = "  --pad P                random crop after padding by P pixels (default 2; 0: off)\n"},
     {"--no-flip", NULL, CLI_FLAG, F(flip), 0, .help = "  --no-flip              no random horizontal flips (default: flip half)\n"},
     {"--seed", NULL, CLI_I64, F(seed), 0, INT64_MAX, .help = "  --seed S               initialisation, shuffling and augmentation seed (default 0)\n"},
@@ -248,6 +250,9 @@ static int run(train_opts *o) {
     if (o->lr_s && (r = parse_real(o->lr_s, "--lr", 0, 1, &lr))) return r;
     if (o->wd_s && (r = parse_real(o->wd_s, "--weight-decay", 0, 0, &wd))) return r;
     if (o->max_norm_s && (r = parse_real(o->max_norm_s, "--max-norm", 0, 0, &max_norm))) return r;
+    double smooth = 0;
+    if (o->ls_s && (r = parse_real(o->ls_s, "--label-smoothing", 0, 0, &smooth))) return r;
+    if (smooth >= 1) return cli_usage_error("train", "--label-smoothing must be below 1, got '%s'", o->ls_s);
     if (o->threads > 0) attn_set_num_threads((int)o->threads);
     attn_vit_train_config c;
     attn_vit_train_state st;
@@ -283,8 +288,8 @@ static int run(train_opts *o) {
             goto out;
         }
         if ((o->batch > 0 && o->batch != st.batch) || (o->seed >= 0 && (uint64_t)o->seed != st.seed) ||
-            (o->pad >= 0 && o->pad != st.pad) || (!o->flip && st.flip) || o->max_norm_s || o->limit) {
-            rc = cli_error("--batch, --seed, --pad, --no-flip, --max-norm and --limit are the resumed run's (batch %lld, seed "
+            (o->pad >= 0 && o->pad != st.pad) || (!o->flip && st.flip) || o->max_norm_s || o->ls_s || o->limit) {
+            rc = cli_error("--batch, --seed, --pad, --no-flip, --max-norm, --label-smoothing and --limit are the resumed run's (batch %lld, seed "
                            "%llu, pad %d, %s); leave them out",
                            (long long)st.batch, (unsigned long long)st.seed, st.pad, st.flip ? "flip" : "no flip");
             goto out;
@@ -326,6 +331,7 @@ static int run(train_opts *o) {
     } else {
         st.epochs = o->epochs > 0 ? o->epochs : 10;
         st.batch = B, st.seed = o->seed >= 0 ? (uint64_t)o->seed : 0, st.lr = lr, st.weight_decay = wd, st.max_norm = max_norm;
+        st.label_smoothing = smooth;
         st.pad = o->pad >= 0 ? (int)o->pad : 2, st.flip = o->flip;
         st.steps_per_epoch = (tr.n + B - 1) / B;
         st.warmup_steps = st.steps_per_epoch / 2 > 0 ? st.steps_per_epoch / 2 : 1;

@@ -28,6 +28,16 @@ void attn_vit_train_state_free(attn_vit_train_state *s) {
     s->history = NULL;
 }
 
+/* the shortest decimal that reads back as f (0.286f is written 0.286, not 0.28600001335144043) */
+static double attn__f32_json(float f) {
+    char b[32];
+    for (int p = 1; p <= 9; p++) {
+        snprintf(b, sizeof b, "%.*g", p, (double)f);
+        if ((float)strtod(b, NULL) == f) return strtod(b, NULL);
+    }
+    return (double)f;
+}
+
 static const char *attn__act_name(attn_activation a) {
     return a == ATTN_ACT_GELU_TANH ? "gelu_pytorch_tanh" : a == ATTN_ACT_RELU ? "relu" : "gelu";
 }
@@ -49,7 +59,7 @@ static char *attn__config_json(const attn_vit_trainer *t, const attn_vit_train_s
     cJSON_AddNumberToObject(r, "initializer_range", 0.02);
     cJSON_AddNumberToObject(r, "intermediate_size", (double)c->d_ff);
     cJSON *l2 = cJSON_AddObjectToObject(r, "label2id");
-    cJSON_AddNumberToObject(r, "layer_norm_eps", (double)c->eps);
+    cJSON_AddNumberToObject(r, "layer_norm_eps", attn__f32_json(c->eps));
     cJSON_AddStringToObject(r, "model_type", "vit");
     cJSON_AddNumberToObject(r, "num_attention_heads", (double)c->n_heads);
     cJSON_AddNumberToObject(r, "num_channels", (double)c->channels);
@@ -73,9 +83,9 @@ static char *attn__preproc_json(const attn_vit_trainer *t, const attn_vit_train_
     cJSON_AddTrueToObject(r, "do_normalize");
     cJSON_AddTrueToObject(r, "do_rescale");
     cJSON_AddTrueToObject(r, "do_resize");
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(r, "image_mean"), cJSON_CreateNumber(s->mean));
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(r, "image_mean"), cJSON_CreateNumber(attn__f32_json(s->mean)));
     cJSON_AddStringToObject(r, "image_processor_type", "ViTImageProcessor");
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(r, "image_std"), cJSON_CreateNumber(s->std));
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(r, "image_std"), cJSON_CreateNumber(attn__f32_json(s->std)));
     cJSON_AddNumberToObject(r, "resample", 2);
     cJSON_AddNumberToObject(r, "rescale_factor", 1.0 / 255.0);
     cJSON *sz = cJSON_AddObjectToObject(r, "size");

@@ -90,6 +90,7 @@ int attn_cross_entropy(double *loss, attn_tensor *dlogits, const attn_tensor *lo
  * arena sized up front for max_batch images (attn_vit_train_arena_bytes); nothing is allocated
  * per step. Dropout is not implemented (HF's ViT defaults: 0). */
 
+/* The model: a ViTConfig restricted to square, 1- or 3-channel images. */
 typedef struct {
     int64_t image_size;   /* square images, pixels (28 for Fashion-MNIST) */
     int64_t channels;     /* num_channels C (1 or 3) */
@@ -102,7 +103,7 @@ typedef struct {
     float eps;            /* layer_norm_eps (HF ViT: 1e-12) */
     attn_activation act;  /* hidden_act: GELU (erf), GELU_TANH or RELU (what attn_vit_load reads) */
 } attn_vit_train_config;
-
+/* A trainer (opaque): parameters, gradients, AdamW moments, activation arena. */
 typedef struct attn_vit_trainer attn_vit_trainer;
 
 /* attn_vit_train_config_check: ATTN_OK, or ATTN_E_INVALID naming the bad field (e.g. "hidden
@@ -150,6 +151,7 @@ int attn_vit_trainer_tensor(attn_tensor *out, const attn_vit_trainer *t, int i, 
 int64_t attn_vit_trainer_numel(const attn_vit_trainer *t);
 /* attn_vit_trainer_step_count / _set_step_count: AdamW's step t (bias corrections use t). */
 int64_t attn_vit_trainer_step_count(const attn_vit_trainer *t);
+/* attn_vit_trainer_set_step_count: set AdamW's t (NULL-safe). */
 void attn_vit_trainer_set_step_count(attn_vit_trainer *t, int64_t step);
 
 /* attn_vit_trainer_forward: logits [B, n_labels] of pixels [B, C, S, S] (float32, preprocessed),
@@ -266,6 +268,7 @@ int attn_vit_trainer_save(const attn_vit_trainer *t, const char *dir, const attn
  * Errors: ATTN_E_IO (missing file), ATTN_E_FORMAT (bad JSON, a non-square size, heads not dividing
  * hidden, ...), ATTN_E_UNSUPPORTED (model_type not "vit", an unknown hidden_act), ATTN_E_NOMEM. */
 int attn_vit_train_config_load(attn_vit_train_config *c, char ***labels, const char *dir, const char *file);
+/* attn_vit_train_labels_free: free n names and the array (NULL-safe). */
 void attn_vit_train_labels_free(char **labels, int64_t n);
 
 /* attn_vit_trainer_load: the parameters from dir/model.safetensors (every name, shapes checked

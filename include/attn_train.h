@@ -210,7 +210,8 @@ uint64_t attn_rng_below(attn_rng *r, uint64_t n);
 void attn_shuffle(int64_t *perm, int64_t n, attn_rng *r);
 
 /* attn_train_make_batch: pixels [B, 1, S, S] float32 of the 8-bit images [.., S, S] whose indices
- * are idx[0..B), each (p/255 − mean)/std in float32 (attn_vit_preprocess's arithmetic);
+ * are idx[0..B) (each in 0..N-1 of the caller's N images; not checked), each (p/255 − mean)/std
+ * in float32 (attn_vit_preprocess's arithmetic);
  * with rng non-NULL each image is augmented: padded by `pad` pixels of value 0 on every side and
  * cropped back to S x S at a uniform random offset in [0, 2·pad]², then flipped left–right with
  * probability 1/2 (in that order: 2 draws for the offset when pad > 0, 1 for the flip). rng NULL: no augmentation. */

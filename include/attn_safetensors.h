@@ -32,6 +32,8 @@
 
 #include "attn_core.h"
 
+#include <stdio.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -144,6 +146,20 @@ int attn_safetensors_metadata_count(const attn_safetensors *st);
  * ATTN_E_RANGE for an index out of range. */
 int attn_safetensors_metadata_at(const char **key, const char **value,
                                  const attn_safetensors *st, int index);
+
+/* attn_safetensors_write: write a safetensors file to f: the tensors (F32, F16, BF16, I32 or I64,
+ * contiguous; shapes in PyTorch order) named names[0..n) in that order, and optional string
+ * metadata ("__metadata__"). The header is padded with spaces to a multiple of 8 bytes.
+ * Errors: ATTN_E_INVALID (NULL, an empty / duplicate / "__metadata__" name, a duplicate metadata
+ * key, a non-contiguous tensor), ATTN_E_DTYPE (another dtype), ATTN_E_IO (a write failed),
+ * ATTN_E_NOMEM. Source: huggingface/safetensors README "Format" (src/formats/safetensors_write.c). */
+int attn_safetensors_write(FILE *f, int n, const char *const *names, const attn_tensor *const *tensors, int n_meta,
+                           const char *const *meta_keys, const char *const *meta_values);
+
+/* attn_safetensors_save: attn_safetensors_write to `path` atomically (attn_io.h: complete or
+ * untouched). Errors: as attn_safetensors_write and attn_out_open / attn_out_commit. */
+int attn_safetensors_save(const char *path, int n, const char *const *names, const attn_tensor *const *tensors, int n_meta,
+                          const char *const *meta_keys, const char *const *meta_values);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,147 @@
+/* attn train vit (tools/cmd_train.c) end to end on 256 Fashion-MNIST images with a tiny model
+ * (hidden 32, 2 layers): the checkpoint that `attn classify --eval` loads (same accuracy as the
+ * training's last line), --resume continuing bit for bit (2 epochs == 1 epoch + resume 1: equal
+ * model.safetensors and optimizer.safetensors bytes), and the bad input of issue 21, each refused
+ * with a message: label count mismatch, a label outside the classes, heads not dividing hidden,
+ * batch 0, lr NaN / negative, a resume directory of another model, a NaN loss (names the step and
+ * keeps the last good checkpoint). */
+#include "attn.h"
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define FMNIST "/usr/share/datasets/fashion-mnist/"
+static char tmp[64];
+static char out[16384], err[16384];
+
+static const char *P(const char *name) {
+    static char b[8][256];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(b[k], sizeof b[k], "%s/%s", tmp, name);
+    return b[k];
+}
+
+/* the first n items of an IDX file, written uncompressed */
+static int write_idx(const char *src, const char *dst, int64_t n) {
+    attn_idx x;
+    if (attn_idx_load(&x, src) < 0) return -1;
+    int64_t per = 1;
+    for (int d = 1; d < x.ndim; d++) per *= x.dims[d];
+    FILE *f = fopen(dst, "wb");
+    unsigned char h[4] = {0, 0, 8, (unsigned char)x.ndim};
+    fwrite(h, 1, 4, f);
+    for (int d = 0; d < x.ndim; d++) {
+        const uint32_t v = (uint32_t)(d ? x.dims[d] : n);
+        unsigned char be[4] = {v >> 24, v >> 16, v >> 8, v};
+        fwrite(be, 1, 4, f);
+    }
+    fwrite(x.data, 1, (size_t)(n * per), f);
+    fclose(f);
+    attn_idx_free(&x);
+    return 0;
+}
+
+static int run(const char *const *args) {
+    out[0] = err[0] = 0;
+    return attn_test_run(attn_test_cli_path(), tmp, out, sizeof out, err, sizeof err, args);
+}
+
+static int same_file(const char *a, const char *b) {
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    int same = fa && fb;
+    while (same) {
+        int ca = fgetc(fa), cb = fgetc(fb);
+        same = ca == cb;
+        if (ca == EOF) break;
+    }
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return same;
+}
+
+#define TRAIN "--train", P("tr.idx"), P("trl.idx")
+#define EVAL "--eval", P("ev.idx"), P("evl.idx")
+#define TINY "--hidden", "32", "--layers", "2", "--heads", "4", "--mlp", "64", "--batch", "32", "--threads", "1", "--seed", "3"
+
+int main(void) {
+    attn_test_name = "train_cli";
+    snprintf(tmp, sizeof tmp, "/tmp/attn_test_train_cli_XXXXXX");
+    if (!mkdtemp(tmp)) {
+        CHECK(0, "mkdtemp");
+        return attn_test_finish();
+    }
+    CHECK(write_idx(FMNIST "train-images-idx3-ubyte.gz", P("tr.idx"), 256) == 0, "train images");
+    CHECK(write_idx(FMNIST "train-labels-idx1-ubyte.gz", P("trl.idx"), 256) == 0, "train labels");
+    CHECK(write_idx(FMNIST "t10k-images-idx3-ubyte.gz", P("ev.idx"), 200) == 0, "eval images");
+    CHECK(write_idx(FMNIST "t10k-labels-idx1-ubyte.gz", P("evl.idx"), 200) == 0, "eval labels");
+    CHECK(write_idx(FMNIST "train-labels-idx1-ubyte.gz", P("short.idx"), 255) == 0, "short labels");
+
+    /* A: 2 epochs */
+    const char *a[] = {"train", "vit", TRAIN, EVAL, TINY, "--epochs", "2", "-o", P("A"), NULL};
+    CHECK(run(a) == 0, "train A: %s", err);
+    const char *last = strstr(out, "epoch 2/2:");
+    CHECK(last && strstr(out, "epoch 1/2:"), "one line per epoch: %s", out);
+    /* attn classify --eval on the checkpoint reproduces the training's evaluation */
+    const char *c[] = {"classify", "--model", P("A"), "--eval", P("ev.idx"), P("evl.idx"), "--threads", "1", NULL};
+    char line[64] = "";
+    const char *acc = last ? strstr(last, "eval accuracy ") : NULL;
+    if (acc) sscanf(acc, "eval accuracy %63[0-9.]", line);
+    CHECK(run(c) == 0, "classify: %s", err);
+    char want[96];
+    snprintf(want, sizeof want, "accuracy: %s", line);
+    CHECK(line[0] && strstr(out, want), "classify says %s; training said %s", out, line);
+    CHECK(access(P("A/curve.png"), R_OK) == 0 && access(P("A/preprocessor_config.json"), R_OK) == 0, "curve.png, preprocessor");
+
+    /* B: stop after epoch 1, then resume: bit for bit A */
+    const char *b[] = {"train", "vit", TRAIN, EVAL, TINY, "--epochs", "2", "--stop-after", "1", "-o", P("B"), NULL};
+    CHECK(run(b) == 0, "train B: %s", err);
+    CHECK(strstr(out, "epoch 1/2:") && !strstr(out, "epoch 2/2"), "stopped after 1: %s", out);
+    const char *r[] = {"train", "vit", TRAIN, EVAL, "--resume", P("B"), "--threads", "1", "-o", P("C"), NULL};
+    CHECK(run(r) == 0, "resume: %s", err);
+    CHECK(strstr(out, "epoch 2/2:") && !strstr(out, "epoch 1/2"), "resumed at epoch 2: %s", out);
+    CHECK(same_file(P("A/model.safetensors"), P("C/model.safetensors")), "resumed weights == uninterrupted weights");
+    CHECK(same_file(P("A/optimizer.safetensors"), P("C/optimizer.safetensors")), "resumed AdamW state == uninterrupted");
+
+    /* NaN loss: resume B with an absurd learning rate; B's checkpoint stays */
+    const char *n[] = {"train", "vit", TRAIN, "--resume", P("B"), "--lr", "1e30", "--threads", "1", "-o", P("B"), NULL};
+    char before[128];
+    snprintf(before, sizeof before, "cp %s %s", P("B/model.safetensors"), P("Bmodel.bak"));
+    CHECK(system(before) == 0, "copy");
+    CHECK(run(n) == 1, "NaN run fails");
+    CHECK(strstr(err, "the loss turned NaN or infinite at epoch 2, step") && strstr(err, "last good epoch"), "names the step: %s", err);
+    CHECK(same_file(P("B/model.safetensors"), P("Bmodel.bak")), "the last good checkpoint is kept");
+
+    /* --config: the model of A's config.json (hidden 32, 2 layers: 19,658 parameters) */
+    const char *cf[] = {"train", "vit", TRAIN, "--config", P("A/config.json"), "--epochs", "1", "--batch", "64",
+                        "--label-smoothing", "0.1", "--threads", "1", "-o", P("E"), NULL};
+    CHECK(run(cf) == 0 && strstr(err, "19658 parameters") && strstr(out, "epoch 1/1: train loss"), "--config: %s", err);
+
+    /* bad input */
+    const char *e1[] = {"train", "vit", "--train", P("tr.idx"), P("short.idx"), TINY, "-o", P("D"), NULL};
+    CHECK(run(e1) == 1 && strstr(err, "has 256 images but") && strstr(err, "255 labels"), "count mismatch: %s", err);
+    const char *e2[] = {"train", "vit", TRAIN, TINY, "--classes", "5", "-o", P("D"), NULL};
+    CHECK(run(e2) == 1 && strstr(err, "is not a class of this model (0..4)"), "label out of range: %s", err);
+    const char *e3[] = {"train", "vit", TRAIN, "--hidden", "30", "--heads", "4", "-o", P("D"), NULL};
+    CHECK(run(e3) == 1 && strstr(err, "hidden size 30 is not a multiple of 4 heads"), "heads: %s", err);
+    const char *e4[] = {"train", "vit", TRAIN, "--batch", "0", "-o", P("D"), NULL};
+    CHECK(run(e4) == 2 && strstr(err, "--batch"), "batch 0: %s", err);
+    const char *e5[] = {"train", "vit", TRAIN, "--lr", "nan", "-o", P("D"), NULL};
+    CHECK(run(e5) == 2 && strstr(err, "--lr must be a finite number > 0"), "lr NaN: %s", err);
+    const char *e6[] = {"train", "vit", TRAIN, "--lr", "-0.001", "-o", P("D"), NULL};
+    CHECK(run(e6) == 2 && strstr(err, "--lr must be a finite number > 0"), "lr negative: %s", err);
+    const char *e7[] = {"train", "vit", TRAIN, "--resume", P("A"), "--hidden", "64", "-o", P("D"), NULL};
+    CHECK(run(e7) == 1 && strstr(err, "--hidden 64 disagrees") && strstr(err, "another model"), "resume other model: %s", err);
+    const char *e8[] = {"train", "vit", TRAIN, "--resume", "models/vit-fashion-mnist", "-o", P("D"), NULL};
+    CHECK(run(e8) == 1 && strstr(err, "optimizer.safetensors"), "resume a directory not written by attn train: %s", err);
+    const char *e9[] = {"train", "vit", TRAIN, "--resume", P("A"), "--epochs", "2", "-o", P("D"), NULL};
+    CHECK(run(e9) == 1 && strstr(err, "has done 2 of 2 epochs"), "nothing left to do: %s", err);
+    CHECK(access(P("D/model.safetensors"), F_OK) != 0, "no checkpoint from the refused runs");
+
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+    CHECK(system(cmd) == 0, "cleanup");
+    return attn_test_finish();
+}

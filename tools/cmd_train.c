@@ -1,0 +1,450 @@
+/* attn train vit: train a Vision Transformer classifier on IDX images with attn's own kernels
+ * (include/attn_train.h) and write a Hugging Face checkpoint after every epoch. */
+#include "cli.h"
+#include "progress.h"
+
+#include "attn_image.h"
+#include "attn_train.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+typedef struct {
+    const char *train_img, *train_lab, *eval_img, *eval_lab, *config, *out, *resume, *lr_s, *wd_s, *names, *max_norm_s, *ls_s;
+    int64_t patch, hidden, layers, heads, mlp, classes, epochs, batch, seed, threads, stop_after, pad, limit;
+    double warmup;
+    int flip, progress;
+} train_opts;
+
+static int two_files(cli_args *a, const char **second, const char *opt) {
+    if (!cli_more(a) || (a->argv[a->i][0] == '-' && a->argv[a->i][1]))
+        return cli_usage_error("train", "%s needs two files: IMAGES.idx[.gz] LABELS.idx[.gz]", opt);
+    *second = a->argv[a->i++];
+    return CLI_OK;
+}
+static int train_opt(const cli_option *o, cli_args *a, const char *val, void *field, void *base) {
+    ((train_opts *)base)->train_img = val;
+    return two_files(a, &((train_opts *)base)->train_lab, "--train");
+}
+static int eval_opt(const cli_option *o, cli_args *a, const char *val, void *field, void *base) {
+    ((train_opts *)base)->eval_img = val;
+    return two_files(a, &((train_opts *)base)->eval_lab, "--eval");
+}
+
+#define F(f) offsetof(train_opts, f)
+static const cli_option options[] = {
+    {"--train", NULL, CLI_CALL, 0, .fn = train_opt, .takes_value = 1,
+     .help = "  --train IMAGES LABELS  training set: IDX images [N, S, S] (uint8) and labels [N]\n"},
+    {"--eval", NULL, CLI_CALL, 0, .fn = eval_opt, .takes_value = 1,
+     .help = "  --eval IMAGES LABELS   evaluation set: loss and accuracy after every epoch\n"},
+    {"--output", "-o", CLI_STR, F(out), .help = "  -o, --output DIR       checkpoint directory (created if missing)\n"},
+    {"--config", NULL, CLI_STR, F(config),
+     .help = "  --config CONFIG.json   the model from a transformers ViTConfig (size, layers, id2label)\n"},
+    {"--patch", NULL, CLI_I64, F(patch), 1, 4096, .help = "  --patch P              patch size (default 7)\n"},
+    {"--hidden", NULL, CLI_I64, F(hidden), 1, 65536, .help = "  --hidden H             hidden size (default 96)\n"},
+    {"--layers", NULL, CLI_I64, F(layers), 1, 1024, .help = "  --layers N             encoder layers (default 4)\n"},
+    {"--heads", NULL, CLI_I64, F(heads), 1, 1024, .help = "  --heads A              attention heads (default 3)\n"},
+    {"--mlp", NULL, CLI_I64, F(mlp), 1, 1 << 20, .help = "  --mlp M                MLP size (default 2·hidden)\n"},
+    {"--classes", NULL, CLI_I64, F(classes), 2, 1 << 20, .help = "  --classes N            number of classes (default 10)\n"},
+    {"--class-names", NULL, CLI_STR, F(names),
+     .help = "  --class-names A,B,..   the classes' names for id2label (default LABEL_0, LABEL_1, ...)\n"},
+    {"--epochs", NULL, CLI_I64, F(epochs), 1, 100000, .help = "  --epochs N             epochs in all (default 10)\n"},
+    {"--stop-after", NULL, CLI_I64, F(stop_after), 1, 100000,
+     .help = "  --stop-after K         stop after epoch K (the schedule still spans --epochs; continue\n"
+             "                         later with --resume)\n"},
+    {"--batch", NULL, CLI_I64, F(batch), 1, 65536, .help = "  --batch B              images per step (default 128)\n"},
+    {"--lr", NULL, CLI_STR, F(lr_s), .help = "  --lr LR                peak learning rate (default 2e-3)\n"},
+    {"--weight-decay", NULL, CLI_STR, F(wd_s), .help = "  --weight-decay W       AdamW weight decay (default 0.05)\n"},
+    {"--max-norm", NULL, CLI_STR, F(max_norm_s), .help = "  --max-norm X           clip the gradients' global norm to X (default 1; 0: off)\n"},
+    {"--label-smoothing", NULL, CLI_STR, F(ls_s),
+     .help = "  --label-smoothing S    cross-entropy label smoothing in [0, 1) (default 0)\n"},
+    {"--pad", NULL, CLI_I64, F(pad), 0, 64, .help = "  --pad P                random crop after padding by P pixels (default 2; 0: off)\n"},
+    {"--no-flip", NULL, CLI_FLAG, F(flip), 0, .help = "  --no-flip              no random horizontal flips (default: flip half)\n"},
+    {"--seed", NULL, CLI_I64, F(seed), 0, INT64_MAX, .help = "  --seed S               initialisation, shuffling and augmentation seed (default 0)\n"},
+    {"--limit", NULL, CLI_I64, F(limit), 1, INT64_MAX / 2, .help = "  --limit N              only the first N training images\n"},
+    {"--threads", NULL, CLI_I64, F(threads), 1, 4096, .help = "  --threads N            worker threads (default: all cores)\n"},
+    {"--resume", NULL, CLI_STR, F(resume),
+     .help = "  --resume DIR           continue the run saved in DIR (weights, AdamW state, epoch, seed)\n"},
+    CLI_PROGRESS_OPTIONS(F(progress), "             ", "          "),
+    CLI_HELP_LINE("  -h, --help             this help\n"),
+    {0}};
+
+static void usage(FILE *f) {
+    fprintf(f, "Usage: attn train vit --train IMAGES LABELS [--eval IMAGES LABELS] [--config CONFIG.json |\n"
+               "         --patch P --hidden H --layers N --heads A --mlp M] [--epochs N] [--batch B] [--lr LR]\n"
+               "         [--weight-decay W] [--seed S] [--threads N] [--resume DIR] -o DIR\n"
+               "\n"
+               "Trains a ViT image classifier (pre-LN, CLS token, learned positions; transformers'\n"
+               "ViTForImageClassification) on 1-channel IDX images (Fashion-MNIST format) with attn's own\n"
+               "forward and backward kernels: AdamW (betas 0.9, 0.999; weight decay on matrices, not on\n"
+               "biases, LayerNorms or positions), half an epoch of linear warm-up then cosine decay, global\n"
+               "gradient-norm clipping, seeded shuffling, random crop and horizontal flip. Pixels are scaled\n"
+               "by (p/255 - mean)/std with the training set's mean and std.\n"
+               "After every epoch DIR gets a checkpoint that `attn classify` and transformers load\n"
+               "(config.json, model.safetensors, preprocessor_config.json) plus optimizer.safetensors,\n"
+               "trainer_state.json and curve.png; all files are replaced together, or none (a failed\n"
+               "write keeps the previous epoch's). --resume continues bit for bit (same threads); --epochs,\n"
+               "--lr and --weight-decay may be changed on resume, the other settings are the run's.\n"
+               "\n"
+               "Options:\n");
+    cli_print_options(f, options);
+    fprintf(f, "Exit status: 0 success, 1 failure (bad data, NaN loss, write error), 2 usage error.\n");
+}
+
+static int parse_real(const char *s, const char *opt, double lo, int lo_open, double *out) {
+    char *end = NULL;
+    errno = 0;
+    double v = s ? strtod(s, &end) : NAN;
+    if (!s || end == s || *end || !isfinite(v) || v < lo || (lo_open && v == lo))
+        return cli_usage_error("train", "%s must be a finite number %s %g, got '%s'", opt, lo_open ? ">" : ">=", lo, s ? s : "");
+    *out = v;
+    return CLI_OK;
+}
+
+typedef struct {
+    attn_idx img, lab;
+    int32_t *y;
+    int64_t n, S;
+} dataset;
+
+static void data_free(dataset *d) {
+    attn_idx_free(&d->img);
+    attn_idx_free(&d->lab);
+    free(d->y);
+}
+
+static int data_load(dataset *d, const char *ip, const char *lp, int64_t classes, int64_t limit) {
+    memset(d, 0, sizeof *d);
+    if (attn_idx_load(&d->img, ip) < 0 || attn_idx_load(&d->lab, lp) < 0) return cli_lib_error(NULL);
+    if (d->img.ndim != 3 || d->img.dims[1] != d->img.dims[2])
+        return cli_error("%s: images must be a 3-D IDX [N, S, S] of square images", ip);
+    if (d->lab.ndim != 1) return cli_error("%s: labels must be a 1-D IDX [N]", lp);
+    if (d->img.dims[0] != d->lab.dims[0])
+        return cli_error("%s has %lld images but %s has %lld labels", ip, (long long)d->img.dims[0], lp,
+                         (long long)d->lab.dims[0]);
+    d->n = limit > 0 && limit < d->img.dims[0] ? limit : d->img.dims[0];
+    d->S = d->img.dims[1];
+    if (d->n < 1) return cli_error("%s: no images", ip);
+    d->y = (int32_t *)malloc(sizeof(int32_t) * (size_t)d->n);
+    if (!d->y) return cli_error("out of memory");
+    for (int64_t i = 0; i < d->n; i++) {
+        d->y[i] = d->lab.data[i];
+        if (d->y[i] >= classes)
+            return cli_error("%s: label %d of item %lld is not a class of this model (0..%lld)", lp, d->y[i], (long long)i,
+                             (long long)classes - 1);
+    }
+    return CLI_OK;
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+/* loss and accuracy on d (no augmentation) */
+static int evaluate(attn_vit_trainer *t, const dataset *d, int64_t B, attn_vit_train_state *st, double *loss, double *acc) {
+    const int64_t S = d->S, n = attn_vit_trainer_config(t)->n_labels;
+    float *px = (float *)malloc(sizeof(float) * (size_t)(B * S * S)), *lg = (float *)malloc(sizeof(float) * (size_t)(B * n));
+    int64_t *idx = (int64_t *)malloc(sizeof(int64_t) * (size_t)B), correct = 0;
+    double total = 0;
+    int rc = px && lg && idx ? 0 : attn_set_error(ATTN_E_NOMEM, "out of memory");
+    for (int64_t i = 0; i < d->n && rc == 0; i += B) {
+        const int64_t b = d->n - i < B ? d->n - i : B;
+        for (int64_t k = 0; k < b; k++) idx[k] = i + k;
+        attn_train_make_batch(px, d->img.data, S, idx, b, st->mean, st->std, 0, NULL);
+        rc = attn_vit_trainer_forward(t, lg, px, b);
+        attn_tensor tl = attn_tensor_f32_2d(lg, b, n), ty;
+        int64_t sh[1] = {b};
+        double l = 0;
+        if (rc == 0) rc = attn_tensor_make(&ty, d->y + i, ATTN_I32, 1, sh);
+        if (rc == 0) rc = attn_cross_entropy(&l, NULL, &tl, &ty, 0.0);
+        total += l * b;
+        for (int64_t k = 0; k < b && rc == 0; k++) {
+            int64_t best = 0;
+            for (int64_t c = 1; c < n; c++)
+                if (lg[k * n + c] > lg[k * n + best]) best = c;
+            correct += best == d->y[i + k];
+        }
+    }
+    free(px), free(lg), free(idx);
+    *loss = total / (double)d->n;
+    *acc = (double)correct / (double)d->n;
+    return rc;
+}
+
+static int make_dir(const char *p) {
+    struct stat sb;
+    if (stat(p, &sb) == 0) return S_ISDIR(sb.st_mode) ? CLI_OK : cli_error("%s exists and is not a directory", p);
+    if (mkdir(p, 0777) != 0) return cli_error("cannot create %s: %s", p, strerror(errno));
+    return CLI_OK;
+}
+
+/* the model config from the options, --config or the resumed run; explicit options must agree */
+static int model_config(attn_vit_train_config *c, char ***labels, const train_opts *o, int64_t S) {
+    const char *src = o->resume ? o->resume : o->config;
+    if (src) {
+        char dir[4096];
+        const char *file = NULL;
+        snprintf(dir, sizeof dir, "%s", src);
+        if (!o->resume) { /* --config PATH/CONFIG.json */
+            char *sl = strrchr(dir, '/');
+            file = sl ? sl + 1 : src;
+            if (sl) *sl = 0;
+            else snprintf(dir, sizeof dir, ".");
+            if (sl == dir) snprintf(dir, sizeof dir, "/");
+        }
+        if (attn_vit_train_config_load(c, labels, dir, file) < 0) return cli_lib_error(o->resume ? "--resume" : "--config");
+        struct {
+            const char *opt;
+            int64_t given, have;
+        } chk[] = {{"--patch", o->patch, c->patch},   {"--hidden", o->hidden, c->d_model}, {"--layers", o->layers, c->n_layers},
+                   {"--heads", o->heads, c->n_heads}, {"--mlp", o->mlp, c->d_ff},        {"--classes", o->classes, c->n_labels}};
+        for (size_t i = 0; i < sizeof chk / sizeof chk[0]; i++)
+            if (chk[i].given > 0 && chk[i].given != chk[i].have)
+                return cli_error("%s %lld disagrees with %s, whose model has %lld%s", chk[i].opt, (long long)chk[i].given, src,
+                                 (long long)chk[i].have, o->resume ? " (a resume directory of another model?)" : "");
+        if (c->channels != 1 || c->image_size != S)
+            return cli_error("%s describes %lld-channel %lld x %lld images; the data are 1-channel %lld x %lld%s", src,
+                             (long long)c->channels, (long long)c->image_size, (long long)c->image_size, (long long)S,
+                             (long long)S, o->resume ? " (a resume directory of another model?)" : "");
+        return CLI_OK;
+    }
+    *c = (attn_vit_train_config){.image_size = S, .channels = 1, .patch = o->patch > 0 ? o->patch : 7,
+                                 .d_model = o->hidden > 0 ? o->hidden : 96, .n_layers = o->layers > 0 ? o->layers : 4,
+                                 .n_heads = o->heads > 0 ? o->heads : 3, .n_labels = o->classes > 0 ? o->classes : 10,
+                                 .eps = 1e-12f, .act = ATTN_ACT_GELU};
+    c->d_ff = o->mlp > 0 ? o->mlp : 2 * c->d_model;
+    if (attn_vit_train_config_check(c) < 0) return cli_lib_error(NULL);
+    *labels = (char **)calloc((size_t)c->n_labels, sizeof(char *));
+    if (!*labels) return cli_error("out of memory");
+    const char *p = o->names;
+    for (int64_t i = 0; i < c->n_labels; i++) {
+        char buf[256];
+        if (p) {
+            const char *e = strchr(p, ',');
+            size_t len = e ? (size_t)(e - p) : strlen(p);
+            if (len == 0 || len >= sizeof buf || (!e && i + 1 < c->n_labels) || (e && i + 1 == c->n_labels))
+                return cli_usage_error("train", "--class-names must give %lld non-empty comma-separated names", (long long)c->n_labels);
+            memcpy(buf, p, len);
+            buf[len] = 0;
+            p = e ? e + 1 : NULL;
+        } else {
+            snprintf(buf, sizeof buf, "LABEL_%lld", (long long)i);
+        }
+        if (!((*labels)[i] = strdup(buf))) return cli_error("out of memory");
+    }
+    return CLI_OK;
+}
+
+static int run(train_opts *o) {
+    if (!o->train_img) return cli_usage_error("train", "--train IMAGES LABELS is required");
+    if (!o->out) return cli_usage_error("train", "-o DIR is required");
+    if (o->config && o->resume) return cli_usage_error("train", "--config and --resume exclude each other");
+    double lr = 2e-3, wd = 0.05, max_norm = 1.0;
+    int r;
+    if (o->lr_s && (r = parse_real(o->lr_s, "--lr", 0, 1, &lr))) return r;
+    if (o->wd_s && (r = parse_real(o->wd_s, "--weight-decay", 0, 0, &wd))) return r;
+    if (o->max_norm_s && (r = parse_real(o->max_norm_s, "--max-norm", 0, 0, &max_norm))) return r;
+    double smooth = 0;
+    if (o->ls_s && (r = parse_real(o->ls_s, "--label-smoothing", 0, 0, &smooth))) return r;
+    if (smooth >= 1) return cli_usage_error("train", "--label-smoothing must be below 1, got '%s'", o->ls_s);
+    if (o->threads > 0) attn_set_num_threads((int)o->threads);
+    attn_vit_train_config c;
+    attn_vit_train_state st;
+    memset(&st, 0, sizeof st);
+    dataset tr, ev;
+    memset(&tr, 0, sizeof tr), memset(&ev, 0, sizeof ev);
+    attn_vit_trainer *t = NULL;
+    char **labels = NULL;
+    float *px = NULL;
+    int64_t *perm = NULL;
+    int32_t *ys = NULL;
+    int rc = CLI_OK;
+    cli_progress bar;
+    memset(&bar, 0, sizeof bar);
+    /* the data's image size decides the model's */
+    attn_idx probe;
+    if (attn_idx_load(&probe, o->train_img) < 0) return cli_lib_error(NULL);
+    const int64_t S = probe.ndim == 3 ? probe.dims[1] : 0;
+    attn_idx_free(&probe);
+    if ((rc = model_config(&c, &labels, o, S))) goto out;
+    if ((rc = data_load(&tr, o->train_img, o->train_lab, c.n_labels, o->limit))) goto out;
+    if (o->eval_img && (rc = data_load(&ev, o->eval_img, o->eval_lab, c.n_labels, 0))) goto out;
+    if (o->eval_img && ev.S != S) {
+        rc = cli_error("%s holds %lld x %lld images, the training set %lld x %lld", o->eval_img, (long long)ev.S, (long long)ev.S,
+                       (long long)S, (long long)S);
+        goto out;
+    }
+    const int64_t B = o->batch > 0 ? o->batch : 128;
+    if (o->resume) {
+        /* the run's own settings; the model and optimizer state are loaded below */
+        if (attn_vit_trainer_new(&t, &c, B, 0) < 0 || attn_vit_trainer_load(t, o->resume, &st) < 0) {
+            rc = cli_lib_error("--resume");
+            goto out;
+        }
+        if ((o->batch > 0 && o->batch != st.batch) || (o->seed >= 0 && (uint64_t)o->seed != st.seed) ||
+            (o->pad >= 0 && o->pad != st.pad) || (!o->flip && st.flip) || o->max_norm_s || o->ls_s || o->limit) {
+            rc = cli_error("--batch, --seed, --pad, --no-flip, --max-norm, --label-smoothing and --limit are the resumed run's (batch %lld, seed "
+                           "%llu, pad %d, %s); leave them out",
+                           (long long)st.batch, (unsigned long long)st.seed, st.pad, st.flip ? "flip" : "no flip");
+            goto out;
+        }
+        if (st.batch != B) { /* the trainer's arena was sized for B */
+            attn_vit_trainer *t2 = NULL;
+            attn_vit_train_state s2;
+            memset(&s2, 0, sizeof s2);
+            if (attn_vit_trainer_new(&t2, &c, st.batch, 0) < 0 || attn_vit_trainer_load(t2, o->resume, &s2) < 0) {
+                attn_vit_trainer_free(t2);
+                attn_vit_train_state_free(&s2);
+                rc = cli_lib_error("--resume");
+                goto out;
+            }
+            attn_vit_train_state_free(&s2);
+            attn_vit_trainer_free(t);
+            t = t2;
+        }
+        if (st.steps_per_epoch != (tr.n + st.batch - 1) / st.batch) {
+            rc = cli_error("--resume %s was trained on %lld steps of %lld images per epoch; this training set gives %lld",
+                           o->resume, (long long)st.steps_per_epoch, (long long)st.batch,
+                           (long long)((tr.n + st.batch - 1) / st.batch));
+            goto out;
+        }
+        if (o->epochs > 0) st.epochs = o->epochs;
+        if (o->lr_s) st.lr = lr;
+        if (o->wd_s) st.weight_decay = wd;
+        if (st.epoch >= st.epochs) {
+            rc = cli_error("--resume %s has done %lld of %lld epochs; give a larger --epochs", o->resume, (long long)st.epoch,
+                           (long long)st.epochs);
+            goto out;
+        }
+        attn_train_epoch *h = (attn_train_epoch *)realloc(st.history, sizeof *h * (size_t)(st.epochs + 1));
+        if (!h) {
+            rc = cli_error("out of memory");
+            goto out;
+        }
+        st.history = h;
+    } else {
+        st.epochs = o->epochs > 0 ? o->epochs : 10;
+        st.batch = B, st.seed = o->seed >= 0 ? (uint64_t)o->seed : 0, st.lr = lr, st.weight_decay = wd, st.max_norm = max_norm;
+        st.label_smoothing = smooth;
+        st.pad = o->pad >= 0 ? (int)o->pad : 2, st.flip = o->flip;
+        st.steps_per_epoch = (tr.n + B - 1) / B;
+        st.warmup_steps = st.steps_per_epoch / 2 > 0 ? st.steps_per_epoch / 2 : 1;
+        st.labels = labels, st.n_labels = c.n_labels;
+        labels = NULL;
+        double s1 = 0, s2 = 0; /* the training pixels' mean and std (of p/255), rounded to 4 digits */
+        const int64_t np = tr.n * S * S;
+        for (int64_t i = 0; i < np; i++) s1 += tr.img.data[i] / 255.0, s2 += (tr.img.data[i] / 255.0) * (tr.img.data[i] / 255.0);
+        const double mean = s1 / (double)np, var = s2 / (double)np - mean * mean;
+        st.mean = (float)(round(mean * 1e4) / 1e4);
+        st.std = (float)(round(sqrt(var > 1e-8 ? var : 1e-8) * 1e4) / 1e4);
+        if (!(st.std > 0)) st.std = 1;
+        st.history = (attn_train_epoch *)calloc((size_t)(st.epochs + 1), sizeof *st.history);
+        if (!st.history || attn_vit_trainer_new(&t, &c, B, st.seed) < 0) {
+            rc = st.history ? cli_lib_error(NULL) : cli_error("out of memory");
+            goto out;
+        }
+    }
+    if ((rc = make_dir(o->out))) goto out;
+    const int64_t Bt = st.batch, spe = st.steps_per_epoch, total = st.epochs * spe;
+    const int64_t last = o->stop_after > 0 && o->stop_after < st.epochs ? o->stop_after : st.epochs;
+    px = (float *)malloc(sizeof(float) * (size_t)(Bt * S * S));
+    perm = (int64_t *)malloc(sizeof(int64_t) * (size_t)tr.n);
+    ys = (int32_t *)malloc(sizeof(int32_t) * (size_t)Bt);
+    if (!px || !perm || !ys) {
+        rc = cli_error("out of memory");
+        goto out;
+    }
+    const attn_adamw_config ac = {0.9, 0.999, 1e-8, st.weight_decay};
+    fprintf(stderr, "attn train vit: %lld parameters, %lld training images, batch %lld, %lld steps per epoch, arena %.1f MB\n",
+            (long long)attn_vit_trainer_numel(t), (long long)tr.n, (long long)Bt, (long long)spe,
+            attn_vit_train_arena_bytes(&c, Bt) / 1e6);
+    char label[96];
+    for (int64_t ep = st.epoch; ep < last; ep++) {
+        const double t0 = now();
+        attn_rng rng;
+        attn_train_rng_seed(&rng, st.seed, (uint64_t)ep + 1);
+        attn_shuffle(perm, tr.n, &rng);
+        snprintf(label, sizeof label, "epoch %lld/%lld", (long long)ep + 1, (long long)st.epochs);
+        cli_progress_start(&bar, o->progress, label, "images", (double)tr.n);
+        double sum = 0;
+        for (int64_t s = 0; s < spe; s++) {
+            const int64_t i0 = s * Bt, b = tr.n - i0 < Bt ? tr.n - i0 : Bt, gstep = ep * spe + s;
+            attn_train_make_batch(px, tr.img.data, S, perm + i0, b, st.mean, st.std, st.pad, st.pad || st.flip ? &rng : NULL);
+            for (int64_t k = 0; k < b; k++) ys[k] = tr.y[perm[i0 + k]];
+            double loss = NAN;
+            int lr_rc = attn_vit_trainer_loss_backward(t, &loss, NULL, px, ys, b, st.label_smoothing);
+            const double norm = lr_rc == 0 && isfinite(loss) ? attn_vit_trainer_clip_grad_norm(t, st.max_norm) : NAN;
+            if (lr_rc < 0 || !isfinite(loss) || !isfinite(norm)) {
+                cli_progress_end(&bar);
+                rc = cli_error("the %s at epoch %lld, step %lld of %lld (optimizer step %lld)%s%s; stopped — %s%s", 
+                               lr_rc == ATTN_E_RANGE || (lr_rc == 0 && !isfinite(loss)) ? "loss turned NaN or infinite"
+                               : lr_rc < 0 ? "step failed" : "gradient norm turned NaN or infinite",
+                               (long long)ep + 1, (long long)s + 1, (long long)spe, (long long)gstep + 1, lr_rc < 0 ? ": " : "",
+                               lr_rc < 0 ? attn_last_error() : "", ep > 0 ? "the checkpoint of the last good epoch stays in " : "nothing was written to ",
+                               o->out);
+                goto out;
+            }
+            attn_vit_trainer_adamw_step(t, attn_lr_warmup_cosine(gstep, st.warmup_steps, total, st.lr), &ac);
+            sum += loss * (double)b;
+            snprintf(label, sizeof label, "epoch %lld/%lld loss %.4f", (long long)ep + 1, (long long)st.epochs, sum / (double)(i0 + b));
+            cli_progress_update(&bar, (double)(i0 + b));
+        }
+        cli_progress_end(&bar);
+        const double t_train = now() - t0;
+        attn_train_epoch *h = &st.history[ep];
+        h->train_loss = sum / (double)tr.n;
+        h->eval_loss = h->eval_accuracy = NAN;
+        if (o->eval_img && evaluate(t, &ev, Bt, &st, &h->eval_loss, &h->eval_accuracy) < 0) {
+            rc = cli_lib_error("evaluation");
+            goto out;
+        }
+        h->seconds = now() - t0;
+        st.epoch = ep + 1;
+        if (attn_vit_trainer_save(t, o->out, &st) < 0) {
+            rc = cli_lib_error(NULL);
+            goto out;
+        }
+        if (o->eval_img)
+            printf("epoch %lld/%lld: train loss %.4f, eval loss %.4f, eval accuracy %.4f (%lld/%lld), %.1f images/s, %.1f s\n",
+                   (long long)ep + 1, (long long)st.epochs, h->train_loss, h->eval_loss, h->eval_accuracy,
+                   (long long)llround(h->eval_accuracy * (double)ev.n), (long long)ev.n, (double)tr.n / t_train, h->seconds);
+        else
+            printf("epoch %lld/%lld: train loss %.4f, %.1f images/s, %.1f s\n", (long long)ep + 1, (long long)st.epochs, h->train_loss,
+                   (double)tr.n / t_train, h->seconds);
+        fflush(stdout);
+    }
+out:
+    free(px);
+    free(ys);
+    free(perm);
+    attn_vit_trainer_free(t);
+    attn_vit_train_labels_free(labels, c.n_labels);
+    attn_vit_train_state_free(&st);
+    data_free(&tr);
+    data_free(&ev);
+    return rc;
+}
+
+int cmd_train(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "vit") != 0) {
+        if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+            usage(stdout);
+            return CLI_OK;
+        }
+        return cli_usage_error("train", "the first argument must be the model family: attn train vit ...");
+    }
+    train_opts o;
+    memset(&o, 0, sizeof o);
+    o.patch = o.hidden = o.layers = o.heads = o.mlp = o.classes = o.batch = o.seed = o.pad = -1;
+    o.flip = 1;
+    o.progress = CLI_PROGRESS_AUTO;
+    int r = cli_parse(argc - 1, argv + 1, "train", options, &o, NULL, NULL, NULL, usage);
+    if (r != CLI_OK) return cli_parsed(r);
+    return run(&o);
+}

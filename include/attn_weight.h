@@ -9,14 +9,15 @@
  *   - CTranslate2 int8 (ATTN_QT_I8): int8 q [rows, cols] with a per-row scale, W = q / scale
  *     (CTranslate2's "weight" and "weight_scale" variables).
  * Its product y[M, rows] = act(x[M, cols] · Wᵀ + b) runs the kernel the type and `kernel` pick:
- *   ATTN_WKERNEL_AUTO    F32: attn_linear (OpenBLAS sgemm, split across attn's threads), or for
- *                        M <= 16 rows the skinny kernel (each weight row read once; the CT2
- *                        kernel's F32 products take it too);
+ *   ATTN_WKERNEL_AUTO    F32: attn_linear (OpenBLAS sgemm, split across attn's threads) at
+ *                        every M (a row's result does not depend on the rows beside it);
  *                        block types: attn_qmatmul (activations quantized as llama.cpp does).
  *   ATTN_WKERNEL_BLOCKS  attn_qmatmul for every type, F32 included (the llama.cpp-style path of
  *                        the decoder LLMs).
- *   ATTN_WKERNEL_CT2     CTranslate2 4.8.5's CPU arithmetic (src/ct2compat): F32 as one OpenBLAS
- *                        call for small products, attn_linear otherwise; I8 as its u8s8 GEMM
+ *   ATTN_WKERNEL_CT2     CTranslate2 4.8.5's CPU arithmetic (src/ct2compat): F32 for M <= 16
+ *                        rows (decoding steps, beams) the skinny kernel (each weight row read
+ *                        once for all rows, ops/skinny.c), else one OpenBLAS call for small
+ *                        products, attn_linear otherwise; I8 as its u8s8 GEMM
  *                        (rows quantized with 127 / max|x|, shifted by 128, byte pairs summed
  *                        with int16 saturation, rescaled) — bit-identical to CTranslate2 on an
  *                        AVX2 machine (scripts/probe_ct2_int8.c).

@@ -5,10 +5,14 @@ file's default system message, and raw text), 32 greedy steps each; for every st
 llama.cpp's top-2 logit margin (top1 - top2), and the top-2 ids and logits are kept, so that the
 test can measure how far attn's logits are from llama.cpp's and, where attn parts from llama.cpp,
 check that llama.cpp itself was nearly tied there.
-    tests/fixtures/llama/smollm2_llamacpp.tsv, one line per prompt:
+    tests/fixtures/llama/smollm2_llamacpp.tsv (or the OUT given), one line per prompt:
     hex(text) <TAB> llama.cpp prompt ids <TAB> greedy ids <TAB> margins <TAB> top-1 logits
               <TAB> top-2 ids <TAB> top-2 logits
 Run: /work/venv/bin/python scripts/gen_llamacpp_fixtures.py models/SmolLM2-135M-Instruct.Q4_1.gguf
+The K-quant files (llama.cpp on attn's own quantizer output, whose tensors are byte-identical to
+llama.cpp's quantizer: scripts/compare_llamacpp_quantize.py):
+     build/attn quantize models/SmolLM2-135M-Instruct.Q4_1.gguf /tmp/smol-q4km.gguf Q4_K_M   (and Q5_K_M, Q6_K)
+     python scripts/gen_llamacpp_fixtures.py /tmp/smol-q4km.gguf tests/fixtures/llama/smollm2_q4km_llamacpp.tsv
 """
 import sys
 
@@ -16,6 +20,7 @@ import numpy as np
 from llama_cpp import Llama, __version__
 
 path = sys.argv[1] if len(sys.argv) > 1 else "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+out = sys.argv[2] if len(sys.argv) > 2 else "tests/fixtures/llama/smollm2_llamacpp.tsv"
 SYS = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
 
 
@@ -50,4 +55,4 @@ for p in prompts:
                             " ".join("%.4f" % m for m in margins), " ".join("%.4f" % v for v in l1),
                             " ".join(map(str, i2)), " ".join("%.4f" % v for v in l2)]))
     print(repr(p[-40:]), "->", repr(llm.detokenize(gen).decode("utf-8", "replace")), flush=True)
-open("tests/fixtures/llama/smollm2_llamacpp.tsv", "w").write("# llama-cpp-python %s, n_threads 2, greedy 32 steps\n" % __version__ + "\n".join(rows) + "\n")
+open(out, "w").write("# llama-cpp-python %s, n_threads 2, greedy 32 steps\n" % __version__ + "\n".join(rows) + "\n")

@@ -97,7 +97,17 @@ void attn__sgemm_split(float *y, const float *x, const float *w, int64_t M, int6
     const int64_t units = j.by_rows ? M : (N + 15) / 16;
     int64_t pieces = 4 * (int64_t)nt;
     if (j.by_rows && pieces > M / 32) pieces = M / 32 > nt ? M / 32 : nt;
+    /* every piece at least 1e6 multiply-adds: OpenBLAS takes another kernel for small products
+     * (measured on its Zen builds: products under ~5e5 multiply-adds sum in another order), and
+     * a row's result must not depend on the rows beside it (a sentence embedded alone equals
+     * the same sentence in a batch; test_serve) */
+    const double work = (double)M * (double)N * (double)K;
+    if ((double)pieces > work / 1e6) pieces = work >= 2e6 ? (int64_t)(work / 1e6) : 1;
     j.pieces = pieces < units ? pieces : units;
+    if (j.pieces <= 1) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, x, (int)K, w, (int)K, 0.0f, y, (int)N);
+        return;
+    }
     attn__pool_for(j.pieces, 1, nt, attn__linear_piece, &j);
 }
 

@@ -53,9 +53,12 @@ static int attn__activate_rows(float *y, int64_t M, int64_t N, attn_activation a
 
 int attn_weight_matmul(float *y, const float *x, int64_t M, const attn_weight *w, attn_activation act, int n_threads) {
     ATTN_TRY(attn__check(y, x, M, w));
-    if (w->type == ATTN_QT_F32 && M >= 1 && M <= ATTN__SKINNY_MAX_M && w->kernel != ATTN_WKERNEL_BLOCKS) {
+    if (w->type == ATTN_QT_F32 && M >= 1 && M <= ATTN__SKINNY_MAX_M && w->kernel == ATTN_WKERNEL_CT2) {
         /* a few rows (decoding, beams): each weight row streamed once for all of them, not
-         * packed by OpenBLAS first (ops/skinny.c) */
+         * packed by OpenBLAS first (ops/skinny.c). Only for the CTranslate2 decoders: the AUTO
+         * kernel (encoders: BERT, ViT; float32 GGUF) stays on OpenBLAS at every M, so that a
+         * sentence embedded alone is bit-identical to the same sentence in a batch of any size
+         * (the server batches concurrent requests; test_serve asserts it) */
         /* the CTranslate2 kernel keeps its products under 2^22 multiply-adds on this thread, as
          * attn__ct2_gemm does (a decoding step's layers; the vocabulary projection splits) */
         const int ct2_small = w->kernel == ATTN_WKERNEL_CT2 && (double)M * (double)w->rows * (double)w->cols < 4194304.0;

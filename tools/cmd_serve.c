@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -279,6 +280,18 @@ static int parse_command_line(serve_server *s, serve_cli *c, int argc, char **ar
     return name_models(s, c);
 }
 
+/* many idle keep-alive connections each hold a descriptor: the soft limit goes up to the hard one
+ * (at most 65536), as far as the system allows; the HTTP side sizes its connection limit from it */
+static void raise_fd_limit(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+    rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 65536 ? 65536 : rl.rlim_max;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+        rl.rlim_cur = want;
+        setrlimit(RLIMIT_NOFILE, &rl); /* a refusal keeps the old limit: fewer connections, no error */
+    }
+}
+
 /* stop: no new requests, in-flight ones get the grace period, then everything is released */
 static void serve_shutdown(serve_server *s, struct MHD_Daemon *d) {
     const int np = s->n_models;
@@ -325,6 +338,18 @@ int cmd_serve(int argc, char **argv) {
     sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* a path that is not there fails before anything is bound or loaded */
+    for (int i = 0; i < np; i++) {
+        struct stat sb;
+        if (stat(s->models[i].path, &sb) != 0) {
+            const int err = errno;
+            free(s->models);
+            return cli_error("--model %s: %s", s->models[i].path, strerror(err));
+        }
+    }
+    raise_fd_limit();
+    /* bound before loading, so that /health answers 503 while the models load (and a taken port
+     * fails at once); "listening" is printed only once every model has loaded */
     serve_err e;
     int bound = 0;
     struct MHD_Daemon *d = serve_http_start(s, host, (int)port, &bound, &e);
@@ -332,8 +357,6 @@ int cmd_serve(int argc, char **argv) {
         free(s->models);
         return cli_error("%s", e.message);
     }
-    fprintf(stderr, "attn serve: listening on http://%s%s%s:%d/ (loading %d model%s)\n", strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", bound,
-            np, np > 1 ? "s" : "");
     int rc = CLI_OK;
     for (int i = 0; i < np && rc == CLI_OK; i++) {
         rc = load_model(&s->models[i], s);
@@ -343,6 +366,8 @@ int cmd_serve(int argc, char **argv) {
     }
     if (rc == CLI_OK) {
         s->loading = 0;
+        fprintf(stderr, "attn serve: listening on http://%s%s%s:%d/ (%d model%s)\n", strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", bound, np,
+                np > 1 ? "s" : "");
         fprintf(stderr, "attn serve: ready\n");
         int sig = 0;
         sigwait(&sigs, &sig);

@@ -9,11 +9,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
-#define CONN_LIMIT 256
+/* connections at once: a thread each (thread per connection), a descriptor each. At most
+ * CONN_LIMIT, and fewer when the descriptor limit (raised by cmd_serve) is lower: FD_RESERVE stay
+ * for model files, the listening socket and the library's own. Beyond the limit a connection is
+ * accepted and closed at once (a bounded refusal). */
+#define CONN_LIMIT 4096
+#define FD_RESERVE 64
 
 typedef struct {
     char *body;
@@ -593,7 +599,12 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
 struct MHD_Daemon *serve_http_start(serve_server *s, const char *host, int port, int *bound_port, serve_err *e) {
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC;
+    /* poll(), not select(): descriptors past FD_SETSIZE (1024) are usual with 1000 idle clients */
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_POLL;
+    unsigned limit = CONN_LIMIT;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        limit = rl.rlim_cur < 2 * FD_RESERVE ? FD_RESERVE : rl.rlim_cur - FD_RESERVE < CONN_LIMIT ? (unsigned)(rl.rlim_cur - FD_RESERVE) : CONN_LIMIT;
     if (strchr(host, ':')) {
         struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
         a->sin6_family = AF_INET6;
@@ -608,7 +619,7 @@ struct MHD_Daemon *serve_http_start(serve_server *s, const char *host, int port,
     }
     struct MHD_Daemon *d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                                             MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->idle_timeout_s,
-                                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONN_LIMIT, MHD_OPTION_END);
+                                            MHD_OPTION_CONNECTION_LIMIT, limit, MHD_OPTION_END);
     if (!d) return serve_fail(e, 0, NULL, NULL, NULL, "cannot listen on %s port %d: %s", host, port, strerror(errno ? errno : EADDRINUSE)), NULL;
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     *bound_port = di ? di->port : port;

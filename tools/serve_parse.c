@@ -232,8 +232,9 @@ static int parse_generation(serve_req *r, const cJSON *root, serve_err *e) {
 static int parse_chat(serve_req *r, const cJSON *root, serve_err *e) {
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "messages"), *x;
     if (!m) return serve_fail(e, 400, NULL, "messages", "missing_required_parameter", "'messages' is required");
-    if (!cJSON_IsArray(m) || cJSON_GetArraySize(m) < 1)
-        return serve_fail(e, 400, NULL, "messages", "invalid_type", "'messages' must be a non-empty array of messages");
+    if (!cJSON_IsArray(m)) return serve_fail(e, 400, NULL, "messages", "invalid_type", "'messages' must be an array of messages");
+    if (cJSON_GetArraySize(m) < 1) /* as attn.LLM.chat([]): ValueError */
+        return serve_fail(e, 400, NULL, "messages", "invalid_value", "'messages' is empty: give at least one message");
     r->msgs = (attn_chat_message *)calloc((size_t)cJSON_GetArraySize(m), sizeof(attn_chat_message));
     if (!r->msgs) return serve_fail(e, 500, "server_error", NULL, NULL, "out of memory");
     cJSON_ArrayForEach(x, m) {

@@ -359,7 +359,7 @@ def test_chat_concurrent(srv):
 
 def test_pipelined_and_idle_connections(srv):
     # 64 silent connections do not stop the server from answering others (thread per connection,
-    # at most 256; silent ones are closed after --idle-timeout)
+    # at most 4096 or the descriptor limit; silent ones are closed after --idle-timeout)
     idle = [socket.create_connection(("127.0.0.1", srv.port), timeout=10) for _ in range(64)]
     try:
         assert srv.raw("GET", "/health")[0] == 200
@@ -387,3 +387,56 @@ def test_pipelined_and_idle_connections(srv):
     finally:
         for c in idle:
             c.close()
+
+
+def test_model_errors_before_listening(tmp_path):
+    # a missing path fails before anything is bound; a file that cannot load fails after binding
+    # (so /health can answer 503 while loading) but before "listening" is printed: a launcher that
+    # waits for that line never sees a server that is about to die
+    r = subprocess.run([EXE, "serve", "--port", "0", "--model", "/missing/model.gguf"], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "/missing/model.gguf" in r.stderr and "listening" not in r.stderr
+    bad = tmp_path / "junk.gguf"
+    bad.write_bytes(b"not a model at all" * 10)
+    r = subprocess.run([EXE, "serve", "--port", "0", "--model", STORIES, "--model", str(bad)], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "junk.gguf" in r.stderr and "listening" not in r.stderr and "ready" not in r.stderr
+
+
+def test_empty_messages_agree_with_python(srv):
+    # the server and attn.LLM.chat refuse an empty conversation alike (was: 400 here, a reply to
+    # the default system turn there)
+    with pytest.raises(openai.BadRequestError) as ei:
+        srv.client().chat.completions.create(model=SMOL_NAME, messages=[])
+    assert ei.value.body["param"] == "messages" and "empty" in ei.value.body["message"]
+    import attn
+    with pytest.raises(ValueError, match="messages is empty"):
+        attn.LLM(SMOL).chat([])
+
+
+def test_1000_idle_connections(srv):
+    # 1000 silent keep-alive connections are all accepted and kept open (a thread each, poll()
+    # past FD_SETSIZE; was: at most 256, later ones closed at once), and a request is still answered
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1200:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    idle = []
+    try:
+        for _ in range(1000):
+            idle.append(socket.create_connection(("127.0.0.1", srv.port), timeout=10))
+        r = srv.client().completions.create(model="stories260K", prompt="Once upon a time", temperature=0, max_tokens=8)
+        assert r.usage.completion_tokens == 8
+        time.sleep(0.5)  # a refused connection is closed by the server at once
+        closed = 0
+        for s in idle:
+            s.setblocking(False)
+            try:
+                closed += s.recv(1) == b""
+            except BlockingIOError:
+                pass  # open and silent: as it should be
+            except OSError:
+                closed += 1
+        assert closed == 0, f"{closed} of 1000 idle connections were closed by the server"
+    finally:
+        for s in idle:
+            s.close()
+    assert srv.raw("GET", "/health")[0] == 200

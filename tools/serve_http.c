@@ -485,6 +485,12 @@ static enum MHD_Result models(struct MHD_Connection *c) {
     return send_json(c, 200, j);
 }
 
+typedef enum { SERVE_M_DECODER = 0, SERVE_M_ENCODER, SERVE_M_WHISPER, SERVE_M_TRANSLATOR } serve_model_type;
+static const char *const type_name[] = {"a text generator", "an embedding model", "a speech recognizer (Whisper)", "a translator (CTranslate2)"};
+static serve_model_type model_type(const serve_model *m) {
+    return m->is_decoder ? SERVE_M_DECODER : m->is_whisper ? SERVE_M_WHISPER : m->is_translator ? SERVE_M_TRANSLATOR : SERVE_M_ENCODER;
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method, const char *version,
                                const char *upload, size_t *upload_size, void **con_cls) {
     (void)cls, (void)version;
@@ -493,8 +499,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     static const struct {
         const char *path;
         serve_kind kind;
-    } posts[] = {{"/v1/chat/completions", SERVE_CHAT}, {"/v1/completions", SERVE_COMPLETION}, {"/v1/embeddings", SERVE_EMBED},
-                 {"/tokenize", SERVE_TOKENIZE},      {"/detokenize", SERVE_DETOKENIZE}};
+    } posts[] = {{"/v1/chat/completions", SERVE_CHAT},           {"/v1/completions", SERVE_COMPLETION},    {"/v1/embeddings", SERVE_EMBED},
+                 {"/tokenize", SERVE_TOKENIZE},                   {"/detokenize", SERVE_DETOKENIZE},        {"/v1/audio/transcriptions", SERVE_TRANSCRIBE},
+                 {"/v1/translations/text", SERVE_TRANSLATE}};
     int kind = -1;
     for (size_t i = 0; i < sizeof posts / sizeof posts[0]; i++)
         if (strcmp(url, posts[i].path) == 0) kind = (int)posts[i].kind;
@@ -566,23 +573,35 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return send_text(c, e.status, "application/json", serve_error_json(&e), 0);
     }
     serve_req r;
-    if (serve_parse(&r, (serve_kind)kind, x->body, x->len, &e) < 0) {
+    const int prc = kind == SERVE_TRANSCRIBE ? serve_parse_multipart(&r, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type"), x->body, x->len, &e)
+                                             : serve_parse(&r, (serve_kind)kind, x->body, x->len, &e);
+    if (prc < 0) {
         serve_req_free(&r);
         return send_err(c, (serve_kind)kind, &e);
     }
     serve_model *m = r.model ? serve_find_model(serve_g, r.model) : (serve_g->n_models == 1 ? &serve_g->models[0] : NULL);
     enum MHD_Result ok;
+    const int is_tok = kind == SERVE_TOKENIZE || kind == SERVE_DETOKENIZE;
+    const serve_model_type need = kind == SERVE_EMBED ? SERVE_M_ENCODER : kind == SERVE_TRANSCRIBE ? SERVE_M_WHISPER : kind == SERVE_TRANSLATE ? SERVE_M_TRANSLATOR : SERVE_M_DECODER;
     if (!m) {
         serve_fail(&e, 404, NULL, "model", "model_not_found", r.model ? "the model '%.100s' does not exist (GET /v1/models lists them)" : "'model' is required: several models are served",
                    r.model);
         ok = send_err(c, (serve_kind)kind, &e);
-    } else if ((kind == SERVE_EMBED) == m->is_decoder) {
-        serve_fail(&e, 400, NULL, "model", "wrong_model_type", "model '%s' is %s; this endpoint needs %s", m->name, m->is_decoder ? "a text generator" : "an embedding model",
-                   kind == SERVE_EMBED ? "an embedding model" : "a text generator");
-        ok = (kind == SERVE_TOKENIZE || kind == SERVE_DETOKENIZE) ? tokenize(c, m, &r) : send_err(c, (serve_kind)kind, &e);
+    } else if (is_tok ? model_type(m) != SERVE_M_DECODER && model_type(m) != SERVE_M_ENCODER : model_type(m) != need) {
+        serve_fail(&e, 400, NULL, "model", "wrong_model_type", "model '%s' is %s; this endpoint needs %s", m->name, type_name[model_type(m)],
+                   is_tok ? "a text generator or an embedding model" : type_name[need]);
+        ok = send_err(c, (serve_kind)kind, &e);
     } else if (kind == SERVE_EMBED) ok = embeddings(c, m, &r, x->t0);
-    else if (kind == SERVE_TOKENIZE || kind == SERVE_DETOKENIZE) ok = tokenize(c, m, &r);
-    else ok = generate(c, m, &r, x->t0);
+    else if (is_tok) ok = tokenize(c, m, &r);
+    else if (kind == SERVE_TRANSCRIBE || kind == SERVE_TRANSLATE) {
+        serve_reply rep = {NULL, NULL};
+        if ((kind == SERVE_TRANSCRIBE ? serve_transcribe(m, serve_g, &r, x->t0, &rep, &e) : serve_translate(m, serve_g, &r, x->t0, &rep, &e)) < 0)
+            ok = send_err(c, (serve_kind)kind, &e);
+        else {
+            serve_metrics_request(serve_g, (serve_kind)kind, 200, serve_now() - x->t0);
+            ok = send_text(c, 200, rep.type, rep.body, 0);
+        }
+    } else ok = generate(c, m, &r, x->t0);
     serve_req_free(&r);
     return ok;
 }

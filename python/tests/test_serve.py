@@ -440,3 +440,127 @@ def test_1000_idle_connections(srv):
         for s in idle:
             s.close()
     assert srv.raw("GET", "/health")[0] == 200
+
+
+WHISPER = os.path.join(ROOT, "models", "whisper-tiny.en")
+AREN = os.path.normpath(os.path.join(ROOT, "..", "shared", "models", "aren-transliteration"))
+ALSA_WAV = "/usr/share/sounds/alsa/Front_Center.wav"
+ESPEAK_WAV = os.path.join(ROOT, "tests", "fixtures", "whisper", "espeak_3.wav")
+
+
+@pytest.fixture(scope="module")
+def ct2():
+    for p in (WHISPER, AREN, ALSA_WAV, ESPEAK_WAV):
+        if not os.path.exists(p):
+            pytest.skip(f"{p} is missing (scripts/setup.sh fetches the models; alsa-utils has the WAV)")
+    s = Server("--model", WHISPER, "--model", AREN, "--model", STORIES)
+    yield s
+    assert s.stop() == 0, "".join(s.log)
+
+
+def _cli_transcripts(*wavs, extra=()):
+    out = cli("transcribe", "--model", WHISPER, "--threads", "2", *extra, *wavs)
+    return out
+
+
+def test_transcription_equals_cli(ct2):
+    # the text of `attn transcribe` (the same decoding of the same bytes: beam 5, the fallback
+    # rules), through the official client's multipart upload
+    ref = _cli_transcripts(ALSA_WAV, ESPEAK_WAV).splitlines()
+    c = ct2.client()
+    for wav, line in zip((ALSA_WAV, ESPEAK_WAV), ref):
+        want = line[len(wav) + 2:]
+        with open(wav, "rb") as f:
+            r = c.audio.transcriptions.create(model="whisper-tiny.en", file=f)
+        assert r.text == want and want  # "front, center." / "Please call Stella ..."
+        with open(wav, "rb") as f:
+            t = c.audio.transcriptions.create(model="whisper-tiny.en", file=f, response_format="text", language="en")
+        assert t == want + "\n"
+    # timestamped formats: the segments of `attn transcribe --timestamps`
+    segs = []
+    for line in _cli_transcripts(ESPEAK_WAV, extra=("--timestamps",)).splitlines():
+        m = re.match(r".* \[(\d+\.\d+) --> (\d+\.\d+)\] (.*)$", line)
+        segs.append((float(m.group(1)), float(m.group(2)), m.group(3)))
+    with open(ESPEAK_WAV, "rb") as f:
+        v = c.audio.transcriptions.create(model="whisper-tiny.en", file=f, response_format="verbose_json")
+    assert [(round(s.start, 2), round(s.end, 2), s.text.strip()) for s in v.segments] == segs
+    assert abs(v.duration - 4.0029375) < 1e-9 and v.language == "english" and v.text == segs[0][2]
+
+    def hms(x, sep):
+        ms = int(round(x * 1000))
+        return f"{ms // 3600000:02d}:{ms // 60000 % 60:02d}:{ms // 1000 % 60:02d}{sep}{ms % 1000:03d}"
+    with open(ESPEAK_WAV, "rb") as f:
+        srt = c.audio.transcriptions.create(model="whisper-tiny.en", file=f, response_format="srt")
+    assert srt == "".join(f"{i + 1}\n{hms(a, ',')} --> {hms(b, ',')}\n{t}\n\n" for i, (a, b, t) in enumerate(segs))
+    with open(ESPEAK_WAV, "rb") as f:
+        vtt = c.audio.transcriptions.create(model="whisper-tiny.en", file=f, response_format="vtt")
+    assert vtt == "WEBVTT\n\n" + "".join(f"{hms(a, '.')} --> {hms(b, '.')}\n{t}\n\n" for a, b, t in segs)
+    # temperature T > 0: the fallback starts at T (openai-whisper's schedule), seeded as the CLI
+    ref = _cli_transcripts(ESPEAK_WAV, extra=("--temperatures", "0.4,0.6,0.8,1")).splitlines()[0][len(ESPEAK_WAV) + 2:]
+    with open(ESPEAK_WAV, "rb") as f:
+        assert c.audio.transcriptions.create(model="whisper-tiny.en", file=f, temperature=0.4).text == ref
+
+
+def test_transcription_concurrent_and_bad_input(ct2, tmp_path):
+    want = _cli_transcripts(ESPEAK_WAV).splitlines()[0][len(ESPEAK_WAV) + 2:]
+    got = [None] * 4
+
+    def one(i):
+        with open(ESPEAK_WAV, "rb") as f:
+            got[i] = ct2.client().audio.transcriptions.create(model="whisper-tiny.en", file=f).text
+
+    ths = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+    [t.start() for t in ths]
+    [t.join(300) for t in ths]
+    assert got == [want] * 4  # one at a time behind the model's gate, each answered in full
+    c = ct2.client()
+    bad = tmp_path / "not_audio.wav"
+    bad.write_bytes(b"RIFF\x10\x00\x00\x00WAVEjunkjunkjunk" * 4)
+    with pytest.raises(openai.BadRequestError) as ei, open(bad, "rb") as f:
+        c.audio.transcriptions.create(model="whisper-tiny.en", file=f)
+    assert ei.value.body["code"] == "invalid_audio" and "not_audio.wav" in ei.value.body["message"]
+    with pytest.raises(openai.BadRequestError) as ei, open(ESPEAK_WAV, "rb") as f:
+        c.audio.transcriptions.create(model="whisper-tiny.en", file=f, language="fr")
+    assert ei.value.body["param"] == "language"
+    with pytest.raises(openai.BadRequestError) as ei, open(ESPEAK_WAV, "rb") as f:
+        c.audio.transcriptions.create(model="whisper-tiny.en", file=f, prompt="Stella")
+    assert ei.value.body["param"] == "prompt" and "not supported" in ei.value.body["message"]
+    with pytest.raises(openai.BadRequestError) as ei, open(ESPEAK_WAV, "rb") as f:
+        c.audio.transcriptions.create(model="stories260K", file=f)
+    assert ei.value.body["code"] == "wrong_model_type"
+    with pytest.raises(openai.BadRequestError) as ei, open(ESPEAK_WAV, "rb") as f:
+        c.audio.transcriptions.create(model="whisper-tiny.en", file=f, temperature=3)
+    assert ei.value.body["param"] == "temperature"
+    # no file part; a JSON body; a truncated multipart body; an empty file
+    b = b"--b0\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nwhisper-tiny.en\r\n--b0--\r\n"
+    st, _, body = ct2.raw("POST", "/v1/audio/transcriptions", b, {"Content-Type": "multipart/form-data; boundary=b0"})
+    assert st == 400 and json.loads(body)["error"]["param"] == "file"
+    st, _, body = ct2.raw("POST", "/v1/audio/transcriptions", {"model": "whisper-tiny.en"})
+    assert st == 400 and "multipart/form-data" in json.loads(body)["error"]["message"]
+    st, _, body = ct2.raw("POST", "/v1/audio/transcriptions", b[:-8], {"Content-Type": "multipart/form-data; boundary=b0"})
+    assert st == 400 and "truncated" in json.loads(body)["error"]["message"]
+    e = b"--b0\r\nContent-Disposition: form-data; name=\"file\"; filename=\"e.wav\"\r\n\r\n\r\n--b0--\r\n"
+    st, _, body = ct2.raw("POST", "/v1/audio/transcriptions", e, {"Content-Type": "multipart/form-data; boundary=b0"})
+    assert st == 400 and "empty" in json.loads(body)["error"]["message"]
+    assert ct2.metric("attn_audio_seconds_total") > 4 * 4
+
+
+def test_translation_equals_cli(ct2):
+    src = ["م ر ح ب ا", "ك ت ا ب", "ش ك ر ا"]
+    out = cli("translate", "--model", AREN, "--beam", "4", "--n-best", "2", "--scores", *src).splitlines()
+    ref = [(float(l.split("\t")[0]), l.split("\t")[1]) for l in out]
+    st, _, body = ct2.raw("POST", "/v1/translations/text", {"model": "aren-transliteration", "input": src, "beam_size": 4, "n_best": 2})
+    d = json.loads(body)
+    assert st == 200 and [x["index"] for x in d["data"]] == [0, 1, 2]
+    got = [(round(h["score"], 6), h["text"]) for x in d["data"] for h in x["translations"]]
+    assert got == [(round(a, 6), t) for a, t in ref]  # the CLI prints scores with 6 decimals
+    assert all(h["tokens"] == h["text"].split(" ") for x in d["data"] for h in x["translations"])
+    assert d["data"][0]["source_tokens"] == src[0].split(" ") and d["usage"]["prompt_tokens"] == 13
+    # token arrays are the same sentences; greedy by default, as attn translate
+    st, _, body = ct2.raw("POST", "/v1/translations/text", {"model": "aren-transliteration", "input": [s.split(" ") for s in src]})
+    greedy = cli("translate", "--model", AREN, *src).splitlines()
+    assert [x["translations"][0]["text"] for x in json.loads(body)["data"]] == greedy
+    for bad, param in (({"input": src, "beam_size": 2, "n_best": 3}, "n_best"), ({"input": []}, "input"), ({"input": [["a b"]]}, "input"),
+                       ({"input": src, "beam_size": 0}, "beam_size"), ({"input": src, "sampling_topk": 5}, "sampling_topk")):
+        st, _, body = ct2.raw("POST", "/v1/translations/text", {"model": "aren-transliteration", **bad})
+        assert st == 400 and json.loads(body)["error"]["param"] == param, body

@@ -7,6 +7,7 @@
  *   tools/serve_http.c   libmicrohttpd handlers: routing, auth, body limits, SSE, metrics
  *   tools/serve_multipart.c  multipart/form-data bodies (POST /v1/audio/transcriptions) ->
  *                        serve_req (fuzzed with serve_parse)
+ *   tools/serve_page.c   the chat page served at GET /
  *   tools/serve_ct2.c    Whisper transcription and CTranslate2 translation (one request at a
  *                        time per model, behind a bounded gate) */
 #ifndef ATTN_TOOLS_SERVE_H
@@ -216,6 +217,9 @@ void serve_gate_free(serve_gate *g);
 int serve_transcribe(serve_model *m, serve_server *s, const serve_req *r, double t0, serve_reply *out, serve_err *e);
 /* serve_translate: r (SERVE_TRANSLATE) with translator m, as attn translate. Same waiting. */
 int serve_translate(serve_model *m, serve_server *s, const serve_req *r, double t0, serve_reply *out, serve_err *e);
+
+/* the chat page of GET / (tools/serve_page.c), NUL-terminated HTML */
+extern const char serve_page_html[];
 
 /* ------------------------------------------------------------------ HTTP */
 

@@ -480,6 +480,8 @@ static enum MHD_Result models(struct MHD_Connection *c) {
         cJSON_AddStringToObject(x, "object", "model");
         cJSON_AddNumberToObject(x, "created", (double)serve_g->models[i].created);
         cJSON_AddStringToObject(x, "owned_by", "attn");
+        /* attn's own: the model answers /v1/chat/completions (the chat page lists these) */
+        cJSON_AddBoolToObject(x, "attn_chat", serve_g->models[i].is_decoder && serve_g->models[i].chat_ok);
         cJSON_AddItemToArray(d, x);
     }
     return send_json(c, 200, j);
@@ -511,7 +513,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         if (!x) return MHD_NO;
         x->t0 = serve_now();
         *con_cls = x;
-        if (strcmp(url, "/health") != 0 && !auth_ok(c)) {
+        /* open without the key: /health, and the chat page (static; the key is typed into it) */
+        if (strcmp(url, "/health") != 0 && !(strcmp(url, "/") == 0 && is_get) && !auth_ok(c)) {
             x->refused = 1;
             serve_fail(&e, 401, NULL, NULL, "invalid_api_key", "a valid API key is required: 'Authorization: Bearer KEY'");
             return send_err(c, kind >= 0 ? (serve_kind)kind : SERVE_CHAT, &e);
@@ -562,10 +565,20 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         serve_fail(&e, 503, "server_error", NULL, "loading", "the models are loading; retry shortly");
         return send_err(c, kind >= 0 ? (serve_kind)kind : SERVE_CHAT, &e);
     }
+    if (strcmp(url, "/") == 0 && is_get) {
+        struct MHD_Response *p = MHD_create_response_from_buffer(strlen(serve_page_html), (void *)serve_page_html, MHD_RESPMEM_PERSISTENT);
+        if (!p) return MHD_NO;
+        MHD_add_response_header(p, "Content-Type", "text/html; charset=utf-8");
+        MHD_add_response_header(p, "Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'");
+        MHD_add_response_header(p, "X-Content-Type-Options", "nosniff");
+        enum MHD_Result ok = MHD_queue_response(c, 200, p);
+        MHD_destroy_response(p);
+        return ok;
+    }
     if (strcmp(url, "/v1/models") == 0 && is_get) return models(c);
     if (strcmp(url, "/metrics") == 0 && is_get) return send_text(c, 200, "text/plain; version=0.0.4", serve_metrics_text(serve_g), 0);
     if (kind < 0 || !is_post) {
-        const int known_path = kind >= 0 || !strcmp(url, "/v1/models") || !strcmp(url, "/metrics") || !strcmp(url, "/health");
+        const int known_path = kind >= 0 || !strcmp(url, "/v1/models") || !strcmp(url, "/metrics") || !strcmp(url, "/health") || !strcmp(url, "/");
         serve_fail(&e, known_path ? 405 : 404, NULL, NULL, NULL, known_path ? "method %s is not allowed on %.100s" : "no endpoint %s %.100s", method, url);
         pthread_mutex_lock(&serve_g->metrics.mu);
         serve_g->metrics.other_requests++;

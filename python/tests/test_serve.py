@@ -299,6 +299,7 @@ def test_key_queue_and_sigterm():
     s = Server("--model", SMOL, "--api-key", "sekret", "--parallel", "1", "--queue", "0", "--grace", "2")
     try:
         assert s.raw("GET", "/health")[0] == 200  # open without the key
+        assert s.raw("GET", "/")[0] == 200  # the chat page too (static; the key is typed into it)
         with pytest.raises(openai.AuthenticationError):
             s.client("wrong").models.list()
         st, _, body = s.raw("GET", "/v1/models")
@@ -564,3 +565,101 @@ def test_translation_equals_cli(ct2):
                        ({"input": src, "beam_size": 0}, "beam_size"), ({"input": src, "sampling_topk": 5}, "sampling_topk")):
         st, _, body = ct2.raw("POST", "/v1/translations/text", {"model": "aren-transliteration", **bad})
         assert st == 400 and json.loads(body)["error"]["param"] == param, body
+
+
+CHROMIUM = next((p for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome") if os.path.exists(p)), None)
+
+
+class Browser:
+    """Headless Chromium driven over the DevTools protocol on a pipe (--remote-debugging-pipe:
+    JSON messages ending in NUL, commands on the child's fd 3, replies on its fd 4)."""
+
+    def __init__(self, tmp):
+        r3, w3 = os.pipe()
+        r4, w4 = os.pipe()
+
+        def fds():  # in the child: the pipes become fds 3 and 4 (os.dup2's copies are inheritable)
+            a, b = os.dup(r3), os.dup(w4)  # out of the way of 3 and 4 first
+            os.dup2(a, 3)
+            os.dup2(b, 4)
+
+        # close_fds=False keeps the dup2'ed 3 and 4; Python's own descriptors are not inheritable
+        self.p = subprocess.Popen([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
+                                   f"--user-data-dir={tmp}", "about:blank"], preexec_fn=fds,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=False)
+        os.close(r3)
+        os.close(w4)
+        self.w, self.r = os.fdopen(w3, "wb", buffering=0), os.fdopen(r4, "rb", buffering=0)
+        self.buf, self.n = b"", 0
+
+    def cmd(self, method, session=None, timeout=60, **params):
+        self.n += 1
+        msg = {"id": self.n, "method": method, "params": params}
+        if session:
+            msg["sessionId"] = session
+        self.w.write(json.dumps(msg).encode() + b"\0")
+        end = time.time() + timeout
+        while time.time() < end:
+            while b"\0" not in self.buf:
+                chunk = self.r.read(65536)
+                assert chunk, "chromium closed its pipe"
+                self.buf += chunk
+            raw, self.buf = self.buf.split(b"\0", 1)
+            m = json.loads(raw)
+            if m.get("id") == self.n:
+                assert "error" not in m, m
+                return m["result"]
+        raise TimeoutError(method)
+
+    def close(self):
+        try:
+            self.w.write(json.dumps({"id": 0, "method": "Browser.close", "params": {}}).encode() + b"\0")
+            self.p.wait(10)
+        except Exception:
+            self.p.kill()
+            self.p.wait()
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian package chromium; scripts/setup.sh installs it): the chat page was not checked in a browser")
+def test_chat_page_in_chromium(srv, tmp_path):
+    # GET / is the chat page: HTML from the binary, open without the API key
+    st, h, body = srv.raw("GET", "/")
+    assert st == 200 and h["Content-Type"].startswith("text/html") and b"/v1/chat/completions" in body
+    b = Browser(str(tmp_path / "profile"))
+    try:
+        tid = b.cmd("Target.createTarget", url=srv.base + "/")["targetId"]
+        sid = b.cmd("Target.attachToTarget", targetId=tid, flatten=True)["sessionId"]
+
+        def js(expr):
+            return b.cmd("Runtime.evaluate", session=sid, expression=expr, returnByValue=True)["result"].get("value")
+
+        def wait(expr, want, seconds=120):
+            end = time.time() + seconds
+            while time.time() < end:
+                v = js(expr)
+                if v in want:
+                    return v
+                time.sleep(0.2)
+            raise AssertionError(f"{expr} stayed {v!r}")
+
+        # the select lists the chat models only (stories260K has no template, MiniLM embeds)
+        wait("document.body && document.body.dataset.models", ("1",), 60)
+        assert js("[...document.querySelectorAll('#model option')].map(o => o.value)") == [SMOL_NAME]
+        c = srv.client()
+        turns = ["What is the capital of France?", "And of <b>Germany</b>?"]
+        history = []
+        for t in turns:
+            js(f"$('temp').value = '0'; $('maxtok').value = '16'; $('input').value = {json.dumps(t)}; $('form').requestSubmit(); 1")
+            assert wait("document.body.dataset.state", ("done", "error")) == "done", js("document.getElementById('log').innerText")
+            history.append({"role": "user", "content": t})
+            r = c.chat.completions.create(model=SMOL_NAME, messages=history, temperature=0, max_tokens=16)
+            ref = r.choices[0].message.content
+            got = js("[...document.querySelectorAll('.assistant')].pop().textContent")
+            assert got == ref and ref  # the page sends the whole conversation and joins the streamed deltas
+            assert int(js("document.body.dataset.chunks")) > 1 and js("document.body.dataset.finish") == r.choices[0].finish_reason
+            history.append({"role": "assistant", "content": ref})
+        # text is shown as text, never parsed as HTML
+        assert js("document.querySelectorAll('#log b').length") == 0
+        assert js("[...document.querySelectorAll('.user')].pop().textContent") == turns[1]
+    finally:
+        b.close()

@@ -379,9 +379,9 @@ int cmd_serve(int argc, char **argv) {
     for (int i = 0; i < np; i++) {
         struct stat sb;
         if (stat(s->models[i].path, &sb) != 0) {
-            const int err = errno;
+            const int rc = cli_error("--model %s: %s", s->models[i].path, strerror(errno));
             free(s->models);
-            return cli_error("--model %s: %s", s->models[i].path, strerror(err));
+            return rc;
         }
     }
     raise_fd_limit();

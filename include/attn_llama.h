@@ -117,10 +117,11 @@ const attn_llama *attn_llama_state_model(const attn_llama_state *s);
  * the next token of each running sequence and a chunk of a new prompt, so the weights are read
  * once for all of them. A row's result is the one attn_llama_forward gives for its sequence
  * alone up to the weight kernel's summation order: the projections see N rows instead of 1.
- * float32 weights: within 1e-5 on stories260K's logits. GGML blocks (Q4_1): the multi-row tile
- * kernel sums in another order and the next layer re-quantizes activations to 8 bits, so a
- * last-bit change can move a quantized value: up to 0.67 on SmolLM2's logits (bound 1.5, the
- * kernel's bound against llama.cpp); a row alone in a step is exact (tests/test_llama_batch.c). */
+ * float32 weights: within 1e-5 on stories260K's logits. GGML blocks (Q8_0, Q4_0, Q4_1): every
+ * tile of the block kernels computes a row with the same float operations, so a row's logits
+ * are bit-identical to the sequence alone when its prompt was fed in the same pieces
+ * (attn_llama_forward's 256-token chunks: the attention of a prompt row depends on its piece;
+ * tests/test_llama_batch.c, tests/test_quant_rows.c). */
 typedef struct attn_llama_batch attn_llama_batch;
 
 /* attn_llama_batch_create: n_slots sequences (1..4096) of up to max_len positions (<= 0 or >

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -76,7 +77,14 @@ static void usage(FILE *f) {
             "  or a directory holding both): POST /v1/chat/completions (ChatML template with its default\n"
             "  system turn, as attn chat), POST /v1/completions (as attn generate);\n"
             "  sentence-transformers directories (config.json): POST /v1/embeddings (as attn embed);\n"
-            "  all: POST /tokenize, /detokenize; GET /v1/models, /health (503 while loading), /metrics.\n"
+            "  CTranslate2 Whisper directories (model.bin, vocabulary.txt): POST /v1/audio/transcriptions\n"
+            "  (multipart: file, model, response_format json|text|verbose_json|srt|vtt, language en,\n"
+            "  temperature; as attn transcribe);\n"
+            "  CTranslate2 translators (model.bin, source/target_vocabulary.txt): POST\n"
+            "  /v1/translations/text (JSON: input, beam_size, n_best, max_length, ...; as attn translate);\n"
+            "  GET /: a chat page (streams replies of the decoders);\n"
+            "  decoders and encoders: POST /tokenize, /detokenize;\n"
+            "  all: GET /v1/models, /health (503 while loading), /metrics.\n"
             "Decoders batch up to --parallel sequences in each forward step (continuous batching, one KV\n"
             "cache of --parallel slots of --ctx positions); embedding requests that wait together run as\n"
             "one batch. Errors are {\"error\": {\"message\", \"type\", \"param\", \"code\"}}.\n"
@@ -108,7 +116,7 @@ void serve_metrics_request(serve_server *s, serve_kind k, int status, double sec
 }
 
 char *serve_metrics_text(serve_server *s) {
-    static const char *kinds[5] = {"chat", "completion", "embedding", "tokenize", "detokenize"};
+    static const char *kinds[SERVE_NKINDS] = {"chat", "completion", "embedding", "tokenize", "detokenize", "transcription", "translation"};
     static const char *codes[6] = {"2xx", "4xx", "5xx", "401", "413", "503"};
     size_t cap = 16384, n = 0;
     char *o = (char *)malloc(cap);
@@ -118,7 +126,7 @@ char *serve_metrics_text(serve_server *s) {
     serve_metrics m = s->metrics;
     pthread_mutex_unlock(&s->metrics.mu);
     P("# HELP attn_requests_total HTTP requests by endpoint and status class.\n# TYPE attn_requests_total counter\n");
-    for (int k = 0; k < 5; k++)
+    for (int k = 0; k < SERVE_NKINDS; k++)
         for (int c = 0; c < 6; c++) P("attn_requests_total{endpoint=\"%s\",status=\"%s\"} %llu\n", kinds[k], codes[c], (unsigned long long)m.requests[k][c]);
     P("attn_requests_total{endpoint=\"other\",status=\"4xx\"} %llu\n", (unsigned long long)m.other_requests);
     P("# HELP attn_prompt_tokens_total Prompt tokens processed.\n# TYPE attn_prompt_tokens_total counter\nattn_prompt_tokens_total %llu\n",
@@ -127,6 +135,8 @@ char *serve_metrics_text(serve_server *s) {
       (unsigned long long)m.gen_tokens);
     P("# HELP attn_embedding_inputs_total Texts or token arrays embedded.\n# TYPE attn_embedding_inputs_total counter\nattn_embedding_inputs_total %llu\n",
       (unsigned long long)m.embed_inputs);
+    P("# HELP attn_audio_seconds_total Seconds of audio transcribed.\n# TYPE attn_audio_seconds_total counter\nattn_audio_seconds_total %.3f\n",
+      (double)m.audio_seconds_x1000 / 1000.0);
     P("# HELP attn_cancelled_total Streams cancelled (client gone or timeout).\n# TYPE attn_cancelled_total counter\nattn_cancelled_total %llu\n",
       (unsigned long long)m.cancelled);
     P("# HELP attn_queue_depth Requests waiting for a slot.\n# TYPE attn_queue_depth gauge\n");
@@ -144,7 +154,8 @@ char *serve_metrics_text(serve_server *s) {
             P("attn_busy_slots{model=\"%s\"} %lld\nattn_slots{model=\"%s\"} %lld\n", s->models[i].name, (long long)b, s->models[i].name, (long long)s->parallel);
         }
     P("# HELP attn_request_duration_seconds Time of successful requests, queue included.\n# TYPE attn_request_duration_seconds histogram\n");
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < SERVE_NKINDS; k++) {
+        if (k == SERVE_TOKENIZE || k == SERVE_DETOKENIZE) continue;
         for (int b = 0; b < SERVE_NBUCKETS; b++)
             P("attn_request_duration_seconds_bucket{endpoint=\"%s\",le=\"%g\"} %llu\n", kinds[k], serve_buckets[b], (unsigned long long)m.lat_bucket[k][b]);
         P("attn_request_duration_seconds_bucket{endpoint=\"%s\",le=\"+Inf\"} %llu\n", kinds[k], (unsigned long long)m.lat_count[k]);
@@ -181,8 +192,29 @@ static int load_model(serve_model *m, const serve_server *s) {
     struct stat sb;
     if (stat(path, &sb) != 0) return cli_error("--model %s: %s", m->path, strerror(errno));
     if (S_ISDIR(sb.st_mode)) {
-        char cfg[4200];
+        char cfg[4200], bin[4200], voc[4200];
         snprintf(cfg, sizeof cfg, "%s/config.json", path);
+        snprintf(bin, sizeof bin, "%s/model.bin", path);
+        /* CTranslate2: model.bin with source/target (or shared) vocabularies is a translator,
+         * with vocabulary.txt / .json a Whisper model */
+        if (stat(bin, &sb) == 0) {
+            int tr = 0, wh = 0;
+            snprintf(voc, sizeof voc, "%s/source_vocabulary.txt", path);
+            tr = stat(voc, &sb) == 0;
+            snprintf(voc, sizeof voc, "%s/shared_vocabulary.txt", path);
+            tr = tr || stat(voc, &sb) == 0;
+            snprintf(voc, sizeof voc, "%s/vocabulary.txt", path);
+            wh = stat(voc, &sb) == 0;
+            snprintf(voc, sizeof voc, "%s/vocabulary.json", path);
+            wh = wh || stat(voc, &sb) == 0;
+            if (tr || wh) {
+                if (tr ? attn_translator_load(&m->translator, path) < 0 : attn_whisper_load(&m->whisper, path) < 0) return cli_lib_error(m->path);
+                m->is_translator = tr;
+                m->is_whisper = !tr;
+                if (!(m->gate = serve_gate_new())) return cli_error("out of memory");
+                return CLI_OK;
+            }
+        }
         if (stat(cfg, &sb) == 0) {
             if (attn_bert_load(&m->bert, path) < 0) return cli_lib_error(m->path);
             if (serve_embedder_start(m, (serve_server *)s) < 0) return cli_lib_error(NULL);
@@ -199,7 +231,10 @@ static int load_model(serve_model *m, const serve_server *s) {
                 break;
             }
         if (d) closedir(d);
-        if (!found) return cli_error("--model %s: a directory without config.json (sentence-transformers) or a llama2.c .bin checkpoint", m->path);
+        if (!found)
+            return cli_error("--model %s: a directory without config.json (sentence-transformers), model.bin with vocabularies (CTranslate2 Whisper or "
+                             "translator) or a llama2.c .bin checkpoint",
+                             m->path);
     }
     FILE *f = fopen(path, "rb");
     char magic[4] = {0};
@@ -279,6 +314,18 @@ static int parse_command_line(serve_server *s, serve_cli *c, int argc, char **ar
     return name_models(s, c);
 }
 
+/* many idle keep-alive connections each hold a descriptor: the soft limit goes up to the hard one
+ * (at most 65536), as far as the system allows; the HTTP side sizes its connection limit from it */
+static void raise_fd_limit(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+    rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 65536 ? 65536 : rl.rlim_max;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+        rl.rlim_cur = want;
+        setrlimit(RLIMIT_NOFILE, &rl); /* a refusal keeps the old limit: fewer connections, no error */
+    }
+}
+
 /* stop: no new requests, in-flight ones get the grace period, then everything is released */
 static void serve_shutdown(serve_server *s, struct MHD_Daemon *d) {
     const int np = s->n_models;
@@ -294,6 +341,9 @@ static void serve_shutdown(serve_server *s, struct MHD_Daemon *d) {
         attn_bpe_free(s->models[i].own_tok);
         free(s->models[i].default_system);
         attn_bert_free(s->models[i].bert);
+        attn_whisper_free(s->models[i].whisper);
+        attn_translator_free(s->models[i].translator);
+        serve_gate_free(s->models[i].gate);
     }
     free(s->models);
     pthread_mutex_destroy(&s->metrics.mu);
@@ -325,6 +375,18 @@ int cmd_serve(int argc, char **argv) {
     sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* a path that is not there fails before anything is bound or loaded */
+    for (int i = 0; i < np; i++) {
+        struct stat sb;
+        if (stat(s->models[i].path, &sb) != 0) {
+            const int rc = cli_error("--model %s: %s", s->models[i].path, strerror(errno));
+            free(s->models);
+            return rc;
+        }
+    }
+    raise_fd_limit();
+    /* bound before loading, so that /health answers 503 while the models load (and a taken port
+     * fails at once); "listening" is printed only once every model has loaded */
     serve_err e;
     int bound = 0;
     struct MHD_Daemon *d = serve_http_start(s, host, (int)port, &bound, &e);
@@ -332,17 +394,21 @@ int cmd_serve(int argc, char **argv) {
         free(s->models);
         return cli_error("%s", e.message);
     }
-    fprintf(stderr, "attn serve: listening on http://%s%s%s:%d/ (loading %d model%s)\n", strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", bound,
-            np, np > 1 ? "s" : "");
     int rc = CLI_OK;
     for (int i = 0; i < np && rc == CLI_OK; i++) {
         rc = load_model(&s->models[i], s);
         if (rc == CLI_OK)
-            fprintf(stderr, "attn serve: model '%s' (%s%s)\n", s->models[i].name, s->models[i].is_decoder ? "decoder" : "embeddings",
+            fprintf(stderr, "attn serve: model '%s' (%s%s)\n", s->models[i].name,
+                    s->models[i].is_decoder      ? "decoder"
+                    : s->models[i].is_whisper    ? "speech recognition"
+                    : s->models[i].is_translator ? "translation"
+                                                 : "embeddings",
                     s->models[i].is_decoder ? (s->models[i].chat_ok ? ", chat" : ", completions only") : "");
     }
     if (rc == CLI_OK) {
         s->loading = 0;
+        fprintf(stderr, "attn serve: listening on http://%s%s%s:%d/ (%d model%s)\n", strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", bound, np,
+                np > 1 ? "s" : "");
         fprintf(stderr, "attn serve: ready\n");
         int sig = 0;
         sigwait(&sigs, &sig);

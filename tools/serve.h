@@ -4,13 +4,20 @@
  *                        tests/fuzz/fuzz_serve_request.c); response JSON helpers
  *   tools/serve_sched.c  the decoder scheduler (continuous batching over attn_llama_batch) and
  *                        the embedding worker (requests of several clients in one batch)
- *   tools/serve_http.c   libmicrohttpd handlers: routing, auth, body limits, SSE, metrics */
+ *   tools/serve_http.c   libmicrohttpd handlers: routing, auth, body limits, SSE, metrics
+ *   tools/serve_multipart.c  multipart/form-data bodies (POST /v1/audio/transcriptions) ->
+ *                        serve_req (fuzzed with serve_parse)
+ *   tools/serve_page.c   the chat page served at GET /
+ *   tools/serve_ct2.c    Whisper transcription and CTranslate2 translation (one request at a
+ *                        time per model, behind a bounded gate) */
 #ifndef ATTN_TOOLS_SERVE_H
 #define ATTN_TOOLS_SERVE_H
 
 #include "attn_bert.h"
 #include "attn_bpe.h"
+#include "attn_ct2_transformer.h"
 #include "attn_llama.h"
+#include "attn_whisper.h"
 
 #include <pthread.h>
 #include <stddef.h>
@@ -29,7 +36,11 @@ typedef struct {
 /* serve_fail: fill e (printf-style message); returns -1 */
 int serve_fail(serve_err *e, int status, const char *type, const char *param, const char *code, const char *fmt, ...);
 
-typedef enum { SERVE_CHAT = 0, SERVE_COMPLETION, SERVE_EMBED, SERVE_TOKENIZE, SERVE_DETOKENIZE } serve_kind;
+typedef enum { SERVE_CHAT = 0, SERVE_COMPLETION, SERVE_EMBED, SERVE_TOKENIZE, SERVE_DETOKENIZE, SERVE_TRANSCRIBE, SERVE_TRANSLATE } serve_kind;
+#define SERVE_NKINDS 7
+
+/* response_format of a transcription */
+typedef enum { SERVE_FMT_JSON = 0, SERVE_FMT_TEXT, SERVE_FMT_VERBOSE_JSON, SERVE_FMT_SRT, SERVE_FMT_VTT } serve_format;
 
 typedef struct {
     serve_kind kind;
@@ -56,12 +67,26 @@ typedef struct {
     int add_special;
     int32_t *tokens;
     int64_t n_tokens;
+    /* transcription (multipart): the uploaded file's bytes and name; temperature above */
+    char *audio;
+    size_t audio_len;
+    char *filename;
+    serve_format format;
+    /* translation: the sources are texts[n_texts] (space-separated tokens) */
+    int64_t beam, n_best, max_length, min_length, max_input_length;
+    double length_penalty, repetition_penalty;
+    int replace_unknowns;
 } serve_req;
 
 /* serve_parse: parse a request body of the given kind. Returns 0, or -1 with e set (400 with
  * the offending parameter named). r is always safe to pass to serve_req_free. */
 int serve_parse(serve_req *r, serve_kind kind, const char *body, size_t len, serve_err *e);
 void serve_req_free(serve_req *r);
+/* serve_parse_multipart: a POST /v1/audio/transcriptions body (multipart/form-data with the
+ * boundary of content_type, RFC 7578): fields file (required), model, response_format (json,
+ * text, verbose_json, srt, vtt), language (en), temperature ([0, 1]); any other field is a 400
+ * naming it. Returns 0, or -1 with e set. r is always safe to pass to serve_req_free. */
+int serve_parse_multipart(serve_req *r, const char *content_type, const char *body, size_t len, serve_err *e);
 /* serve_error_json: {"error": {"message", "type", "param", "code"}} (malloc'ed) */
 char *serve_error_json(const serve_err *e);
 /* serve_b64: base64 of n bytes (malloc'ed, NUL-terminated) */
@@ -72,10 +97,12 @@ char *serve_b64(const void *p, size_t n);
 typedef struct serve_sched serve_sched;
 typedef struct serve_embedder serve_embedder;
 
+typedef struct serve_gate serve_gate;
+
 typedef struct {
     char name[128];
     const char *path;
-    int is_decoder;
+    int is_decoder, is_whisper, is_translator; /* none of them: a sentence-transformers encoder */
     /* decoders */
     attn_llama *llama;
     attn_bpe *own_tok;
@@ -88,6 +115,10 @@ typedef struct {
     /* encoders */
     attn_bert *bert;
     serve_embedder *emb;
+    /* Whisper, CTranslate2 translators: one request at a time */
+    attn_whisper *whisper;
+    attn_translator *translator;
+    serve_gate *gate;
     long created;
 } serve_model;
 
@@ -97,11 +128,11 @@ typedef struct {
 extern const double serve_buckets[SERVE_NBUCKETS];
 typedef struct {
     pthread_mutex_t mu;
-    uint64_t requests[5][6]; /* [kind][status class: 2xx 4xx 5xx 401 413 503] */
+    uint64_t requests[SERVE_NKINDS][6]; /* [kind][status class: 2xx 4xx 5xx 401 413 503] */
     uint64_t other_requests;
-    uint64_t prompt_tokens, gen_tokens, embed_inputs;
-    uint64_t lat_count[5], lat_bucket[5][SERVE_NBUCKETS];
-    double lat_sum[5];
+    uint64_t prompt_tokens, gen_tokens, embed_inputs, audio_seconds_x1000;
+    uint64_t lat_count[SERVE_NKINDS], lat_bucket[SERVE_NKINDS][SERVE_NBUCKETS];
+    double lat_sum[SERVE_NKINDS];
     uint64_t cancelled;
 } serve_metrics;
 
@@ -170,6 +201,25 @@ void serve_sched_stats(serve_model *m, int64_t *queued, int64_t *busy);
 int serve_embed(serve_model *m, serve_server *s, const serve_req *r, float *out, int64_t *tokens, serve_err *e);
 int serve_embedder_start(serve_model *m, serve_server *s);
 void serve_embedder_stop(serve_model *m);
+
+/* Whisper and translators (tools/serve_ct2.c): a reply body of the given content type. */
+typedef struct {
+    const char *type; /* "application/json", "text/plain; charset=utf-8", ... */
+    char *body;       /* malloc'ed, NUL-terminated */
+} serve_reply;
+/* serve_gate_new / free: the one-at-a-time gate of a model (NULL: out of memory) */
+serve_gate *serve_gate_new(void);
+void serve_gate_free(serve_gate *g);
+/* serve_transcribe: r (SERVE_TRANSCRIBE) with Whisper model m, as attn transcribe (beam 5, the
+ * default decoding rules; timestamps for verbose_json, srt and vtt). Waits its turn at most
+ * until t0 + --timeout with at most --queue others waiting (503 / 504 otherwise).
+ * 0 and out set, or -1 with e (400 for audio that cannot be decoded). */
+int serve_transcribe(serve_model *m, serve_server *s, const serve_req *r, double t0, serve_reply *out, serve_err *e);
+/* serve_translate: r (SERVE_TRANSLATE) with translator m, as attn translate. Same waiting. */
+int serve_translate(serve_model *m, serve_server *s, const serve_req *r, double t0, serve_reply *out, serve_err *e);
+
+/* the chat page of GET / (tools/serve_page.c), NUL-terminated HTML */
+extern const char serve_page_html[];
 
 /* ------------------------------------------------------------------ HTTP */
 

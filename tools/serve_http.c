@@ -9,11 +9,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
-#define CONN_LIMIT 256
+/* connections at once: a thread each (thread per connection), a descriptor each. At most
+ * CONN_LIMIT, and fewer when the descriptor limit (raised by cmd_serve) is lower: FD_RESERVE stay
+ * for model files, the listening socket and the library's own. Beyond the limit a connection is
+ * accepted and closed at once (a bounded refusal). */
+#define CONN_LIMIT 4096
+#define FD_RESERVE 64
 
 typedef struct {
     char *body;
@@ -474,9 +480,17 @@ static enum MHD_Result models(struct MHD_Connection *c) {
         cJSON_AddStringToObject(x, "object", "model");
         cJSON_AddNumberToObject(x, "created", (double)serve_g->models[i].created);
         cJSON_AddStringToObject(x, "owned_by", "attn");
+        /* attn's own: the model answers /v1/chat/completions (the chat page lists these) */
+        cJSON_AddBoolToObject(x, "attn_chat", serve_g->models[i].is_decoder && serve_g->models[i].chat_ok);
         cJSON_AddItemToArray(d, x);
     }
     return send_json(c, 200, j);
+}
+
+typedef enum { SERVE_M_DECODER = 0, SERVE_M_ENCODER, SERVE_M_WHISPER, SERVE_M_TRANSLATOR } serve_model_type;
+static const char *const type_name[] = {"a text generator", "an embedding model", "a speech recognizer (Whisper)", "a translator (CTranslate2)"};
+static serve_model_type model_type(const serve_model *m) {
+    return m->is_decoder ? SERVE_M_DECODER : m->is_whisper ? SERVE_M_WHISPER : m->is_translator ? SERVE_M_TRANSLATOR : SERVE_M_ENCODER;
 }
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method, const char *version,
@@ -487,8 +501,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     static const struct {
         const char *path;
         serve_kind kind;
-    } posts[] = {{"/v1/chat/completions", SERVE_CHAT}, {"/v1/completions", SERVE_COMPLETION}, {"/v1/embeddings", SERVE_EMBED},
-                 {"/tokenize", SERVE_TOKENIZE},      {"/detokenize", SERVE_DETOKENIZE}};
+    } posts[] = {{"/v1/chat/completions", SERVE_CHAT},           {"/v1/completions", SERVE_COMPLETION},    {"/v1/embeddings", SERVE_EMBED},
+                 {"/tokenize", SERVE_TOKENIZE},                   {"/detokenize", SERVE_DETOKENIZE},        {"/v1/audio/transcriptions", SERVE_TRANSCRIBE},
+                 {"/v1/translations/text", SERVE_TRANSLATE}};
     int kind = -1;
     for (size_t i = 0; i < sizeof posts / sizeof posts[0]; i++)
         if (strcmp(url, posts[i].path) == 0) kind = (int)posts[i].kind;
@@ -498,7 +513,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         if (!x) return MHD_NO;
         x->t0 = serve_now();
         *con_cls = x;
-        if (strcmp(url, "/health") != 0 && !auth_ok(c)) {
+        /* open without the key: /health, and the chat page (static; the key is typed into it) */
+        if (strcmp(url, "/health") != 0 && !(strcmp(url, "/") == 0 && is_get) && !auth_ok(c)) {
             x->refused = 1;
             serve_fail(&e, 401, NULL, NULL, "invalid_api_key", "a valid API key is required: 'Authorization: Bearer KEY'");
             return send_err(c, kind >= 0 ? (serve_kind)kind : SERVE_CHAT, &e);
@@ -549,10 +565,20 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         serve_fail(&e, 503, "server_error", NULL, "loading", "the models are loading; retry shortly");
         return send_err(c, kind >= 0 ? (serve_kind)kind : SERVE_CHAT, &e);
     }
+    if (strcmp(url, "/") == 0 && is_get) {
+        struct MHD_Response *p = MHD_create_response_from_buffer(strlen(serve_page_html), (void *)serve_page_html, MHD_RESPMEM_PERSISTENT);
+        if (!p) return MHD_NO;
+        MHD_add_response_header(p, "Content-Type", "text/html; charset=utf-8");
+        MHD_add_response_header(p, "Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'");
+        MHD_add_response_header(p, "X-Content-Type-Options", "nosniff");
+        enum MHD_Result ok = MHD_queue_response(c, 200, p);
+        MHD_destroy_response(p);
+        return ok;
+    }
     if (strcmp(url, "/v1/models") == 0 && is_get) return models(c);
     if (strcmp(url, "/metrics") == 0 && is_get) return send_text(c, 200, "text/plain; version=0.0.4", serve_metrics_text(serve_g), 0);
     if (kind < 0 || !is_post) {
-        const int known_path = kind >= 0 || !strcmp(url, "/v1/models") || !strcmp(url, "/metrics") || !strcmp(url, "/health");
+        const int known_path = kind >= 0 || !strcmp(url, "/v1/models") || !strcmp(url, "/metrics") || !strcmp(url, "/health") || !strcmp(url, "/");
         serve_fail(&e, known_path ? 405 : 404, NULL, NULL, NULL, known_path ? "method %s is not allowed on %.100s" : "no endpoint %s %.100s", method, url);
         pthread_mutex_lock(&serve_g->metrics.mu);
         serve_g->metrics.other_requests++;
@@ -560,23 +586,35 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return send_text(c, e.status, "application/json", serve_error_json(&e), 0);
     }
     serve_req r;
-    if (serve_parse(&r, (serve_kind)kind, x->body, x->len, &e) < 0) {
+    const int prc = kind == SERVE_TRANSCRIBE ? serve_parse_multipart(&r, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type"), x->body, x->len, &e)
+                                             : serve_parse(&r, (serve_kind)kind, x->body, x->len, &e);
+    if (prc < 0) {
         serve_req_free(&r);
         return send_err(c, (serve_kind)kind, &e);
     }
     serve_model *m = r.model ? serve_find_model(serve_g, r.model) : (serve_g->n_models == 1 ? &serve_g->models[0] : NULL);
     enum MHD_Result ok;
+    const int is_tok = kind == SERVE_TOKENIZE || kind == SERVE_DETOKENIZE;
+    const serve_model_type need = kind == SERVE_EMBED ? SERVE_M_ENCODER : kind == SERVE_TRANSCRIBE ? SERVE_M_WHISPER : kind == SERVE_TRANSLATE ? SERVE_M_TRANSLATOR : SERVE_M_DECODER;
     if (!m) {
         serve_fail(&e, 404, NULL, "model", "model_not_found", r.model ? "the model '%.100s' does not exist (GET /v1/models lists them)" : "'model' is required: several models are served",
                    r.model);
         ok = send_err(c, (serve_kind)kind, &e);
-    } else if ((kind == SERVE_EMBED) == m->is_decoder) {
-        serve_fail(&e, 400, NULL, "model", "wrong_model_type", "model '%s' is %s; this endpoint needs %s", m->name, m->is_decoder ? "a text generator" : "an embedding model",
-                   kind == SERVE_EMBED ? "an embedding model" : "a text generator");
-        ok = (kind == SERVE_TOKENIZE || kind == SERVE_DETOKENIZE) ? tokenize(c, m, &r) : send_err(c, (serve_kind)kind, &e);
+    } else if (is_tok ? model_type(m) != SERVE_M_DECODER && model_type(m) != SERVE_M_ENCODER : model_type(m) != need) {
+        serve_fail(&e, 400, NULL, "model", "wrong_model_type", "model '%s' is %s; this endpoint needs %s", m->name, type_name[model_type(m)],
+                   is_tok ? "a text generator or an embedding model" : type_name[need]);
+        ok = send_err(c, (serve_kind)kind, &e);
     } else if (kind == SERVE_EMBED) ok = embeddings(c, m, &r, x->t0);
-    else if (kind == SERVE_TOKENIZE || kind == SERVE_DETOKENIZE) ok = tokenize(c, m, &r);
-    else ok = generate(c, m, &r, x->t0);
+    else if (is_tok) ok = tokenize(c, m, &r);
+    else if (kind == SERVE_TRANSCRIBE || kind == SERVE_TRANSLATE) {
+        serve_reply rep = {NULL, NULL};
+        if ((kind == SERVE_TRANSCRIBE ? serve_transcribe(m, serve_g, &r, x->t0, &rep, &e) : serve_translate(m, serve_g, &r, x->t0, &rep, &e)) < 0)
+            ok = send_err(c, (serve_kind)kind, &e);
+        else {
+            serve_metrics_request(serve_g, (serve_kind)kind, 200, serve_now() - x->t0);
+            ok = send_text(c, 200, rep.type, rep.body, 0);
+        }
+    } else ok = generate(c, m, &r, x->t0);
     serve_req_free(&r);
     return ok;
 }
@@ -593,7 +631,12 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
 struct MHD_Daemon *serve_http_start(serve_server *s, const char *host, int port, int *bound_port, serve_err *e) {
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC;
+    /* poll(), not select(): descriptors past FD_SETSIZE (1024) are usual with 1000 idle clients */
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_POLL;
+    unsigned limit = CONN_LIMIT;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        limit = rl.rlim_cur < 2 * FD_RESERVE ? FD_RESERVE : rl.rlim_cur - FD_RESERVE < CONN_LIMIT ? (unsigned)(rl.rlim_cur - FD_RESERVE) : CONN_LIMIT;
     if (strchr(host, ':')) {
         struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
         a->sin6_family = AF_INET6;
@@ -608,7 +651,7 @@ struct MHD_Daemon *serve_http_start(serve_server *s, const char *host, int port,
     }
     struct MHD_Daemon *d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                                             MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->idle_timeout_s,
-                                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONN_LIMIT, MHD_OPTION_END);
+                                            MHD_OPTION_CONNECTION_LIMIT, limit, MHD_OPTION_END);
     if (!d) return serve_fail(e, 0, NULL, NULL, NULL, "cannot listen on %s port %d: %s", host, port, strerror(errno ? errno : EADDRINUSE)), NULL;
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     *bound_port = di ? di->port : port;

@@ -78,6 +78,8 @@ void serve_req_free(serve_req *r) {
     free(r->tok_lens);
     free(r->content);
     free(r->tokens);
+    free(r->audio);
+    free(r->filename);
     memset(r, 0, sizeof *r);
 }
 
@@ -232,8 +234,9 @@ static int parse_generation(serve_req *r, const cJSON *root, serve_err *e) {
 static int parse_chat(serve_req *r, const cJSON *root, serve_err *e) {
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "messages"), *x;
     if (!m) return serve_fail(e, 400, NULL, "messages", "missing_required_parameter", "'messages' is required");
-    if (!cJSON_IsArray(m) || cJSON_GetArraySize(m) < 1)
-        return serve_fail(e, 400, NULL, "messages", "invalid_type", "'messages' must be a non-empty array of messages");
+    if (!cJSON_IsArray(m)) return serve_fail(e, 400, NULL, "messages", "invalid_type", "'messages' must be an array of messages");
+    if (cJSON_GetArraySize(m) < 1) /* as attn.LLM.chat([]): ValueError */
+        return serve_fail(e, 400, NULL, "messages", "invalid_value", "'messages' is empty: give at least one message");
     r->msgs = (attn_chat_message *)calloc((size_t)cJSON_GetArraySize(m), sizeof(attn_chat_message));
     if (!r->msgs) return serve_fail(e, 500, "server_error", NULL, NULL, "out of memory");
     cJSON_ArrayForEach(x, m) {
@@ -309,6 +312,66 @@ static int parse_embed(serve_req *r, const cJSON *root, serve_err *e) {
     return 0;
 }
 
+/* POST /v1/translations/text: "input" a string of space-separated tokens, an array of them, or
+ * an array of token arrays (each token a non-empty string without white space); decoding
+ * options as attn translate's (same defaults) */
+static int parse_translate(serve_req *r, const cJSON *root, serve_err *e) {
+    const cJSON *in = cJSON_GetObjectItemCaseSensitive(root, "input"), *x, *v;
+    if (!in) return serve_fail(e, 400, NULL, "input", "missing_required_parameter", "'input' is required");
+    const int64_t n = cJSON_IsArray(in) ? cJSON_GetArraySize(in) : 1;
+    if (!cJSON_IsArray(in) && !cJSON_IsString(in))
+        return serve_fail(e, 400, NULL, "input", "invalid_type", "'input' must be a string, an array of strings or of token arrays");
+    if (n == 0) return serve_fail(e, 400, NULL, "input", "invalid_value", "'input' is an empty array");
+    if (n > 2048) return serve_fail(e, 400, NULL, "input", "invalid_value", "'input' holds at most 2048 items, got %lld", (long long)n);
+    r->texts = (char **)calloc((size_t)n, sizeof(char *));
+    r->text_lens = (int64_t *)calloc((size_t)n, sizeof(int64_t));
+    if (!r->texts || !r->text_lens) return serve_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    const cJSON *one = cJSON_IsString(in) ? in : NULL;
+    for (x = one ? one : in->child; x; x = one ? NULL : x->next) {
+        char **dst = &r->texts[r->n_texts];
+        if (cJSON_IsString(x)) {
+            if (get_text(x, "input", dst, e) < 0) return -1;
+        } else if (cJSON_IsArray(x)) { /* tokens: joined with single spaces */
+            size_t total = 1;
+            const cJSON *t;
+            cJSON_ArrayForEach(t, x) {
+                if (!cJSON_IsString(t) || !t->valuestring[0] || strpbrk(t->valuestring, " \t\n\r\v\f"))
+                    return serve_fail(e, 400, NULL, "input", "invalid_value", "input %lld: a token must be a non-empty string without white space", (long long)r->n_texts);
+                total += strlen(t->valuestring) + 1;
+            }
+            if (!(*dst = (char *)malloc(total))) return serve_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+            size_t k = 0;
+            cJSON_ArrayForEach(t, x) k += (size_t)sprintf(*dst + k, k ? " %s" : "%s", t->valuestring);
+            (*dst)[k] = 0;
+            size_t bad;
+            if (attn_tokenizer_validate_utf8(*dst, k, &bad) < 0) {
+                free(*dst);
+                *dst = NULL;
+                return serve_fail(e, 400, NULL, "input", NULL, "input %lld is not valid UTF-8 (byte offset %zu)", (long long)r->n_texts, bad);
+            }
+        } else
+            return serve_fail(e, 400, NULL, "input", "invalid_type", "'input' must be a string, an array of strings or of token arrays");
+        r->text_lens[r->n_texts] = (int64_t)strlen(*dst);
+        r->n_texts++;
+    }
+    r->beam = 1, r->n_best = 1, r->max_length = 256, r->min_length = 1, r->max_input_length = 1024;
+    r->length_penalty = 1, r->repetition_penalty = 1;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "beam_size")) && get_int(v, "beam_size", 1, 256, &r->beam, e) < 0) return -1;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "n_best")) && get_int(v, "n_best", 1, 256, &r->n_best, e) < 0) return -1;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "max_length")) && get_int(v, "max_length", 1, 100000, &r->max_length, e) < 0) return -1;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "min_length")) && get_int(v, "min_length", 0, 100000, &r->min_length, e) < 0) return -1;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "max_input_length")) && get_int(v, "max_input_length", 0, 1 << 30, &r->max_input_length, e) < 0) return -1;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "length_penalty")) && get_num(v, "length_penalty", 0, 1e6, 0, &r->length_penalty, e) < 0) return -1;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "repetition_penalty")) && get_num(v, "repetition_penalty", 0, 1e6, 1, &r->repetition_penalty, e) < 0) return -1;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "replace_unknowns")) && get_bool(v, "replace_unknowns", &r->replace_unknowns, e) < 0) return -1;
+    if (r->n_best > r->beam)
+        return serve_fail(e, 400, NULL, "n_best", "invalid_value", "'n_best' (%lld) cannot exceed 'beam_size' (%lld)", (long long)r->n_best, (long long)r->beam);
+    if (r->min_length > r->max_length)
+        return serve_fail(e, 400, NULL, "min_length", "invalid_value", "'min_length' (%lld) cannot exceed 'max_length' (%lld)", (long long)r->min_length,
+                          (long long)r->max_length);
+    return 0;
+}
+
 int serve_parse(serve_req *r, serve_kind kind, const char *body, size_t len, serve_err *e) {
     memset(r, 0, sizeof *r);
     r->kind = kind;
@@ -316,6 +379,7 @@ int serve_parse(serve_req *r, serve_kind kind, const char *body, size_t len, ser
     r->temperature = 1.0;
     r->top_p = 1.0;
     r->add_special = 1;
+    if (kind == SERVE_TRANSCRIBE) return serve_fail(e, 400, NULL, NULL, "invalid_multipart", "transcriptions take a multipart/form-data body, not JSON");
     if (!body || len == 0) return serve_fail(e, 400, NULL, NULL, "invalid_json", "the request has no body (a JSON object is expected)");
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
@@ -329,6 +393,8 @@ int serve_parse(serve_req *r, serve_kind kind, const char *body, size_t len, ser
     static const char *const emb_keys[] = {"model", "input", "encoding_format", "dimensions", "user", NULL};
     static const char *const tok_keys[] = {"model", "content", "add_special", NULL};
     static const char *const detok_keys[] = {"model", "tokens", NULL};
+    static const char *const tr_keys[] = {"model", "input", "beam_size", "n_best", "max_length", "min_length", "max_input_length", "length_penalty",
+                                          "repetition_penalty", "replace_unknowns", NULL};
     const cJSON *v;
     if (!cJSON_IsObject(root)) {
         rc = serve_fail(e, 400, NULL, NULL, "invalid_json", "the body must be a JSON object");
@@ -339,6 +405,7 @@ int serve_parse(serve_req *r, serve_kind kind, const char *body, size_t len, ser
         int ok = kind == SERVE_EMBED ? known(v->string, emb_keys)
                  : kind == SERVE_TOKENIZE ? known(v->string, tok_keys)
                  : kind == SERVE_DETOKENIZE ? known(v->string, detok_keys)
+                 : kind == SERVE_TRANSLATE  ? known(v->string, tr_keys)
                                             : known(v->string, gen_keys) || (kind == SERVE_CHAT ? strcmp(v->string, "messages") == 0
                                                                                                  : strcmp(v->string, "prompt") == 0);
         if (!ok) {
@@ -347,7 +414,7 @@ int serve_parse(serve_req *r, serve_kind kind, const char *body, size_t len, ser
         }
     }
     v = cJSON_GetObjectItemCaseSensitive(root, "model");
-    if (!v && kind <= SERVE_EMBED) {
+    if (!v && (kind <= SERVE_EMBED || kind == SERVE_TRANSLATE)) {
         rc = serve_fail(e, 400, NULL, "model", "missing_required_parameter", "'model' is required");
         goto done;
     }
@@ -377,6 +444,11 @@ int serve_parse(serve_req *r, serve_kind kind, const char *body, size_t len, ser
         if (!v) rc = serve_fail(e, 400, NULL, "content", "missing_required_parameter", "'content' is required");
         else rc = get_text(v, "content", &r->content, e);
         if (rc == 0 && (v = cJSON_GetObjectItemCaseSensitive(root, "add_special"))) rc = get_bool(v, "add_special", &r->add_special, e);
+        break;
+    case SERVE_TRANSLATE:
+        rc = parse_translate(r, root, e);
+        break;
+    case SERVE_TRANSCRIBE: /* refused above */
         break;
     case SERVE_DETOKENIZE:
         v = cJSON_GetObjectItemCaseSensitive(root, "tokens");

@@ -3,8 +3,8 @@
  * Decoders: one thread per model owns the model and an attn_llama_batch of --parallel slots
  * (one KV cache, a slot per sequence). Each step it admits queued requests into free slots,
  * then runs one forward pass over rows of every running sequence: the next token of each
- * decoding sequence and a chunk of each new prompt (a long prompt is cut into chunks so that it
- * does not stall the streams), samples with the library's generation loop
+ * decoding sequence and a piece of each new prompt (a long prompt is cut into pieces of 256
+ * tokens so that it does not stall the streams), samples with the library's generation loop
  * (attn_generation_start_logits / feed / next: the same sampling, stop strings, UTF-8 holding
  * and context rule as attn chat) and appends the text to each task. A cancelled task (client
  * gone, timeout, shutdown) frees its slot at the next step. The queue is bounded by the HTTP
@@ -20,7 +20,14 @@
 #include <string.h>
 #include <time.h>
 
-#define PREFILL_BUDGET 128 /* prompt rows per step, all sequences together */
+/* A prompt is fed in the pieces attn_llama_forward feeds it in alone (PROMPT_SEGMENT, its
+ * LLAMA_CHUNK in src/models/llama.c): the attention of a prompt row then runs on the same shapes
+ * (queries of the piece, keys up to it) as when the sequence runs alone, and the weight kernels
+ * give a row the same result whatever rows share its step (tests/test_quant_rows.c), so greedy
+ * output batched equals greedy output alone, bit for bit. Pieces of several prompts share a
+ * step up to PREFILL_BUDGET rows; the first piece of a step is always taken. */
+#define PROMPT_SEGMENT 256
+#define PREFILL_BUDGET 256 /* prompt rows per step, all sequences together */
 
 double serve_now(void) {
     struct timespec t;
@@ -227,7 +234,8 @@ static void *sched_main(void *arg) {
         for (int64_t i = 0; i < q->parallel && budget > 0; i++) {
             serve_task *t = q->slots[i];
             if (!t || t->g) continue;
-            int64_t k = t->n_prompt - t->fed < budget ? t->n_prompt - t->fed : budget;
+            const int64_t k = t->n_prompt - t->fed < PROMPT_SEGMENT ? t->n_prompt - t->fed : PROMPT_SEGMENT;
+            if (k > budget) continue; /* whole pieces only: this one waits for the next step */
             for (int64_t j = 0; j < k; j++) q->tok[n] = t->prompt[t->fed + j], q->row_slot[n++] = i;
             t->fed += k;
             budget -= k;

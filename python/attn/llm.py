@@ -238,13 +238,15 @@ class LLM:
     def chat(self, messages: Sequence[Dict[str, str]], **options: Any) -> Iterator[str]:
         """Answer a conversation, yielding the reply's text as it is produced.
 
-        messages: [{"role": "system" | "user" | "assistant", "content": str}, ...], formatted
+        messages: [{"role": "system" | "user" | "assistant", "content": str}, ...] (at least one;
+        "developer" is taken as "system", as OpenAI's API and `attn serve` do), formatted
         by the library's chat template (attn_chat_format: ChatML, "<|im_start|>role\\ncontent
         <|im_end|>\\n" ..., then the assistant's turn), with the template's default system turn
         first when the conversation has none — the same prompt as `attn chat` and the server;
         generation stops at the end-of-turn token. Options as generate.
         Raises: NotImplementedError for a model whose template is not ChatML;
-        TypeError / ValueError for malformed messages.
+        TypeError / ValueError for malformed messages; ValueError for no messages (the
+        server's 400 for an empty 'messages').
         """
         sysp = ffi.new("char **")
         tmpl = lib.attn_llama_chat_template(self._m) if self.is_gguf else ffi.NULL
@@ -254,18 +256,23 @@ class LLM:
         dflt = ffi.gc(sysp[0], lib.free) if sysp[0] != ffi.NULL else ffi.NULL
         if isinstance(messages, (str, bytes, dict)):
             raise TypeError("chat: messages must be a sequence of {'role': ..., 'content': ...} dicts")
-        keep, arr = [], ffi.new("attn_chat_message[]", max(len(messages), 1))
+        if len(messages) == 0:
+            # as the server (POST /v1/chat/completions answers 400, param 'messages'): a reply to
+            # nothing would be the template's default system turn answered by itself
+            raise ValueError("chat: messages is empty: give at least one message")
+        keep, arr = [], ffi.new("attn_chat_message[]", len(messages))
         for i, msg in enumerate(messages):
             if not isinstance(msg, dict) or not isinstance(msg.get("content"), str) or \
-                    msg.get("role") not in ("system", "user", "assistant"):
-                raise TypeError(f"chat: message {i} must be {{'role': system|user|assistant, 'content': str}}")
+                    msg.get("role") not in ("system", "developer", "user", "assistant"):
+                raise TypeError(f"chat: message {i} must be {{'role': system|developer|user|assistant, 'content': str}}")
             if "\x00" in msg["content"]:
                 raise ValueError(f"chat: message {i} contains a NUL character")
             try:
                 content = msg["content"].encode("utf-8")
             except UnicodeEncodeError as e:
                 raise ValueError(f"chat: message {i} is not valid Unicode ({e.reason})") from None
-            keep += [ffi.new("char[]", msg["role"].encode()), ffi.new("char[]", content)]
+            role = "system" if msg["role"] == "developer" else msg["role"]  # OpenAI's newer name, as the server
+            keep += [ffi.new("char[]", role.encode()), ffi.new("char[]", content)]
             arr[i].role, arr[i].content = keep[-2], keep[-1]
         out = ffi.new("char **")
         raise_for(lib.attn_chat_format(out, arr, len(messages), dflt))

@@ -4,8 +4,10 @@
  *   AVX-512 VNNI: vpdpbusd (u8·s8 quads -> s32 in one instruction)
  * Products never saturate: Q4 weights are 0..15 (|15·127·2| < 32767), Q8_0 weights enter as
  * |w| (0..128) with the sign moved onto the activation (|128·127·2| = 32512 < 32767).
- * A tile is RT weight rows x MT activation rows with RT·MT independent float accumulators, so
- * that the FMA chains overlap (decode, MT = 1, uses RT = 4). */
+ * A tile is RT weight rows x MT activation rows with independent float accumulators, so that
+ * the FMA chains overlap (decode, MT = 1, uses RT = 4). Every tile computes an output with the
+ * same float operations in the same order (quant_tile_tmpl.h), so a row's result does not
+ * depend on the tile it falls in: a sequence batched with others gives its logits alone. */
 
 static inline float QNAME(hsum)(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

@@ -69,99 +69,101 @@ static inline __attribute__((always_inline)) void TILE_NAME(float *y, int64_t ld
         for (int j = 0; j < 4; j++) y[(m0 + j) * ldy + r + i] = o[j];
     }
 }
-#else
-    __m256 acc[RT * MT];
-    float sacc[RT * MT];
-    QUNROLL
-    for (int k = 0; k < RT * MT; k++) {
-        acc[k] = _mm256_setzero_ps();
-        sacc[k] = 0.0f;
-    }
+#elif MT == 1
+    /* 1 activation row (decode): the same arithmetic per output as the MT == 4 tile above, so
+     * that a row's result does not depend on the tile it falls in (a sequence decoded alone or
+     * batched with others, a prompt row in a group of 4 or in the remainder: bit-identical).
+     * Per weight row and block: the integer dot's lanes 0-3 and 4-7 summed exactly, each half
+     * scaled by d·d_x in one FMA into [lo | hi] accumulators, the Q4 offset term in an FMA of
+     * m and s_x; the result is (lo + hi) + offset. RT = 4: the 4 weight rows' half sums reduced
+     * to one vector [Σlo0..3 | Σhi0..3] by the same unpack+add rounds. */
     const __m256i lo4 = _mm256_set1_epi8(0x0F);
     const __m256i nib_shift = _mm256_setr_epi64x(0, 0, 4, 4);
-#if MT == 1
-    __m128 macc[RT]; /* lane 1: Σ m·s_x of the Q4_1 blocks */
-    QUNROLL
-    for (int k = 0; k < RT; k++) macc[k] = _mm_setzero_ps();
-#endif
     const size_t bs = t == ATTN_QT_Q8_0 ? 34 : t == ATTN_QT_Q4_0 ? 18 : 20;
-#if MT == 1
+    const attn__q8blk *x0 = xq + m0 * nb;
     /* the RT rows two tiles ahead are one contiguous range: a few of its cache lines per block */
     const uint8_t *pf_base = W + (size_t)(r + 2 * RT) * rb;
     const int64_t pf_per = ((int64_t)(RT * rb) + 64 * nb - 1) / (64 * nb);
+#if RT == 4
+    __m256 acc = _mm256_setzero_ps();
+    __m128 mac = _mm_setzero_ps();
+#else
+    __m256 acc[RT];
+    __m128 mac[RT];
+    QUNROLL
+    for (int k = 0; k < RT; k++) {
+        acc[k] = _mm256_setzero_ps();
+        mac[k] = _mm_setzero_ps();
+    }
 #endif
     for (int64_t b = 0; b < nb; b++) {
-        __m256i xv[MT];
-        float xd[MT], xs[MT];
-        QUNROLL
-        for (int j = 0; j < MT; j++) {
-            const attn__q8blk *xb = xq + (m0 + j) * nb + b;
-            xv[j] = _mm256_loadu_si256((const __m256i *)xb->q);
-            xd[j] = xb->d;
-            xs[j] = xb->s;
-        }
-#if MT == 1
-        __m128 xds[1];
-        {
-            long long ds64; /* d and s are adjacent: [d_x, s_x, 0, 0] */
-            memcpy(&ds64, &xq[m0 * nb + b].d, 8);
-            xds[0] = _mm_castsi128_ps(_mm_cvtsi64_si128(ds64));
-        }
+        const __m256i xv = _mm256_loadu_si256((const __m256i *)x0[b].q);
+        const float xd = x0[b].d, xs = x0[b].s;
         /* decode streams the weights from memory once per token: fetch the rows two tiles ahead
          * (the hardware prefetcher does not follow RT interleaved row streams far enough) */
         for (int64_t l = b * pf_per; l < (b + 1) * pf_per; l++) _mm_prefetch((const char *)(pf_base + l * 64), _MM_HINT_T0);
-#endif
+        __m256i p[RT];
+        uint32_t dm[RT]; /* the block's f16 d (low half) and, for Q4_1, m (high half) */
         QUNROLL
         for (int i = 0; i < RT; i++) {
             const uint8_t *blk = W + (size_t)(r + i) * rb + (size_t)b * bs;
-            const float d = QNAME(h2f)(blk);
             if (t == ATTN_QT_Q8_0) {
                 const __m256i w = _mm256_loadu_si256((const __m256i *)(blk + 2));
-                const __m256i aw = _mm256_sign_epi8(w, w);
-                QUNROLL
-                for (int j = 0; j < MT; j++) {
-                    const __m256i dot = DOT_U8S8(aw, _mm256_sign_epi8(xv[j], w));
-                    acc[i * MT + j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(d * xd[j]), acc[i * MT + j]);
-                }
+                p[i] = DOT_U8S8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xv, w));
             } else {
                 const uint8_t *qs = blk + (t == ATTN_QT_Q4_1 ? 4 : 2);
-                /* [raw, raw] shifted by 0 (low 128 bits) and 4 (high): low nibbles, then high */
                 const __m256i raw2 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
-                const __m256i w = _mm256_and_si256(_mm256_srlv_epi64(raw2, nib_shift), lo4);
-#if MT == 1
-                if (t == ATTN_QT_Q4_1) {
-                    /* d and m converted together; [d, m]·[d_x, s_x] gives the block scale and the m term */
-                    uint32_t dm32;
-                    memcpy(&dm32, blk, 4);
-                    const __m128 p = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dm32)), xds[0]);
-                    const __m256i dot = DOT_U8S8(w, xv[0]);
-                    acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_broadcastss_ps(p), acc[i]);
-                    macc[i] = _mm_add_ps(macc[i], p);
-                    continue;
-                }
-#endif
-                const float mm = t == ATTN_QT_Q4_1 ? QNAME(h2f)(blk + 2) : -8.0f * d;
-                QUNROLL
-                for (int j = 0; j < MT; j++) {
-                    const __m256i dot = DOT_U8S8(w, xv[j]);
-                    acc[i * MT + j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(d * xd[j]), acc[i * MT + j]);
-                    sacc[i * MT + j] += mm * xs[j];
-                }
+                p[i] = DOT_U8S8(_mm256_and_si256(_mm256_srlv_epi64(raw2, nib_shift), lo4), xv);
+            }
+            if (t == ATTN_QT_Q4_1) memcpy(&dm[i], blk, 4);
+            else {
+                uint16_t h;
+                memcpy(&h, blk, 2);
+                dm[i] = h;
             }
         }
+#if RT == 4
+        const __m256i t01 = _mm256_add_epi32(_mm256_unpacklo_epi32(p[0], p[1]), _mm256_unpackhi_epi32(p[0], p[1]));
+        const __m256i t23 = _mm256_add_epi32(_mm256_unpacklo_epi32(p[2], p[3]), _mm256_unpackhi_epi32(p[2], p[3]));
+        const __m256i sum = _mm256_add_epi32(_mm256_unpacklo_epi64(t01, t23), _mm256_unpackhi_epi64(t01, t23));
+        /* [d0 m0 d1 m1 d2 m2 d3 m3] in one conversion, then [d0..d3 | m0..m3] */
+        const __m256 dmf = _mm256_permutevar8x32_ps(_mm256_cvtph_ps(_mm_setr_epi32((int)dm[0], (int)dm[1], (int)dm[2], (int)dm[3])),
+                                                    _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
+        const __m128 d4 = _mm256_castps256_ps128(dmf);
+        const __m128 sc = _mm_mul_ps(d4, _mm_set1_ps(xd));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set_m128(sc, sc), acc);
+        if (t == ATTN_QT_Q4_1) mac = _mm_fmadd_ps(_mm256_extractf128_ps(dmf, 1), _mm_set1_ps(xs), mac);
+        else if (t == ATTN_QT_Q4_0) mac = _mm_fmadd_ps(_mm_mul_ps(d4, _mm_set1_ps(-8.0f)), _mm_set1_ps(xs), mac);
+#else
+        float dv[RT], mv[RT];
+        QUNROLL
+        for (int i = 0; i < RT; i++) {
+            const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128((int)dm[i]));
+            dv[i] = _mm_cvtss_f32(f);
+            mv[i] = t == ATTN_QT_Q4_1 ? _mm_cvtss_f32(_mm_movehdup_ps(f)) : -8.0f * dv[i];
+        }
+        QUNROLL
+        for (int i = 0; i < RT; i++) {
+            /* [Σ lanes 0-3 | Σ lanes 4-7] in lanes 0 and 4 (and copies) */
+            const __m256i h = _mm256_hadd_epi32(p[i], p[i]);
+            const __m256i sum = _mm256_hadd_epi32(h, h);
+            acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(dv[i] * xd), acc[i]);
+            if (t != ATTN_QT_Q8_0) mac[i] = _mm_fmadd_ss(_mm_set_ss(mv[i]), _mm_set_ss(xs), mac[i]);
+        }
+#endif
     }
+#if RT == 4
+    float o[4];
+    _mm_storeu_ps(o, _mm_add_ps(_mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)), mac));
+    for (int i = 0; i < 4; i++) y[m0 * ldy + r + i] = o[i];
+#else
     QUNROLL
     for (int i = 0; i < RT; i++)
-        QUNROLL
-        for (int j = 0; j < MT; j++) {
-            float extra = sacc[i * MT + j];
-#if MT == 1
-            if (t == ATTN_QT_Q4_1) extra = _mm_cvtss_f32(_mm_shuffle_ps(macc[i], macc[i], 1));
+        y[m0 * ldy + r + i] = _mm_cvtss_f32(_mm_add_ss(_mm_add_ss(_mm256_castps256_ps128(acc[i]), _mm256_extractf128_ps(acc[i], 1)), mac[i]));
 #endif
-            y[(m0 + j) * ldy + r + i] = QNAME(hsum)(acc[i * MT + j]) + extra;
-        }
 }
-
+#else
+#error "quant_tile_tmpl.h: MT must be 1 or 4"
 #endif
 #undef TILE_NAME
 #undef RT

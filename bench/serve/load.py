@@ -1,0 +1,149 @@
+"""Load generator for OpenAI-compatible servers (bench/serve/run.sh runs it against attn serve and
+llama-cpp-python's server). For each concurrency C: C clients, each sending --requests streamed
+chat requests one after another (greedy, --max-tokens, stream_options.include_usage; a server
+that sends no usage has its tokens counted as content chunks, one per token, and the line says
+so). Reports per phase: aggregate generated tokens/s (all tokens / the phase's wall time), time
+to first token and request latency p50 / p99, failed requests. With --embed-model, the same
+for embeddings (one text per request): embeddings/s and latency. --json FILE keeps the numbers;
+--compare A.json [B.json] prints each one's scaling (8 clients / 1) and A's ratios to B."""
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import client  # noqa: E402
+
+PROMPTS = [
+    "Explain in a few sentences why the sky is blue.",
+    "Write a short story about a robot who learns to paint.",
+    "List five uses of a paperclip and explain each briefly.",
+    "What are the main differences between a cat and a dog as pets?",
+    "Describe how a bicycle works to a ten-year-old.",
+    "Give me a recipe for a simple vegetable soup.",
+    "Why do leaves change colour in autumn?",
+    "Summarise the plot of a fairy tale of your choice.",
+]
+
+
+def pct(xs, p):
+    if not xs:
+        return float("nan")
+    xs = sorted(xs)
+    k = min(len(xs) - 1, max(0, int(round(p / 100.0 * (len(xs) - 1)))))
+    return xs[k]
+
+
+async def chat_phase(a, conc):
+    res = []
+
+    async def worker(w):
+        for i in range(a.requests):
+            body = {"model": a.model, "messages": [{"role": "user", "content": PROMPTS[(w * a.requests + i) % len(PROMPTS)]}],
+                    "max_tokens": a.max_tokens, "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
+            t0 = time.perf_counter()
+            try:
+                st, ev, tf, te, err = await client.stream(a.base, "/v1/chat/completions", body, a.headers)
+            except Exception as e:  # a refused or reset connection is a failed request
+                res.append({"ok": False, "why": repr(e)})
+                continue
+            usage = next((e["usage"] for e in reversed(ev) if e.get("usage")), None)
+            chunks = sum(1 for e in ev if e.get("choices") and (e["choices"][0].get("delta") or {}).get("content"))
+            res.append({"ok": st == 200 and err is None, "why": err, "tokens": usage["completion_tokens"] if usage else chunks,
+                        "counted": usage is None, "ttft": (tf - t0) if tf else None, "lat": te - t0})
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*[worker(w) for w in range(conc)])
+    wall = time.perf_counter() - t0
+    ok = [r for r in res if r["ok"]]
+    tok = sum(r["tokens"] for r in ok)
+    return {"phase": "chat", "concurrency": conc, "requests": len(res), "failed": len(res) - len(ok), "tokens": tok, "wall_s": wall,
+            "tokens_per_s": tok / wall, "ttft_p50": pct([r["ttft"] for r in ok if r["ttft"]], 50),
+            "ttft_p99": pct([r["ttft"] for r in ok if r["ttft"]], 99), "lat_p50": pct([r["lat"] for r in ok], 50),
+            "lat_p99": pct([r["lat"] for r in ok], 99), "tokens_counted_as_chunks": any(r.get("counted") for r in ok)}
+
+
+async def embed_phase(a, conc):
+    lat, fails = [], 0
+
+    async def worker(w):
+        nonlocal fails
+        for i in range(a.requests * 4):
+            t0 = time.perf_counter()
+            try:
+                r = await client.request(a.base, "POST", "/v1/embeddings", {"model": a.embed_model, "input": PROMPTS[(w + i) % len(PROMPTS)]}, a.headers)
+                ok = r.status == 200 and len(r.json()["data"]) == 1
+            except Exception:
+                ok = False
+            if ok:
+                lat.append(time.perf_counter() - t0)
+            else:
+                fails += 1
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*[worker(w) for w in range(conc)])
+    wall = time.perf_counter() - t0
+    return {"phase": "embed", "concurrency": conc, "requests": len(lat) + fails, "failed": fails, "wall_s": wall,
+            "embeddings_per_s": len(lat) / wall, "lat_p50": pct(lat, 50), "lat_p99": pct(lat, 99)}
+
+
+def show(label, r):
+    if r["phase"] == "chat":
+        print(f"{label}: chat  C={r['concurrency']:>2}: {r['tokens_per_s']:7.1f} tokens/s aggregate ({r['tokens']} tokens in {r['wall_s']:.1f} s"
+              f"{', counted as chunks' if r['tokens_counted_as_chunks'] else ''}), TTFT p50 {r['ttft_p50']:.3f} s p99 {r['ttft_p99']:.3f} s, "
+              f"latency p50 {r['lat_p50']:.2f} s p99 {r['lat_p99']:.2f} s, failed {r['failed']}/{r['requests']}", flush=True)
+    else:
+        print(f"{label}: embed C={r['concurrency']:>2}: {r['embeddings_per_s']:7.1f} embeddings/s, latency p50 {r['lat_p50'] * 1000:.1f} ms "
+              f"p99 {r['lat_p99'] * 1000:.1f} ms, failed {r['failed']}/{r['requests']}", flush=True)
+
+
+def compare(pa, pb=None):
+    a = json.load(open(pa))
+    b = json.load(open(pb)) if pb else {"label": "-", "results": []}
+    ca = {r["concurrency"]: r for r in a["results"] if r["phase"] == "chat"}
+    cb = {r["concurrency"]: r for r in b["results"] if r["phase"] == "chat"}
+    for label, d in ((a["label"], ca), (b["label"], cb)):
+        if 1 in d and 8 in d:
+            print(f"{label}: aggregate tokens/s at 8 clients / at 1 client = {d[8]['tokens_per_s'] / d[1]['tokens_per_s']:.2f}x (target >= 3x for attn)")
+    for c in sorted(set(ca) & set(cb)):
+        print(f"C={c:>2}: {a['label']} {ca[c]['tokens_per_s']:.1f} tokens/s vs {b['label']} {cb[c]['tokens_per_s']:.1f} tokens/s = "
+              f"{ca[c]['tokens_per_s'] / cb[c]['tokens_per_s']:.2f}x{' (target >= 1.5x at 8)' if c == 8 else ''}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--base", help="server URL, e.g. http://127.0.0.1:8080")
+    p.add_argument("--model")
+    p.add_argument("--embed-model")
+    p.add_argument("--api-key")
+    p.add_argument("--concurrency", default="1,4,8,16")
+    p.add_argument("--requests", type=int, default=4, help="chat requests per client (embeddings: 4x as many)")
+    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--label", default="server")
+    p.add_argument("--json")
+    p.add_argument("--compare", nargs="+", metavar="JSON", help="A.json [B.json]: the scaling of each, B's ratios to A")
+    a = p.parse_args()
+    if a.compare:
+        compare(*a.compare)
+        return
+    a.headers = {"Authorization": "Bearer " + a.api_key} if a.api_key else {}
+    out = []
+    for c in [int(x) for x in a.concurrency.split(",")]:
+        r = asyncio.run(chat_phase(a, c))
+        show(a.label, r)
+        out.append(r)
+    if a.embed_model:
+        for c in [int(x) for x in a.concurrency.split(",")]:
+            r = asyncio.run(embed_phase(a, c))
+            show(a.label, r)
+            out.append(r)
+    if a.json:
+        json.dump({"label": a.label, "results": out}, open(a.json, "w"), indent=1)
+    if any(r["failed"] for r in out):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -9,7 +9,7 @@ set -eu
 cd "$(dirname "$0")/../.."
 PY=${PY:-/work/venv/bin/python}
 R=${R:-3}
-MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
+MODEL=${MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
 make -s build/libattn.a >/dev/null
 mkdir -p build/bench
 LIBS="$(pkg-config --libs libcjson libutf8proc libpng pangocairo cairo sndfile samplerate fftw3f libjpeg zlib pixman-1 libpcre2-8) -lopenblas -lm"

@@ -112,6 +112,20 @@ static void sdpa_ring(void) {
                           set, causal, P, lay ? "contiguous" : "striped", rc, d, err);
                 }
         }
+    /* -o -: rank 0 writes the .npy to mpirun's standard output (a pipe here). Under mpirun a rank's
+     * stdout is always the launcher's pseudo-terminal, which says nothing about where mpirun's own
+     * output goes (it forwards bytes unchanged), so the "binary data to a terminal" refusal must not fire */
+    {
+        const char *a[] = {"sdpa", "-q", path("q.npy"), "-k", path("k.npy"), "-v", path("v.npy"), "-o", path("ref.npy"),
+                           "--threads", "1", NULL};
+        int rc = run1(NULL, a);
+        const char *b[] = {"sdpa", "--ring", "-q", path("q.npy"), "-k", path("k.npy"), "-v", path("v.npy"), "-o", "-",
+                           "--threads", "1", NULL};
+        int rc2 = mpirun(2, NULL, b);
+        double d = npy_diff(path("ref.npy"), path("stdout.txt"), 0);
+        CHECK(rc == 0 && rc2 == 0 && d >= 0 && d <= 4e-6, "sdpa --ring -o - under mpirun -np 2: exit %d/%d, max |diff| %g: %s",
+              rc, rc2, d, err);
+    }
     /* more ranks than positions: one message (rank 0's), exit 1, the output untouched */
     const int64_t s2[2] = {2, 8};
     save_random("s.npy", 2, s2, &seed);

@@ -1,5 +1,6 @@
 /* Shared helpers of the attn command-line tool: option matching, number parsing, messages. */
 #include "cli.h"
+#include "mpi_cli.h"
 #include "texts.h"
 
 #include "attn_io.h"
@@ -342,7 +343,9 @@ int cli_output_add(cli_outputs *s, const char *opt, const char *path, int binary
     if (!path) return CLI_OK;
     if (!*path) return cli_usage_error(s->verb, "%s needs a file name", opt);
     if (s->n == CLI_MAX_OUTPUTS) return cli_error("too many outputs");
-    if (is_stdout(path) && binary && isatty(1))
+    /* under mpirun a rank's stdout is the launcher's pseudo-terminal whatever mpirun's own stdout
+     * is (it forwards the bytes unchanged): the check cannot tell there, so it is left out */
+    if (is_stdout(path) && binary && isatty(1) && !cli_mpi_launched())
         return cli_usage_error(s->verb,
                                "%s -: refusing to write binary data to a terminal; redirect standard output or give a file name",
                                opt);

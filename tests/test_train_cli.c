@@ -104,6 +104,17 @@ int main(void) {
     CHECK(strstr(out, "epoch 2/2:") && !strstr(out, "epoch 1/2"), "resumed at epoch 2: %s", out);
     CHECK(same_file(P("A/model.safetensors"), P("C/model.safetensors")), "resumed weights == uninterrupted weights");
     CHECK(same_file(P("A/optimizer.safetensors"), P("C/optimizer.safetensors")), "resumed AdamW state == uninterrupted");
+    /* a --limit run resumes when --limit is given again (the checkpoint keeps the steps per epoch, not the
+     * limit): bit for bit the uninterrupted --limit run */
+    const char *la[] = {"train", "vit", TRAIN, TINY, "--limit", "100", "--epochs", "2", "-o", P("LA"), NULL};
+    CHECK(run(la) == 0, "train LA: %s", err);
+    const char *lb[] = {"train", "vit", TRAIN, TINY, "--limit", "100", "--epochs", "2", "--stop-after", "1", "-o", P("LB"), NULL};
+    CHECK(run(lb) == 0, "train LB: %s", err);
+    const char *lr[] = {"train", "vit", TRAIN, "--resume", P("LB"), "--limit", "100", "--threads", "1", "-o", P("LC"), NULL};
+    CHECK(run(lr) == 0 && strstr(out, "epoch 2/2:"), "resume a --limit run with its --limit: %s", err);
+    CHECK(same_file(P("LA/model.safetensors"), P("LC/model.safetensors")), "resumed --limit weights == uninterrupted");
+    const char *ln[] = {"train", "vit", TRAIN, "--resume", P("LB"), "--threads", "1", "-o", P("LD"), NULL};
+    CHECK(run(ln) == 1 && strstr(err, "--limit"), "resume a --limit run without it: the error names --limit: %s", err);
 
     /* NaN loss: resume B with an absurd learning rate; B's checkpoint stays */
     const char *n[] = {"train", "vit", TRAIN, "--resume", P("B"), "--lr", "1e30", "--threads", "1", "-o", P("B"), NULL};

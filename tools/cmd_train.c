@@ -65,7 +65,7 @@ static const cli_option options[] = {
     {"--pad", NULL, CLI_I64, F(pad), 0, 64, .help = "  --pad P                random crop after padding by P pixels (default 2; 0: off)\n"},
     {"--no-flip", NULL, CLI_FLAG, F(flip), 0, .help = "  --no-flip              no random horizontal flips (default: flip half)\n"},
     {"--seed", NULL, CLI_I64, F(seed), 0, INT64_MAX, .help = "  --seed S               initialisation, shuffling and augmentation seed (default 0)\n"},
-    {"--limit", NULL, CLI_I64, F(limit), 1, INT64_MAX / 2, .help = "  --limit N              only the first N training images\n"},
+    {"--limit", NULL, CLI_I64, F(limit), 1, INT64_MAX / 2, .help = "  --limit N              only the first N training images (give it again with --resume)\n"},
     {"--threads", NULL, CLI_I64, F(threads), 1, 4096, .help = "  --threads N            worker threads (default: all cores)\n"},
     {"--resume", NULL, CLI_STR, F(resume),
      .help = "  --resume DIR           continue the run saved in DIR (weights, AdamW state, epoch, seed)\n"},
@@ -288,8 +288,8 @@ static int run(train_opts *o) {
             goto out;
         }
         if ((o->batch > 0 && o->batch != st.batch) || (o->seed >= 0 && (uint64_t)o->seed != st.seed) ||
-            (o->pad >= 0 && o->pad != st.pad) || (!o->flip && st.flip) || o->max_norm_s || o->ls_s || o->limit) {
-            rc = cli_error("--batch, --seed, --pad, --no-flip, --max-norm, --label-smoothing and --limit are the resumed run's (batch %lld, seed "
+            (o->pad >= 0 && o->pad != st.pad) || (!o->flip && st.flip) || o->max_norm_s || o->ls_s) {
+            rc = cli_error("--batch, --seed, --pad, --no-flip, --max-norm and --label-smoothing are the resumed run's (batch %lld, seed "
                            "%llu, pad %d, %s); leave them out",
                            (long long)st.batch, (unsigned long long)st.seed, st.pad, st.flip ? "flip" : "no flip");
             goto out;
@@ -309,7 +309,8 @@ static int run(train_opts *o) {
             t = t2;
         }
         if (st.steps_per_epoch != (tr.n + st.batch - 1) / st.batch) {
-            rc = cli_error("--resume %s was trained on %lld steps of %lld images per epoch; this training set gives %lld",
+            rc = cli_error("--resume %s was trained on %lld steps of %lld images per epoch; this training set gives %lld "
+                           "(give the same --train files and --limit as the run had)",
                            o->resume, (long long)st.steps_per_epoch, (long long)st.batch,
                            (long long)((tr.n + st.batch - 1) / st.batch));
             goto out;

@@ -10,6 +10,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define FMNIST "/usr/share/datasets/fashion-mnist/"
@@ -150,6 +151,15 @@ int main(void) {
     const char *e9[] = {"train", "vit", TRAIN, "--resume", P("A"), "--epochs", "2", "-o", P("D"), NULL};
     CHECK(run(e9) == 1 && strstr(err, "has done 2 of 2 epochs"), "nothing left to do: %s", err);
     CHECK(access(P("D/model.safetensors"), F_OK) != 0, "no checkpoint from the refused runs");
+    /* -o onto a directory that holds a model (another run's, not resumed): refused, the model kept;
+     * --overwrite replaces it (found by a new-user test: a model directory was silently replaced) */
+    struct stat m0, m1;
+    CHECK(stat(P("A/model.safetensors"), &m0) == 0, "A holds a model");
+    const char *ow[] = {"train", "vit", TRAIN, TINY, "--epochs", "1", "-o", P("A"), NULL};
+    CHECK(run(ow) == 2 && strstr(err, "already holds a model") && strstr(err, "--overwrite"), "-o onto a model refused: %s", err);
+    CHECK(stat(P("A/model.safetensors"), &m1) == 0 && m1.st_ino == m0.st_ino && m1.st_mtime == m0.st_mtime, "the model in A untouched");
+    const char *ow2[] = {"train", "vit", TRAIN, TINY, "--epochs", "1", "--overwrite", "-o", P("A"), NULL};
+    CHECK(run(ow2) == 0 && stat(P("A/model.safetensors"), &m1) == 0 && m1.st_ino != m0.st_ino, "--overwrite replaces it: %s", err);
 
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);

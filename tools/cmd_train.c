@@ -17,7 +17,7 @@ typedef struct {
     const char *train_img, *train_lab, *eval_img, *eval_lab, *config, *out, *resume, *lr_s, *wd_s, *names, *max_norm_s, *ls_s;
     int64_t patch, hidden, layers, heads, mlp, classes, epochs, batch, seed, threads, stop_after, pad, limit;
     double warmup;
-    int flip, progress;
+    int flip, progress, overwrite;
 } train_opts;
 
 static int two_files(cli_args *a, const char **second, const char *opt) {
@@ -69,6 +69,8 @@ static const cli_option options[] = {
     {"--threads", NULL, CLI_I64, F(threads), 1, 4096, .help = "  --threads N            worker threads (default: all cores)\n"},
     {"--resume", NULL, CLI_STR, F(resume),
      .help = "  --resume DIR           continue the run saved in DIR (weights, AdamW state, epoch, seed)\n"},
+    {"--overwrite", NULL, CLI_FLAG, F(overwrite), 1,
+     .help = "  --overwrite            replace a model already in the -o DIR (refused otherwise)\n"},
     CLI_PROGRESS_OPTIONS(F(progress), "             ", "          "),
     CLI_HELP_LINE("  -h, --help             this help\n"),
     {0}};
@@ -241,10 +243,28 @@ static int model_config(attn_vit_train_config *c, char ***labels, const train_op
     return CLI_OK;
 }
 
+/* 1 when DIR already holds a model (config.json or model.safetensors) that this run would replace:
+ * any model, unless it is the run being resumed */
+static int replaces_a_model(const train_opts *o) {
+    char p[4096];
+    struct stat s1, s2;
+    int holds = 0;
+    for (int i = 0; i < 2 && !holds; i++) {
+        snprintf(p, sizeof p, "%s/%s", o->out, i ? "model.safetensors" : "config.json");
+        holds = stat(p, &s1) == 0;
+    }
+    if (!holds) return 0;
+    return !(o->resume && stat(o->out, &s1) == 0 && stat(o->resume, &s2) == 0 && s1.st_dev == s2.st_dev && s1.st_ino == s2.st_ino);
+}
+
 static int run(train_opts *o) {
     if (!o->train_img) return cli_usage_error("train", "--train IMAGES LABELS is required");
     if (!o->out) return cli_usage_error("train", "-o DIR is required");
     if (o->config && o->resume) return cli_usage_error("train", "--config and --resume exclude each other");
+    if (!o->overwrite && replaces_a_model(o))
+        return cli_usage_error("train", "%s already holds a model (config.json / model.safetensors); continue it with --resume %s, "
+                                        "choose another -o, or give --overwrite to replace it",
+                               o->out, o->out);
     double lr = 2e-3, wd = 0.05, max_norm = 1.0;
     int r;
     if (o->lr_s && (r = parse_real(o->lr_s, "--lr", 0, 1, &lr))) return r;

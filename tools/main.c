@@ -26,7 +26,7 @@
     X(classify, "image classification with a ViT (top-5, --eval accuracy, --attention)") \
     X(bench, "kernel and model throughput (sdpa GFLOP/s, embed sentences/s)")              \
     X(quantize, "a GGUF model in another weight type (Q4_K_M, Q6_K, Q8_0, ...)")         \
-    X(serve, "OpenAI-compatible HTTP server (chat, completions, embeddings; batching)")       \
+    X(serve, "OpenAI-compatible HTTP server (chat, completions, embeddings, audio, translations)")       \
     X(train, "train a ViT classifier on IDX images (AdamW; Hugging Face checkpoint per epoch)")
 
 #define ATTN_CLI_DECLARE(name, summary) int cmd_##name(int argc, char **argv);

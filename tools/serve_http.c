@@ -597,8 +597,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     const int is_tok = kind == SERVE_TOKENIZE || kind == SERVE_DETOKENIZE;
     const serve_model_type need = kind == SERVE_EMBED ? SERVE_M_ENCODER : kind == SERVE_TRANSCRIBE ? SERVE_M_WHISPER : kind == SERVE_TRANSLATE ? SERVE_M_TRANSLATOR : SERVE_M_DECODER;
     if (!m) {
-        serve_fail(&e, 404, NULL, "model", "model_not_found", r.model ? "the model '%.100s' does not exist (GET /v1/models lists them)" : "'model' is required: several models are served",
-                   r.model);
+        if (r.model) /* a missing 'model' with several served is the request's fault (400), as a missing 'file' */
+            serve_fail(&e, 404, NULL, "model", "model_not_found", "the model '%.100s' does not exist (GET /v1/models lists them)", r.model);
+        else
+            serve_fail(&e, 400, NULL, "model", "missing_required_parameter", "'model' is required: several models are served");
         ok = send_err(c, (serve_kind)kind, &e);
     } else if (is_tok ? model_type(m) != SERVE_M_DECODER && model_type(m) != SERVE_M_ENCODER : model_type(m) != need) {
         serve_fail(&e, 400, NULL, "model", "wrong_model_type", "model '%s' is %s; this endpoint needs %s", m->name, type_name[model_type(m)],

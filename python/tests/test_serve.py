@@ -231,6 +231,9 @@ def test_bad_requests(srv):
     with pytest.raises(openai.NotFoundError) as ei:
         c.chat.completions.create(model="no-such-model", messages=[{"role": "user", "content": "hi"}])
     assert ei.value.body["code"] == "model_not_found"
+    # no 'model' while several are served: the request's fault, a 400 (was a 404)
+    st, _, body = srv.raw("POST", "/v1/embeddings", b'{"input": "hi"}')
+    assert st == 400 and json.loads(body)["error"]["code"] == "missing_required_parameter", (st, body)
     with pytest.raises(openai.BadRequestError):  # llama2.c: no chat template
         c.chat.completions.create(model="stories260K", messages=[{"role": "user", "content": "hi"}])
     with pytest.raises(openai.BadRequestError):  # an encoder cannot generate

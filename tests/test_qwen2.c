@@ -255,6 +255,7 @@ static void test_model(const char *name, const char *arch, int tied, float theta
     snprintf(path, sizeof path, DIR "%s.q8_0.gguf", name);
     CHECK_OK(attn_llama_load_gguf(&m, path));
     if (!m) return;
+    c = attn_llama_get_config(m); /* the F32 model's config went with it */
     CHECK(strcmp(attn_llama_get_config(m)->weight_type, "q8_0") == 0, "%s: weight type %s", name, attn_llama_get_config(m)->weight_type);
     ref = load_npy(&ra, name, "_q8_0_logits.npy", c->vocab_size, &rows);
     if (ref) {

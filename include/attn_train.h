@@ -88,7 +88,8 @@ int attn_cross_entropy(double *loss, attn_tensor *dlogits, const attn_tensor *lo
  * its gradients and AdamW moments, all float32, each in one contiguous block in the order of
  * attn_vit_trainer_param_name. The forward keeps every activation the backward needs in one
  * arena sized up front for max_batch images (attn_vit_train_arena_bytes); nothing is allocated
- * per step. Dropout is not implemented (HF's ViT defaults: 0). */
+ * per step. The trainer has no dropout layers: HF's ViT defaults (hidden and attention dropout
+ * probability 0) are what it trains. */
 
 /* The model: a ViTConfig restricted to square, 1- or 3-channel images. */
 typedef struct {

@@ -165,22 +165,24 @@ static void test_write_through(void) {
     CHECK(stray == 0, "no attn-out-* staging file left in $TMPDIR (%d)", stray);
 }
 
-/* classify prints its labels / confusion table on standard output: --logits - would mix the .npy
- * into that text, so it is refused (exit 2, nothing on the pipe), with --eval and with images */
+/* classify prints its labels / confusion table on standard output: --logits - (or a path that is
+ * standard output, /dev/stdout) would mix the .npy into that text, so it is refused (exit 2,
+ * nothing on the pipe), with --eval and with images */
 static void test_classify_stdout(void) {
-    const char *opts[2] = {"--logits", "--logits"};
-    for (int i = 0; i < 2; i++) {
-        const char *args[] = {"classify", "--model", VIT, "--eval", FMNIST "t10k-images-idx3-ubyte.gz",
-                              FMNIST "t10k-labels-idx1-ubyte.gz", "--limit", "5", opts[i], "-", NULL};
-        const char *img[] = {"classify", "--model", VIT, "tests/fixtures/vit/test_0_ankle_boot.png", opts[i], "-", NULL};
-        static char got[65536];
-        size_t n = 0;
-        int rc = run_piped(i == 1 ? img : args, got, sizeof got, &n);
-        char err[1024] = "";
-        read_file(tmp_path("stderr.txt"), err, sizeof err - 1);
-        CHECK(rc == 2 && n == 0 && strstr(err, "standard output"), "classify %s -: exit %d, %zu bytes on stdout: %s", opts[i], rc,
-              n, err);
-    }
+    const char *paths[2] = {"-", "/dev/stdout"};
+    for (int j = 0; j < 2; j++)
+        for (int i = 0; i < 2; i++) {
+            const char *args[] = {"classify", "--model", VIT, "--eval", FMNIST "t10k-images-idx3-ubyte.gz",
+                                  FMNIST "t10k-labels-idx1-ubyte.gz", "--limit", "5", "--logits", paths[j], NULL};
+            const char *img[] = {"classify", "--model", VIT, "tests/fixtures/vit/test_0_ankle_boot.png", "--logits", paths[j], NULL};
+            static char got[65536];
+            size_t n = 0;
+            int rc = run_piped(i == 1 ? img : args, got, sizeof got, &n);
+            char err[1024] = "";
+            read_file(tmp_path("stderr.txt"), err, sizeof err - 1);
+            CHECK(rc == 2 && n == 0 && strstr(err, "standard output"), "classify --logits %s (%s): exit %d, %zu bytes on stdout: %s",
+                  paths[j], i ? "image" : "--eval", rc, n, err);
+        }
 }
 
 /* hidden entries of dir (the staging files ".NAME.attn-XXXXXX" and ".NAME.XXXXXX.tmp") */

@@ -150,6 +150,8 @@ int main(void) {
     CHECK(run(e8) == 1 && strstr(err, "optimizer.safetensors"), "resume a directory not written by attn train: %s", err);
     const char *e9[] = {"train", "vit", TRAIN, "--resume", P("A"), "--epochs", "2", "-o", P("D"), NULL};
     CHECK(run(e9) == 1 && strstr(err, "has done 2 of 2 epochs"), "nothing left to do: %s", err);
+    const char *e10[] = {"train", "vit", "--train", P("trl.idx"), P("tr.idx"), TINY, "-o", P("D"), NULL};
+    CHECK(run(e10) == 1 && strstr(err, "a 1-D IDX") && strstr(err, "swapped"), "IMAGES and LABELS swapped: %s", err);
     CHECK(access(P("D/model.safetensors"), F_OK) != 0, "no checkpoint from the refused runs");
     /* -o onto a directory that holds a model (another run's, not resumed): refused, the model kept;
      * --overwrite replaces it (found by a new-user test: a model directory was silently replaced) */

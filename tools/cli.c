@@ -330,6 +330,13 @@ void cli_outputs_init(cli_outputs *s, const char *verb) {
 
 static int is_stdout(const char *p) { return strcmp(p, "-") == 0; }
 
+int cli_path_is_stdout(const char *path) {
+    if (!path) return 0;
+    if (is_stdout(path)) return 1;
+    struct stat a, b;
+    return stat(path, &a) == 0 && fstat(1, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 /* directory of p, into buf */
 static const char *dir_of(const char *p, char *buf, size_t n) {
     const char *slash = strrchr(p, '/');

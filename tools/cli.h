@@ -211,6 +211,11 @@ void cli_outputs_init(cli_outputs *s, const char *verb);
  * or a file in a missing directory (CLI_FAIL). Returns CLI_OK, CLI_USAGE or CLI_FAIL. */
 int cli_output_add(cli_outputs *s, const char *opt, const char *path, int binary);
 
+/* cli_path_is_stdout: 1 when `path` is "-" or names what standard output already is (/dev/stdout,
+ * /proc/self/fd/1, or the very file stdout is redirected to: same device and inode), else 0. A
+ * verb whose standard output carries its report uses it to refuse a second output there. */
+int cli_path_is_stdout(const char *path);
+
 /* cli_output_input: refuse (CLI_USAGE) when an output names the input file `path` (given
  * with option `opt`; NULL path: CLI_OK). For an input directory (a model), refuses an
  * output that would replace an existing file directly inside it. */

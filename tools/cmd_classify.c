@@ -530,8 +530,9 @@ static int declare_outputs(const classify_opts *c, cli_outputs *outs, classify_f
     int r;
     memset(f, 0, sizeof *f);
     if (c->attention) heads_path(f->user_heads, sizeof f->user_heads, c->attention);
-    if (c->logits_out && !strcmp(c->logits_out, "-"))
-        return cli_usage_error("classify", "--logits -: standard output carries the labels and the accuracy; give a file name");
+    if (cli_path_is_stdout(c->logits_out))
+        return cli_usage_error("classify", "--logits %s: standard output carries the labels and the accuracy; give a file name",
+                               c->logits_out);
     if ((r = cli_output_add(outs, "--confusion", c->confusion, 1)) || (r = cli_output_add(outs, "--attention", c->attention, 1)) ||
         (r = cli_output_add(outs, "--attention (heads)", c->attention ? f->user_heads : NULL, 1)) ||
         (r = cli_output_add(outs, "--logits", c->logits_out, 1)) || (r = cli_output_input(outs, "--model", c->model)) ||

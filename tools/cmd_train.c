@@ -291,7 +291,11 @@ static int run(train_opts *o) {
     attn_idx probe;
     if (attn_idx_load(&probe, o->train_img) < 0) return cli_lib_error(NULL);
     const int64_t S = probe.ndim == 3 ? probe.dims[1] : 0;
+    const int nd = probe.ndim, square = probe.ndim == 3 && probe.dims[1] == probe.dims[2];
     attn_idx_free(&probe);
+    if (!square)
+        return cli_error("--train %s: a %d-D IDX; the images are a 3-D IDX [N, S, S] of uint8 (the order is --train IMAGES LABELS)%s",
+                         o->train_img, nd, nd == 1 ? " — were IMAGES and LABELS swapped?" : "");
     if ((rc = model_config(&c, &labels, o, S))) goto out;
     if ((rc = data_load(&tr, o->train_img, o->train_lab, c.n_labels, o->limit))) goto out;
     if (o->eval_img && (rc = data_load(&ev, o->eval_img, o->eval_lab, c.n_labels, 0))) goto out;

@@ -97,7 +97,7 @@ $(BUILD)/tests/test_mpi%: tests/test_mpi%.c $(TESTUTIL) $(BUILD)/libattn.a $(MPI
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(TESTUTIL) $(MPI_LIBA) $(BUILD)/libattn.a $(MPI_LIBS) $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(TESTUTIL) $(BUILD)/libattn.a tests/testutil.h
+$(BUILD)/tests/%: tests/%.c $(TESTUTIL) $(BUILD)/libattn.a $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(TESTUTIL) $(BUILD)/libattn.a $(LDLIBS)
 

@@ -118,6 +118,49 @@ attn_ring_params attn_ring_params_default(void);
 int attn_sdpa_ring(MPI_Comm comm, attn_tensor *out, const attn_tensor *q, const attn_tensor *k,
                    const attn_tensor *v, const attn_ring_params *p);
 
+/* attn_sdpa_ring_backward: gradients of attn_sdpa_ring's out with respect to this rank's q, k
+ * and v (collective: every rank of comm calls it with the same parameters and the shards that
+ * the forward had), given the forward's out and log-sum-exp (attn_ring_params.sdpa.lse of
+ * attn_sdpa_ring: the global rows' lse) and dout, the gradient of a loss with respect to out.
+ * Shapes (PyTorch order), all float32, any strides; shards exactly as attn_sdpa_ring's:
+ *   q    [B, H,   Lq_local, D]     k  [B, Hkv, Lk_local, D]     v  [B, Hkv, Lk_local, Dv]
+ *   out  [B, H,   Lq_local, Dv]    lse [B, H, Lq_local] (natural log; -inf: no visible key)
+ *   dout [B, H,   Lq_local, Dv]
+ *   dq   [B, H,   Lq_local, D] (written)   dk [B, Hkv, Lk_local, D] (written)
+ *   dv   [B, Hkv, Lk_local, Dv] (written)
+ * p: as attn_sdpa_ring (layout, is_causal, key_lengths, scale, n_threads; p->sdpa.lse is not
+ * read: lse is the argument; stats, when not NULL, counts the key/value and dk/dv bytes and
+ * the blocks' time). p may be NULL (the defaults).
+ * The result is attn_sdpa_backward on the whole sequence restricted to this rank's rows of dq
+ * and keys of dk / dv: dk and dv of a key sum over every rank's queries (and, under GQA, the
+ * query heads of its group); a row with no visible key gets dq = 0, a key no query sees
+ * dk = dv = 0, never NaN.
+ * Algorithm: Ring Attention's backward (Liu et al. 2023, arXiv 2310.01889): each rank keeps its
+ * dq accumulator (float64) while the key/value shards travel around the ring (P - 1 hops, as in
+ * the forward, MPI_Isend / MPI_Irecv into a second buffer) together with their dk / dv
+ * accumulators (float32, P hops: after the last one each shard's accumulator is home with every
+ * rank's contribution). A shard's contribution is FlashAttention-2's backward (Dao 2023,
+ * "FlashAttention-2", Algorithm 2: P recomputed from the saved lse, D = rowsum(dout·out)) run by
+ * attn_sdpa_backward on this rank's rows and that shard, with the global out and lse, so it is
+ * exactly the shard's share. The k/v transfer and the incoming dk / dv accumulator overlap the
+ * block's computation; the final hop home follows the last block.
+ * Bytes sent per rank per call: (P - 1)·4·B·Hkv·Lk_local·(D + Dv) of k/v plus
+ * P·4·B·Hkv·Lk_local·(D + Dv) of dk/dv (L/P-sized shards: 2 times the forward's bytes).
+ * Memory per rank beyond the arguments: 5 key/value-sized shard buffers (2 k/v, 2 outgoing and
+ * 1 incoming dk/dv) + B·H·Lq_local·D doubles (dq) + one call's float32 dq / dk / dv: O(L/P·D).
+ * Measured against single-process attn_sdpa_backward on the whole sequence and the float64
+ * attn_sdpa_backward_reference (tests/test_mpi_ring_backward.c, inputs U(-1, 1), P = 1..4):
+ * asserted max|diff| <= 2e-5·max|reference| per gradient against both (the single-process
+ * kernel's own tolerance against float64, tests/test_sdpa_backward.c).
+ * Errors — returned on EVERY rank, as attn_sdpa_ring's (the same list, naming
+ * attn_sdpa_ring_backward), plus: ATTN_E_INVALID (lse, dout, dq, dk or dv NULL), ATTN_E_DTYPE
+ * (one of them not float32), ATTN_E_SHAPE (dout not out's shape, dq / dk / dv not q's / k's /
+ * v's, lse not [B, H, Lq_local]), ATTN_E_RANGE (NaN / inf in out or dout, NaN or +inf in lse, a
+ * gradient that overflows float32). On error dq, dk and dv are undefined. */
+int attn_sdpa_ring_backward(MPI_Comm comm, attn_tensor *dq, attn_tensor *dk, attn_tensor *dv, const attn_tensor *q,
+                            const attn_tensor *k, const attn_tensor *v, const attn_tensor *out, const attn_tensor *lse,
+                            const attn_tensor *dout, const attn_ring_params *p);
+
 /* attn_mpi_agree: collective: every rank of comm passes its own status (ATTN_OK or an
  * ATTN_E_* code, with attn_last_error() its message); every rank returns ATTN_OK when all did,
  * else the status of the lowest failing rank with its message as "rank r of P: message"

@@ -1,6 +1,6 @@
 #!/bin/sh
-# The MPI tests (built when the MPI floor is, see the Makefile): test_mpi_ring under
-# `mpirun --oversubscribe -np P` for P = 1..4, then test_mpi_cli (the CLI under mpirun), then
+# The MPI tests (built when the MPI floor is, see the Makefile): test_mpi_ring and
+# test_mpi_ring_backward under `mpirun --oversubscribe -np P` for P = 1..4, then test_mpi_cli (the CLI under mpirun), then
 # tests/test_mpi_netns.sh (two network namespaces over TCP); every mpirun bounded by `timeout`. Prints the
 # tests' output and one summary line "RESULT test_mpi passed=N failed=M" for tests/run_tests.sh.
 # ATTN_BIN (the CLI under test) locates the build directory.
@@ -30,14 +30,16 @@ esac
 note() { # note OK|FAIL message
   if [ "$1" = OK ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL test_mpi: $2"; fi
 }
+for t in "$ring" "$build/tests/test_mpi_ring_backward"; do
 for P in 1 2 3 4; do
-  out=$(timeout 60 $MPIRUN -np $P "$ring" 2>&1); rc=$?
+  out=$(timeout 60 $MPIRUN -np $P "$t" 2>&1); rc=$?
   printf '%s\n' "$out" | grep -v '^RESULT '
   line=$(printf '%s\n' "$out" | grep '^RESULT ' | tail -n 1)
-  if [ -z "$line" ]; then note FAIL "test_mpi_ring -np $P exited $rc without a RESULT line"; continue; fi
+  if [ -z "$line" ]; then note FAIL "$(basename "$t") -np $P exited $rc without a RESULT line"; continue; fi
   p=$(echo "$line" | sed 's/.*passed=\([0-9]*\).*/\1/'); f=$(echo "$line" | sed 's/.*failed=\([0-9]*\).*/\1/')
   passed=$((passed + p)); failed=$((failed + f))
-  [ $rc -ne 0 ] && [ "$f" -eq 0 ] && note FAIL "test_mpi_ring -np $P exited $rc"
+  [ $rc -ne 0 ] && [ "$f" -eq 0 ] && note FAIL "$(basename "$t") -np $P exited $rc"
+done
 done
 out=$(env $cli_env timeout 300 "$build/tests/test_mpi_cli" 2>&1); rc=$?
 printf '%s\n' "$out" | grep -v '^RESULT '

@@ -12,13 +12,24 @@
 #include "mpi/mpi_internal.h"
 
 #include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { D_B, D_H, D_HKV, D_D, D_DV, D_LQ, D_LK, D_CAUSAL, D_LAYOUT, D_HAS_SCALE, D_SCALE, D_HAS_KL, D_N };
 static const char *const d_names[D_N] = {"B", "H", "Hkv", "D", "Dv", "Lq_local", "Lk_local", "is_causal",
                                          "layout", "has_scale", "scale", "key_lengths given"};
+
+/* attn_set_error(code, "who: " fmt, ...) */
+static int ring_err(const char *who, int code, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return attn_set_error(code, "%s: %s", who, msg);
+}
 
 attn_ring_params attn_ring_params_default(void) {
     attn_ring_params p;
@@ -57,48 +68,48 @@ static int64_t floordiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + 
 static int64_t clamp64(int64_t x, int64_t lo, int64_t hi) { return x < lo ? lo : x > hi ? hi : x; }
 
 /* local checks, before anything is exchanged: ATTN_OK with desc filled, or an error */
-static int check_local(const attn_tensor *out, const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+int attn__ring_check_local(const char *who, const attn_tensor *out, const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                        const attn_ring_params *p, int64_t *d) {
     const attn_sdpa_params *sp = &p->sdpa;
-    if (!out || !q || !k || !v) return attn_set_error(ATTN_E_INVALID, "attn_sdpa_ring: NULL tensor");
+    if (!out || !q || !k || !v) return ring_err(who, ATTN_E_INVALID, "NULL tensor");
     const attn_tensor *ts[4] = {q, k, v, out};
     static const char *const tn[4] = {"q", "k", "v", "out"};
     for (int i = 0; i < 4; i++) {
         if (ts[i]->dtype != ATTN_F32)
-            return attn_set_error(ATTN_E_DTYPE, "attn_sdpa_ring: %s has dtype %s; expected float32", tn[i],
+            return ring_err(who, ATTN_E_DTYPE, "%s has dtype %s; expected float32", tn[i],
                                   attn_dtype_name(ts[i]->dtype));
         if (ts[i]->ndim != 4)
-            return attn_set_error(ATTN_E_SHAPE, "attn_sdpa_ring: %s has %d dims; expected 4", tn[i], ts[i]->ndim);
+            return ring_err(who, ATTN_E_SHAPE, "%s has %d dims; expected 4", tn[i], ts[i]->ndim);
         if (!ts[i]->data && attn_tensor_numel(ts[i]) > 0)
-            return attn_set_error(ATTN_E_INVALID, "attn_sdpa_ring: %s has no data", tn[i]);
+            return ring_err(who, ATTN_E_INVALID, "%s has no data", tn[i]);
     }
-    if (sp->mask) return attn_set_error(ATTN_E_UNSUPPORTED, "attn_sdpa_ring: a mask is not supported (use is_causal / key_lengths)");
-    if (sp->window) return attn_set_error(ATTN_E_UNSUPPORTED, "attn_sdpa_ring: a sliding window is not supported");
+    if (sp->mask) return ring_err(who, ATTN_E_UNSUPPORTED, "a mask is not supported (use is_causal / key_lengths)");
+    if (sp->window) return ring_err(who, ATTN_E_UNSUPPORTED, "a sliding window is not supported");
     if (sp->has_scale && !isfinite(sp->scale))
-        return attn_set_error(ATTN_E_INVALID, "attn_sdpa_ring: scale %g is not finite", (double)sp->scale);
+        return ring_err(who, ATTN_E_INVALID, "scale %g is not finite", (double)sp->scale);
     if (p->layout != ATTN_RING_CONTIGUOUS && p->layout != ATTN_RING_STRIPED)
-        return attn_set_error(ATTN_E_INVALID, "attn_sdpa_ring: unknown layout %d", (int)p->layout);
+        return ring_err(who, ATTN_E_INVALID, "unknown layout %d", (int)p->layout);
     int64_t B = q->shape[0], H = q->shape[1], Lq = q->shape[2], D = q->shape[3];
     int64_t Hkv = k->shape[1], Lk = k->shape[2], Dv = v->shape[3];
     if (k->shape[0] != B || v->shape[0] != B || k->shape[3] != D || v->shape[1] != Hkv || v->shape[2] != Lk)
-        return attn_set_error(ATTN_E_SHAPE,
-                              "attn_sdpa_ring: q [%lld, %lld, %lld, %lld], k [%lld, %lld, %lld, %lld] and v [%lld, %lld, "
+        return ring_err(who, ATTN_E_SHAPE,
+                              "q [%lld, %lld, %lld, %lld], k [%lld, %lld, %lld, %lld] and v [%lld, %lld, "
                               "%lld, %lld] do not fit together",
                               (long long)B, (long long)H, (long long)Lq, (long long)D, (long long)k->shape[0],
                               (long long)Hkv, (long long)Lk, (long long)k->shape[3], (long long)v->shape[0],
                               (long long)v->shape[1], (long long)v->shape[2], (long long)Dv);
     if (Hkv == 0 || H % Hkv != 0)
-        return attn_set_error(ATTN_E_SHAPE, "attn_sdpa_ring: H=%lld is not a multiple of Hkv=%lld", (long long)H,
+        return ring_err(who, ATTN_E_SHAPE, "H=%lld is not a multiple of Hkv=%lld", (long long)H,
                               (long long)Hkv);
     if (out->shape[0] != B || out->shape[1] != H || out->shape[2] != Lq || out->shape[3] != Dv)
-        return attn_set_error(ATTN_E_SHAPE, "attn_sdpa_ring: out is [%lld, %lld, %lld, %lld]; expected [%lld, %lld, %lld, %lld]",
+        return ring_err(who, ATTN_E_SHAPE, "out is [%lld, %lld, %lld, %lld]; expected [%lld, %lld, %lld, %lld]",
                               (long long)out->shape[0], (long long)out->shape[1], (long long)out->shape[2],
                               (long long)out->shape[3], (long long)B, (long long)H, (long long)Lq, (long long)Dv);
     if (sp->lse) {
         const attn_tensor *l = sp->lse;
-        if (l->dtype != ATTN_F32) return attn_set_error(ATTN_E_DTYPE, "attn_sdpa_ring: lse must be float32");
+        if (l->dtype != ATTN_F32) return ring_err(who, ATTN_E_DTYPE, "lse must be float32");
         if (l->ndim != 3 || l->shape[0] != B || l->shape[1] != H || l->shape[2] != Lq)
-            return attn_set_error(ATTN_E_SHAPE, "attn_sdpa_ring: lse must be [B, H, Lq_local] = [%lld, %lld, %lld]",
+            return ring_err(who, ATTN_E_SHAPE, "lse must be [B, H, Lq_local] = [%lld, %lld, %lld]",
                                   (long long)B, (long long)H, (long long)Lq);
     }
     uint32_t sb;
@@ -110,13 +121,13 @@ static int check_local(const attn_tensor *out, const attn_tensor *q, const attn_
 }
 
 /* After the exchange: the same decision on every rank from the same table all[P][D_N]. */
-static int check_global(const int64_t *all, int P, attn_ring_layout layout, int64_t *Lq, int64_t *Lk) {
+int attn__ring_check_global(const char *who, const int64_t *all, int P, attn_ring_layout layout, int64_t *Lq, int64_t *Lk) {
     for (int r = 1; r < P; r++)
         for (int i = 0; i < D_N; i++) {
             if (i == D_LQ || i == D_LK) continue;
             if (all[r * D_N + i] != all[i])
-                return attn_set_error(i == D_CAUSAL || i >= D_LAYOUT ? ATTN_E_INVALID : ATTN_E_SHAPE,
-                                      "attn_sdpa_ring: ranks disagree on %s: rank 0 has %lld, rank %d has %lld", d_names[i],
+                return ring_err(who, i == D_CAUSAL || i >= D_LAYOUT ? ATTN_E_INVALID : ATTN_E_SHAPE,
+                                      "ranks disagree on %s: rank 0 has %lld, rank %d has %lld", d_names[i],
                                       (long long)all[i], r, (long long)all[r * D_N + i]);
         }
     int64_t sq = 0, sk = 0;
@@ -126,8 +137,8 @@ static int check_global(const int64_t *all, int P, attn_ring_layout layout, int6
     }
     for (int r = 0; r < P; r++)
         if (all[r * D_N + D_LQ] < 1 || all[r * D_N + D_LK] < 1)
-            return attn_set_error(ATTN_E_SHAPE,
-                                  "attn_sdpa_ring: rank %d holds %lld queries and %lld keys; every one of the %d ranks "
+            return ring_err(who, ATTN_E_SHAPE,
+                                  "rank %d holds %lld queries and %lld keys; every one of the %d ranks "
                                   "must hold at least one of each (Lq = %lld, Lk = %lld: use at most min(Lq, Lk) ranks)",
                                   r, (long long)all[r * D_N + D_LQ], (long long)all[r * D_N + D_LK], P, (long long)sq,
                                   (long long)sk);
@@ -137,8 +148,8 @@ static int check_global(const int64_t *all, int P, attn_ring_layout layout, int6
             attn_ring_shard(layout, sq, P, r, &nq, NULL, NULL);
             attn_ring_shard(layout, sk, P, r, &nk, NULL, NULL);
             if (all[r * D_N + D_LQ] != nq || all[r * D_N + D_LK] != nk)
-                return attn_set_error(ATTN_E_SHAPE,
-                                      "attn_sdpa_ring: striped layout: rank %d holds %lld queries and %lld keys; positions "
+                return ring_err(who, ATTN_E_SHAPE,
+                                      "striped layout: rank %d holds %lld queries and %lld keys; positions "
                                       "r, r+P, ... of Lq = %lld, Lk = %lld are %lld and %lld (attn_ring_shard)",
                                       r, (long long)all[r * D_N + D_LQ], (long long)all[r * D_N + D_LK], (long long)sq,
                                       (long long)sk, (long long)nq, (long long)nk);
@@ -421,7 +432,7 @@ int attn_sdpa_ring(MPI_Comm comm, attn_tensor *out, const attn_tensor *q, const 
     MPI_Comm_rank(c, &me);
     MPI_Comm_size(c, &P);
     int64_t desc[D_N] = {0};
-    int st = check_local(out, q, k, v, p, desc);
+    int st = attn__ring_check_local("attn_sdpa_ring", out, q, k, v, p, desc);
     int64_t *all = calloc((size_t)P * D_N, sizeof *all);
     if (st == ATTN_OK && !all) st = attn_set_error(ATTN_E_NOMEM, "attn_sdpa_ring: out of memory");
     st = attn_mpi_agree(c, st);
@@ -430,7 +441,7 @@ int attn_sdpa_ring(MPI_Comm comm, attn_tensor *out, const attn_tensor *q, const 
         if (rc != MPI_SUCCESS) st = attn__mpi_error(rc, "MPI_Allgather");
     }
     int64_t Lq = 0, Lk = 0;
-    if (st == ATTN_OK) st = check_global(all, P, p->layout, &Lq, &Lk); /* the same verdict on every rank */
+    if (st == ATTN_OK) st = attn__ring_check_global("attn_sdpa_ring", all, P, p->layout, &Lq, &Lk); /* the same verdict on every rank */
     attn_ring_stats stats;
     memset(&stats, 0, sizeof stats);
     if (st == ATTN_OK) st = ring_run(c, me, P, all, Lq, Lk, out, q, k, v, p, &stats);

@@ -170,6 +170,18 @@ int attn_vit_trainer_forward(attn_vit_trainer *t, float *logits, const float *pi
 int attn_vit_trainer_loss_backward(attn_vit_trainer *t, double *loss, float *logits, const float *pixels,
                                    const int32_t *labels, int64_t B, double label_smoothing);
 
+/* attn_vit_grad_hook: called by attn_vit_trainer_loss_backward, on the calling thread, each time
+ * the gradients of parameters first .. first + count - 1 (the indices of attn_vit_trainer_param_name)
+ * are final for this backward — in the backward's order: the final LayerNorm and classifier, then
+ * the encoder layers from the last to the first, then the embeddings — so that a data-parallel
+ * caller can start reducing them while the backward goes on (tools/mpi_train.c: MPI_Iallreduce).
+ * The hook may read and modify those gradients (attn_vit_trainer_tensor(.., 1)) but must not call
+ * the trainer. A backward that fails stops calling it. */
+typedef void (*attn_vit_grad_hook)(void *user, int first, int count);
+
+/* attn_vit_trainer_set_grad_hook: install fn (NULL: none) for the following backwards (NULL-safe). */
+void attn_vit_trainer_set_grad_hook(attn_vit_trainer *t, attn_vit_grad_hook fn, void *user);
+
 /* attn_vit_trainer_clip_grad_norm: total = sqrt(Σ g²) over all gradients (in double); when
  * total > max_norm, every gradient is scaled by max_norm / (total + 1e-6) (torch.nn.utils.
  * clip_grad_norm_). max_norm <= 0 or infinite: no clipping. Returns the total norm before

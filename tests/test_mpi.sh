@@ -50,6 +50,59 @@ else
   passed=$((passed + p)); failed=$((failed + f))
   [ $rc -ne 0 ] && [ "$f" -eq 0 ] && note FAIL "test_mpi_cli exited $rc"
 fi
+# data-parallel training (tools/mpi_train.c): P = 2 ranks with --batch 4 against one process with
+# --batch 8 (same seed, 100 images, 2 epochs = 26 AdamW steps, the last global batch of 4 images
+# all on rank 0; --max-norm 0, since clipping to a fixed norm and AdamW's m/sqrt(v) would both hide
+# a wrongly scaled gradient average, which the moments then show): every parameter within 1e-4
+# absolute (measured 1.4e-5) and AdamW's moments (exp_avg, exp_avg_sq) within 1e-4 of the largest
+# moment of their kind (measured 1.5e-7): the gradients differ only in the order of the float32
+# sums (~1e-7 relative); the parameters move further than that because AdamW passes a tiny
+# gradient's noise on as lr·m/(sqrt(v) + eps) (the key biases' exact gradient is 0). A run stopped
+# after epoch 1 and resumed under mpirun equals the 2-epoch run byte for byte; a rank whose labels
+# disagree with the images, and a NaN loss, stop every rank with exit status 1 (the loss message
+# printed once) and write no model.
+fm=/usr/share/datasets/fashion-mnist
+td=$(mktemp -d /tmp/attn_mpi_train_XXXXXX)
+TA="train vit --train $fm/train-images-idx3-ubyte.gz $fm/train-labels-idx1-ubyte.gz --limit 100 --hidden 16 --layers 2 --heads 2 --mlp 32 --threads 1 --seed 3 --no-progress --epochs 2"
+cat > "$td/cmp.py" <<'PY'
+import json, struct, sys
+def load(p):
+    b = open(p, 'rb').read()
+    n = struct.unpack('<Q', b[:8])[0]
+    h = json.loads(b[8:8 + n]); d = b[8 + n:]
+    return {k: struct.unpack('<%df' % ((v['data_offsets'][1] - v['data_offsets'][0]) // 4),
+                             d[v['data_offsets'][0]:v['data_offsets'][1]]) for k, v in h.items() if k != '__metadata__'}
+def diff(a, b, ks):
+    return max(max(abs(x - y) for x, y in zip(a[k], b[k])) for k in ks), max(max(abs(x) for x in a[k]) for k in ks)
+ok = True
+for f, kinds in (('model', ('',)), ('optimizer', ('exp_avg.', 'exp_avg_sq.'))):
+    a, b = load(sys.argv[1] + '/' + f + '.safetensors'), load(sys.argv[2] + '/' + f + '.safetensors')
+    if a.keys() != b.keys() or any(len(a[k]) != len(b[k]) for k in a): sys.exit(f + ': the tensors differ')
+    for kind in kinds:
+        d, m = diff(a, b, [k for k in a if k.startswith(kind)])
+        e = d if f == 'model' else d / m
+        print('mpi train: P=2 x batch 4 vs 1 x batch 8: %s %s max |diff| %.3g%s (tolerance 1e-4)' %
+              (f, kind or 'parameters', e, '' if f == 'model' else ' of max |value| %.3g' % m))
+        ok = ok and e <= 1e-4
+sys.exit(0 if ok else 1)
+PY
+timeout 120 $bin $TA --max-norm 0 --batch 8 -o "$td/one" >/dev/null 2>&1 \
+  && timeout 120 $MPIRUN -np 2 $bin $TA --max-norm 0 --batch 4 -o "$td/two" >/dev/null 2>&1 && python3 "$td/cmp.py" "$td/one" "$td/two" \
+  && note OK || note FAIL "mpi train: 2 ranks x batch 4 vs 1 process x batch 8"
+timeout 120 $MPIRUN -np 2 $bin $TA --max-norm 0 --batch 4 --stop-after 1 -o "$td/res" >/dev/null 2>&1 \
+  && timeout 120 $MPIRUN -np 2 $bin train vit --train $fm/train-images-idx3-ubyte.gz $fm/train-labels-idx1-ubyte.gz --limit 100 \
+       --threads 1 --no-progress --resume "$td/res" -o "$td/res" >/dev/null 2>&1 \
+  && cmp -s "$td/res/model.safetensors" "$td/two/model.safetensors" && cmp -s "$td/res/optimizer.safetensors" "$td/two/optimizer.safetensors" \
+  && note OK || note FAIL "mpi train: --resume under mpirun is not bit for bit"
+TB="train vit --limit 100 --hidden 16 --layers 2 --heads 2 --mlp 32 --threads 1 --no-progress --batch 4 --epochs 1 -o $td/bad"
+out=$(timeout 120 $MPIRUN -np 1 $bin $TB --train $fm/train-images-idx3-ubyte.gz $fm/train-labels-idx1-ubyte.gz \
+      : -np 1 $bin $TB --train $fm/train-images-idx3-ubyte.gz $fm/t10k-labels-idx1-ubyte.gz 2>&1); rc=$?
+if [ $rc -eq 1 ] && printf '%s' "$out" | grep -q "has 10000 labels" && printf '%s' "$out" | grep -q "another rank failed" \
+   && [ ! -e "$td/bad/model.safetensors" ]; then note OK; else note FAIL "mpi train: a failing rank (rc $rc): $out"; fi
+out=$(timeout 120 $MPIRUN -np 2 $bin $TB --train $fm/train-images-idx3-ubyte.gz $fm/train-labels-idx1-ubyte.gz --lr 1e9 2>&1); rc=$?
+if [ $rc -eq 1 ] && [ "$(printf '%s\n' "$out" | grep -c 'loss turned NaN')" -eq 1 ] && [ ! -e "$td/bad/model.safetensors" ]; then note OK
+else note FAIL "mpi train: NaN loss (rc $rc): $out"; fi
+rm -rf "$td"
 # the same ring and a data-parallel job between two network namespaces over TCP (needs root)
 out=$(timeout 240 sh tests/test_mpi_netns.sh 2>&1); rc=$?
 printf '%s\n' "$out" | grep -v '^RESULT '

@@ -1,6 +1,7 @@
 /* attn train vit: train a Vision Transformer classifier on IDX images with attn's own kernels
  * (include/attn_train.h) and write a Hugging Face checkpoint after every epoch. */
 #include "cli.h"
+#include "mpi_train.h"
 #include "progress.h"
 
 #include "attn_image.h"
@@ -296,6 +297,9 @@ static int run(train_opts *o) {
     if (!square)
         return cli_error("--train %s: a %d-D IDX; the images are a 3-D IDX [N, S, S] of uint8 (the order is --train IMAGES LABELS)%s",
                          o->train_img, nd, nd == 1 ? " — were IMAGES and LABELS swapped?" : "");
+    int me = 0, P = 1; /* under mpirun: data-parallel over P ranks (tools/mpi_train.c); rank 0 reports and writes */
+    if (cli_train_dp_begin(&me, &P) != CLI_OK) return CLI_FAIL;
+    if (me != 0) o->progress = 0;
     if ((rc = model_config(&c, &labels, o, S))) goto out;
     if ((rc = data_load(&tr, o->train_img, o->train_lab, c.n_labels, o->limit))) goto out;
     if (o->eval_img && (rc = data_load(&ev, o->eval_img, o->eval_lab, c.n_labels, 0))) goto out;
@@ -311,18 +315,23 @@ static int run(train_opts *o) {
             rc = cli_lib_error("--resume");
             goto out;
         }
-        if ((o->batch > 0 && o->batch != st.batch) || (o->seed >= 0 && (uint64_t)o->seed != st.seed) ||
+        if ((o->batch > 0 && o->batch * P != st.batch) || (o->seed >= 0 && (uint64_t)o->seed != st.seed) ||
             (o->pad >= 0 && o->pad != st.pad) || (!o->flip && st.flip) || o->max_norm_s || o->ls_s) {
             rc = cli_error("--batch, --seed, --pad, --no-flip, --max-norm and --label-smoothing are the resumed run's (batch %lld, seed "
                            "%llu, pad %d, %s); leave them out",
                            (long long)st.batch, (unsigned long long)st.seed, st.pad, st.flip ? "flip" : "no flip");
             goto out;
         }
-        if (st.batch != B) { /* the trainer's arena was sized for B */
+        if (st.batch % P) {
+            rc = cli_error("--resume %s has global batches of %lld images, which %d ranks cannot share equally", o->resume,
+                           (long long)st.batch, P);
+            goto out;
+        }
+        if (st.batch / P != B) { /* the trainer's arena was sized for B (images per rank) */
             attn_vit_trainer *t2 = NULL;
             attn_vit_train_state s2;
             memset(&s2, 0, sizeof s2);
-            if (attn_vit_trainer_new(&t2, &c, st.batch, 0) < 0 || attn_vit_trainer_load(t2, o->resume, &s2) < 0) {
+            if (attn_vit_trainer_new(&t2, &c, st.batch / P, 0) < 0 || attn_vit_trainer_load(t2, o->resume, &s2) < 0) {
                 attn_vit_trainer_free(t2);
                 attn_vit_train_state_free(&s2);
                 rc = cli_lib_error("--resume");
@@ -355,10 +364,10 @@ static int run(train_opts *o) {
         st.history = h;
     } else {
         st.epochs = o->epochs > 0 ? o->epochs : 10;
-        st.batch = B, st.seed = o->seed >= 0 ? (uint64_t)o->seed : 0, st.lr = lr, st.weight_decay = wd, st.max_norm = max_norm;
+        st.batch = B * P, st.seed = o->seed >= 0 ? (uint64_t)o->seed : 0, st.lr = lr, st.weight_decay = wd, st.max_norm = max_norm;
         st.label_smoothing = smooth;
         st.pad = o->pad >= 0 ? (int)o->pad : 2, st.flip = o->flip;
-        st.steps_per_epoch = (tr.n + B - 1) / B;
+        st.steps_per_epoch = (tr.n + st.batch - 1) / st.batch;
         st.warmup_steps = st.steps_per_epoch / 2 > 0 ? st.steps_per_epoch / 2 : 1;
         st.labels = labels, st.n_labels = c.n_labels;
         labels = NULL;
@@ -375,8 +384,9 @@ static int run(train_opts *o) {
             goto out;
         }
     }
-    if ((rc = make_dir(o->out))) goto out;
-    const int64_t Bt = st.batch, spe = st.steps_per_epoch, total = st.epochs * spe;
+    if (me == 0 && (rc = make_dir(o->out))) goto out;
+    if ((rc = cli_train_dp_agree(rc))) goto out; /* every rank is ready, or all stop */
+    const int64_t Bt = st.batch, Bl = Bt / P, spe = st.steps_per_epoch, total = st.epochs * spe;
     const int64_t last = o->stop_after > 0 && o->stop_after < st.epochs ? o->stop_after : st.epochs;
     px = (float *)malloc(sizeof(float) * (size_t)(Bt * S * S));
     perm = (int64_t *)malloc(sizeof(int64_t) * (size_t)tr.n);
@@ -386,9 +396,10 @@ static int run(train_opts *o) {
         goto out;
     }
     const attn_adamw_config ac = {0.9, 0.999, 1e-8, st.weight_decay};
-    fprintf(stderr, "attn train vit: %lld parameters, %lld training images, batch %lld, %lld steps per epoch, arena %.1f MB\n",
-            (long long)attn_vit_trainer_numel(t), (long long)tr.n, (long long)Bt, (long long)spe,
-            attn_vit_train_arena_bytes(&c, Bt) / 1e6);
+    if (me == 0)
+        fprintf(stderr, "attn train vit: %lld parameters, %lld training images, batch %lld, %lld steps per epoch, arena %.1f MB%s\n",
+                (long long)attn_vit_trainer_numel(t), (long long)tr.n, (long long)Bt, (long long)spe,
+                attn_vit_train_arena_bytes(&c, Bl) / 1e6, P > 1 ? " per rank (data-parallel)" : "");
     char label[96];
     for (int64_t ep = st.epoch; ep < last; ep++) {
         const double t0 = now();
@@ -403,11 +414,14 @@ static int run(train_opts *o) {
             attn_train_make_batch(px, tr.img.data, S, perm + i0, b, st.mean, st.std, st.pad, st.pad || st.flip ? &rng : NULL);
             for (int64_t k = 0; k < b; k++) ys[k] = tr.y[perm[i0 + k]];
             double loss = NAN;
-            int lr_rc = attn_vit_trainer_loss_backward(t, &loss, NULL, px, ys, b, st.label_smoothing);
+            const int64_t lo = me * Bl < b ? me * Bl : b, bl = b - lo < Bl ? b - lo : Bl; /* this rank's slice */
+            cli_train_dp_attach(t, (double)bl / (double)b);
+            int lr_rc = bl > 0 ? attn_vit_trainer_loss_backward(t, &loss, NULL, px + lo * S * S, ys + lo, bl, st.label_smoothing) : 0;
+            lr_rc = cli_train_dp_reduce(t, lr_rc, &loss, bl, b); /* the global batch's loss and mean gradient */
             const double norm = lr_rc == 0 && isfinite(loss) ? attn_vit_trainer_clip_grad_norm(t, st.max_norm) : NAN;
             if (lr_rc < 0 || !isfinite(loss) || !isfinite(norm)) {
                 cli_progress_end(&bar);
-                rc = cli_error("the %s at epoch %lld, step %lld of %lld (optimizer step %lld)%s%s; stopped — %s%s", 
+                rc = me ? CLI_FAIL : cli_error("the %s at epoch %lld, step %lld of %lld (optimizer step %lld)%s%s; stopped — %s%s", 
                                lr_rc == ATTN_E_RANGE || (lr_rc == 0 && !isfinite(loss)) ? "loss turned NaN or infinite"
                                : lr_rc < 0 ? "step failed" : "gradient norm turned NaN or infinite",
                                (long long)ep + 1, (long long)s + 1, (long long)spe, (long long)gstep + 1, lr_rc < 0 ? ": " : "",
@@ -425,16 +439,19 @@ static int run(train_opts *o) {
         attn_train_epoch *h = &st.history[ep];
         h->train_loss = sum / (double)tr.n;
         h->eval_loss = h->eval_accuracy = NAN;
-        if (o->eval_img && evaluate(t, &ev, Bt, &st, &h->eval_loss, &h->eval_accuracy) < 0) {
+        if ((rc = cli_train_dp_same(t))) goto out;
+        if (me == 0 && o->eval_img && evaluate(t, &ev, Bl, &st, &h->eval_loss, &h->eval_accuracy) < 0) {
             rc = cli_lib_error("evaluation");
             goto out;
         }
         h->seconds = now() - t0;
         st.epoch = ep + 1;
-        if (attn_vit_trainer_save(t, o->out, &st) < 0) {
+        if (me == 0 && attn_vit_trainer_save(t, o->out, &st) < 0) {
             rc = cli_lib_error(NULL);
             goto out;
         }
+        if ((rc = cli_train_dp_agree(rc))) goto out; /* rank 0 evaluated and saved */
+        if (me != 0) continue;
         if (o->eval_img)
             printf("epoch %lld/%lld: train loss %.4f, eval loss %.4f, eval accuracy %.4f (%lld/%lld), %.1f images/s, %.1f s\n",
                    (long long)ep + 1, (long long)st.epochs, h->train_loss, h->eval_loss, h->eval_accuracy,
@@ -453,7 +470,7 @@ out:
     attn_vit_train_state_free(&st);
     data_free(&tr);
     data_free(&ev);
-    return rc;
+    return cli_train_dp_end(rc);
 }
 
 int cmd_train(int argc, char **argv) {

@@ -22,6 +22,8 @@ struct attn_vit_trainer {
     float *arena;            /* attn_vit_train_arena_bytes(cfg, max_batch) */
     int64_t B;               /* batch of the last forward */
     int fwd_ok;
+    attn_vit_grad_hook grad_hook; /* attn_vit_trainer_set_grad_hook */
+    void *grad_hook_user;
     struct {
         float *cols, *xs, *per, *clsx, *clsn, *dclsx, *dclsn, *logits, *dlogits, *s[9], *sf[2];
     } a;

@@ -180,6 +180,9 @@ int64_t attn_vit_trainer_step_count(const attn_vit_trainer *t) { return t ? t->s
 void attn_vit_trainer_set_step_count(attn_vit_trainer *t, int64_t step) {
     if (t) t->step = step;
 }
+void attn_vit_trainer_set_grad_hook(attn_vit_trainer *t, attn_vit_grad_hook fn, void *user) {
+    if (t) t->grad_hook = fn, t->grad_hook_user = user;
+}
 
 int attn_vit_trainer_tensor(attn_tensor *out, const attn_vit_trainer *t, int i, int which) {
     if (!out || !t || i < 0 || i >= t->np || which < 0 || which > 3)
@@ -345,6 +348,7 @@ static int attn__backward(attn_vit_trainer *t) {
     attn_tensor lg = attn__pv(t, t->p, P_LNG(d.L)), dlg = attn__pv(t, t->g, P_LNG(d.L)), dlb = attn__pv(t, t->g, P_LNB(d.L));
     ATTN_TRY(attn_linear_backward(&tdn, &dcw, &dcb, &tdl, &tn, &cw, 0));
     ATTN_TRY(attn_layernorm_backward(&tdx, &dlg, &dlb, &tdn, &tx, &lg, c->eps, 0));
+    if (t->grad_hook) t->grad_hook(t->grad_hook_user, P_LNG(d.L), 4);
     memset(dx, 0, sizeof(float) * (size_t)(BT * E));
     for (int64_t b = 0; b < B; b++) memcpy(dx + b * T * E, t->a.dclsx + b * E, sizeof(float) * (size_t)E);
     attn_sdpa_params sp = attn_sdpa_params_default();
@@ -391,6 +395,7 @@ static int attn__backward(attn_vit_trainer *t) {
         attn_tensor g1 = attn__pv(t, t->p, b0 + LN1G), dg1 = attn__pv(t, t->g, b0 + LN1G), dbe1 = attn__pv(t, t->g, b0 + LN1B);
         ATTN_TRY(attn_layernorm_backward(&tdt, &dg1, &dbe1, &tdln, &txin, &g1, c->eps, 0));
         for (int64_t i = 0; i < BT * E; i++) dx[i] = dh[i] + dtmp[i];
+        if (t->grad_hook) t->grad_hook(t->grad_hook_user, b0, LPER);
     }
     /* embeddings: x[b, 0] = cls + pos[0]; x[b, 1 + n] = patch(cols)[b, n] + pos[1 + n] */
     float *dcls = t->g + t->par[P_CLS].off, *dpos = t->g + t->par[P_POS].off;
@@ -404,6 +409,7 @@ static int attn__backward(attn_vit_trainer *t) {
     attn_tensor tdy = attn_tensor_f32_2d(dtmp, B * N, E), tc = attn_tensor_f32_2d(t->a.cols, B * N, K);
     for (int64_t b = 0; b < B; b++) memcpy(dtmp + b * N * E, dx + (b * T + 1) * E, sizeof(float) * (size_t)(N * E));
     ATTN_TRY(attn_linear_backward(NULL, &dpw, &dpb, &tdy, &tc, &pw, 0));
+    if (t->grad_hook) t->grad_hook(t->grad_hook_user, P_CLS, P_LAYER0);
     return ATTN_OK;
 }
 

@@ -92,6 +92,11 @@ static void usage(FILE *f) {
                "trainer_state.json and curve.png; all files are replaced together, or none (a failed\n"
                "write keeps the previous epoch's). --resume continues bit for bit (same threads); --epochs,\n"
                "--lr and --weight-decay may be changed on resume, the other settings are the run's.\n"
+               "Under `mpirun -np P` (an attn built with MPI) the training is data-parallel: every rank\n"
+               "takes --batch B images of each global batch of P·B, the gradients are averaged over the\n"
+               "ranks (MPI_Allreduce) before clipping and AdamW, so the run follows one process with\n"
+               "--batch P·B (up to float rounding; the checkpoint records P·B); rank 0 evaluates and\n"
+               "writes the checkpoints, and every rank exits with the same status.\n"
                "\n"
                "Options:\n");
     cli_print_options(f, options);

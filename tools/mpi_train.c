@@ -3,7 +3,7 @@
  *
  * Buckets: the parameters in descending index order (the order in which the backward finishes
  * them: classifier, last layer, ..., embeddings), cut into runs of whole tensors of at least
- * BUCKET_FLOATS floats (1 MiB), contiguous in the trainer's gradient buffer. The gradient hook
+ * BUCKET_FLOATS floats (256 KiB), contiguous in the trainer's gradient buffer. The gradient hook
  * marks tensors final; every bucket whose tensors are all final is scaled by this rank's weight
  * and handed to MPI_Iallreduce (in place, MPI_SUM), strictly in bucket order, so that every rank
  * starts the same collectives in the same order. Each hook call also tests the open requests,
@@ -41,7 +41,7 @@ int cli_train_dp_end(int rc) { return rc; }
 #include <limits.h>
 #include <math.h>
 
-#define BUCKET_FLOATS (1 << 18)
+#define BUCKET_FLOATS (1 << 16)
 
 typedef struct {
     int first, count; /* parameter indices first .. first + count - 1 */

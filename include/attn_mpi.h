@@ -144,8 +144,10 @@ int attn_sdpa_ring(MPI_Comm comm, attn_tensor *out, const attn_tensor *q, const 
  * attn_sdpa_backward on this rank's rows and that shard, with the global out and lse, so it is
  * exactly the shard's share. The k/v transfer and the incoming dk / dv accumulator overlap the
  * block's computation; the final hop home follows the last block.
- * Bytes sent per rank per call: (P - 1)·4·B·Hkv·Lk_local·(D + Dv) of k/v plus
- * P·4·B·Hkv·Lk_local·(D + Dv) of dk/dv (L/P-sized shards: 2 times the forward's bytes).
+ * Bytes sent per rank per call, with shards of n keys: (P - 1)·4·B·Hkv·n·(D + Dv) of k/v plus
+ * P·4·B·Hkv·n·(D + Dv) of dk/dv, (2P - 1) / (P - 1) times the forward's (each of the first P - 1
+ * steps moves twice the forward's bytes, the last one the hop home); in all, over the ring,
+ * (2P - 1)·4·B·Hkv·Lk·(D + Dv) for any shard lengths.
  * Memory per rank beyond the arguments: 5 key/value-sized shard buffers (2 k/v, 2 outgoing and
  * 1 incoming dk/dv) + B·H·Lq_local·D doubles (dq) + one call's float32 dq / dk / dv: O(L/P·D).
  * Measured against single-process attn_sdpa_backward on the whole sequence and the float64

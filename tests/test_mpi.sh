@@ -86,20 +86,20 @@ for f, kinds in (('model', ('',)), ('optimizer', ('exp_avg.', 'exp_avg_sq.'))):
         ok = ok and e <= 1e-4
 sys.exit(0 if ok else 1)
 PY
-timeout 120 $bin $TA --max-norm 0 --batch 8 -o "$td/one" >/dev/null 2>&1 \
-  && timeout 120 $MPIRUN -np 2 $bin $TA --max-norm 0 --batch 4 -o "$td/two" >/dev/null 2>&1 && python3 "$td/cmp.py" "$td/one" "$td/two" \
+env $cli_env timeout 120 $bin $TA --max-norm 0 --batch 8 -o "$td/one" >/dev/null 2>&1 \
+  && env $cli_env timeout 120 $MPIRUN -np 2 $bin $TA --max-norm 0 --batch 4 -o "$td/two" >/dev/null 2>&1 && python3 "$td/cmp.py" "$td/one" "$td/two" \
   && note OK || note FAIL "mpi train: 2 ranks x batch 4 vs 1 process x batch 8"
-timeout 120 $MPIRUN -np 2 $bin $TA --max-norm 0 --batch 4 --stop-after 1 -o "$td/res" >/dev/null 2>&1 \
-  && timeout 120 $MPIRUN -np 2 $bin train vit --train $fm/train-images-idx3-ubyte.gz $fm/train-labels-idx1-ubyte.gz --limit 100 \
+env $cli_env timeout 120 $MPIRUN -np 2 $bin $TA --max-norm 0 --batch 4 --stop-after 1 -o "$td/res" >/dev/null 2>&1 \
+  && env $cli_env timeout 120 $MPIRUN -np 2 $bin train vit --train $fm/train-images-idx3-ubyte.gz $fm/train-labels-idx1-ubyte.gz --limit 100 \
        --threads 1 --no-progress --resume "$td/res" -o "$td/res" >/dev/null 2>&1 \
   && cmp -s "$td/res/model.safetensors" "$td/two/model.safetensors" && cmp -s "$td/res/optimizer.safetensors" "$td/two/optimizer.safetensors" \
   && note OK || note FAIL "mpi train: --resume under mpirun is not bit for bit"
 TB="train vit --limit 100 --hidden 16 --layers 2 --heads 2 --mlp 32 --threads 1 --no-progress --batch 4 --epochs 1 -o $td/bad"
-out=$(timeout 120 $MPIRUN -np 1 $bin $TB --train $fm/train-images-idx3-ubyte.gz $fm/train-labels-idx1-ubyte.gz \
+out=$(env $cli_env timeout 120 $MPIRUN -np 1 $bin $TB --train $fm/train-images-idx3-ubyte.gz $fm/train-labels-idx1-ubyte.gz \
       : -np 1 $bin $TB --train $fm/train-images-idx3-ubyte.gz $fm/t10k-labels-idx1-ubyte.gz 2>&1); rc=$?
 if [ $rc -eq 1 ] && printf '%s' "$out" | grep -q "has 10000 labels" && printf '%s' "$out" | grep -q "another rank failed" \
    && [ ! -e "$td/bad/model.safetensors" ]; then note OK; else note FAIL "mpi train: a failing rank (rc $rc): $out"; fi
-out=$(timeout 120 $MPIRUN -np 2 $bin $TB --train $fm/train-images-idx3-ubyte.gz $fm/train-labels-idx1-ubyte.gz --lr 1e9 2>&1); rc=$?
+out=$(env $cli_env timeout 120 $MPIRUN -np 2 $bin $TB --train $fm/train-images-idx3-ubyte.gz $fm/train-labels-idx1-ubyte.gz --lr 1e9 2>&1); rc=$?
 if [ $rc -eq 1 ] && [ "$(printf '%s\n' "$out" | grep -c 'loss turned NaN')" -eq 1 ] && [ ! -e "$td/bad/model.safetensors" ]; then note OK
 else note FAIL "mpi train: NaN loss (rc $rc): $out"; fi
 rm -rf "$td"

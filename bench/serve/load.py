@@ -2,8 +2,9 @@
 llama-cpp-python's server). For each concurrency C: C clients, each sending --requests streamed
 chat requests one after another (greedy, --max-tokens, stream_options.include_usage; a server
 that sends no usage has its tokens counted as content chunks, one per token, and the line says
-so). Reports per phase: aggregate generated tokens/s (all tokens / the phase's wall time), time
-to first token and request latency p50 / p99, failed requests. With --embed-model, the same
+so; a stream that ends without a finish_reason is a failed request). Reports per phase:
+aggregate generated tokens/s (all tokens / the phase's wall time), time to first token and
+request latency p50 / p99, failed requests. With --embed-model, the same
 for embeddings (one text per request): embeddings/s and latency. --json FILE keeps the numbers;
 --compare A.json [B.json] prints each one's scaling (8 clients / 1) and A's ratios to B.
 --server-pid PID (a server on this machine) adds the server process's CPU time (user + system,
@@ -62,6 +63,12 @@ async def chat_phase(a, conc):
                 continue
             usage = next((e["usage"] for e in reversed(ev) if e.get("usage")), None)
             chunks = sum(1 for e in ev if e.get("choices") and (e["choices"][0].get("delta") or {}).get("content"))
+            # a stream that ends ([DONE]) without a finish_reason was cut short by the server (as
+            # llama-cpp-python's interrupt_requests does to a running stream when another request
+            # arrives): a failed request, not a short one
+            finished = any(e["choices"][0].get("finish_reason") for e in ev if e.get("choices"))
+            if st == 200 and err is None and not finished:
+                err = "the stream ended without a finish_reason"
             res.append({"ok": st == 200 and err is None, "why": err, "tokens": usage["completion_tokens"] if usage else chunks,
                         "counted": usage is None, "ttft": (tf - t0) if tf else None, "lat": te - t0})
 

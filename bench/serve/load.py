@@ -1,11 +1,11 @@
 """Load generator for OpenAI-compatible servers (bench/serve/run.sh runs it against attn serve and
 llama-cpp-python's server). For each concurrency C: C clients, each sending --requests streamed
-chat requests one after another (greedy, --max-tokens, stream_options.include_usage; a server
-that sends no usage has its tokens counted as content chunks, one per token, and the line says
-so; a stream that ends without a finish_reason is a failed request). Reports per phase:
-aggregate generated tokens/s (all tokens / the phase's wall time), time to first token and
-request latency p50 / p99, failed requests. With --embed-model, the same
-for embeddings (one text per request): embeddings/s and latency. --json FILE keeps the numbers;
+chat requests one after another (greedy unless --temperature, --max-tokens,
+stream_options.include_usage; a server that sends no usage has its tokens counted as content
+chunks, one per token, and the line says so; a stream that ends without a finish_reason is a
+failed request). Reports per phase: aggregate generated tokens/s (all tokens / the phase's wall
+time), time to first token and request latency p50 / p99, failed requests. With --embed-model,
+the same for embeddings (one text per request): embeddings/s and latency. --json FILE keeps the numbers;
 --compare A.json [B.json] prints each one's scaling (8 clients / 1) and A's ratios to B.
 --server-pid PID (a server on this machine) adds the server process's CPU time (user + system,
 /proc/PID/stat) per generated token of each phase: a signal that a busy machine disturbs little."""
@@ -54,7 +54,7 @@ async def chat_phase(a, conc):
     async def worker(w):
         for i in range(a.requests):
             body = {"model": a.model, "messages": [{"role": "user", "content": PROMPTS[(w * a.requests + i) % len(PROMPTS)]}],
-                    "max_tokens": a.max_tokens, "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
+                    "max_tokens": a.max_tokens, "temperature": a.temperature, "seed": w * a.requests + i, "stream": True, "stream_options": {"include_usage": True}}
             t0 = time.perf_counter()
             try:
                 st, ev, tf, te, err = await client.stream(a.base, "/v1/chat/completions", body, a.headers)
@@ -141,6 +141,7 @@ def main():
     p.add_argument("--concurrency", default="1,4,8,16")
     p.add_argument("--requests", type=int, default=4, help="chat requests per client (embeddings: 4x as many)")
     p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--temperature", type=float, default=0.0, help="0: greedy (the benchmark); > 0 samples (seeded per request)")
     p.add_argument("--label", default="server")
     p.add_argument("--server-pid", type=int, help="the server's process id (same machine): its CPU time per generated token")
     p.add_argument("--json")

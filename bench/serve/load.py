@@ -1,11 +1,14 @@
 """Load generator for OpenAI-compatible servers (bench/serve/run.sh runs it against attn serve and
 llama-cpp-python's server). For each concurrency C: C clients, each sending --requests streamed
-chat requests one after another (greedy, --max-tokens, stream_options.include_usage; a server
-that sends no usage has its tokens counted as content chunks, one per token, and the line says
-so). Reports per phase: aggregate generated tokens/s (all tokens / the phase's wall time), time
-to first token and request latency p50 / p99, failed requests. With --embed-model, the same
-for embeddings (one text per request): embeddings/s and latency. --json FILE keeps the numbers;
---compare A.json [B.json] prints each one's scaling (8 clients / 1) and A's ratios to B."""
+chat requests one after another (greedy unless --temperature, --max-tokens,
+stream_options.include_usage; a server that sends no usage has its tokens counted as content
+chunks, one per token, and the line says so; a stream that ends without a finish_reason is a
+failed request). Reports per phase: aggregate generated tokens/s (all tokens / the phase's wall
+time), time to first token and request latency p50 / p99, failed requests. With --embed-model,
+the same for embeddings (one text per request): embeddings/s and latency. --json FILE keeps the numbers;
+--compare A.json [B.json] prints each one's scaling (8 clients / 1) and A's ratios to B.
+--server-pid PID (a server on this machine) adds the server process's CPU time (user + system,
+/proc/PID/stat) per generated token of each phase: a signal that a busy machine disturbs little."""
 import argparse
 import asyncio
 import json
@@ -28,6 +31,15 @@ PROMPTS = [
 ]
 
 
+def cpu_s(pid):
+    """user + system CPU seconds of process pid so far (None without a pid)"""
+    if not pid:
+        return None
+    with open(f"/proc/{pid}/stat") as f:
+        v = f.read().rsplit(")", 1)[1].split()
+    return (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pct(xs, p):
     if not xs:
         return float("nan")
@@ -42,7 +54,7 @@ async def chat_phase(a, conc):
     async def worker(w):
         for i in range(a.requests):
             body = {"model": a.model, "messages": [{"role": "user", "content": PROMPTS[(w * a.requests + i) % len(PROMPTS)]}],
-                    "max_tokens": a.max_tokens, "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
+                    "max_tokens": a.max_tokens, "temperature": a.temperature, "seed": w * a.requests + i, "stream": True, "stream_options": {"include_usage": True}}
             t0 = time.perf_counter()
             try:
                 st, ev, tf, te, err = await client.stream(a.base, "/v1/chat/completions", body, a.headers)
@@ -51,15 +63,22 @@ async def chat_phase(a, conc):
                 continue
             usage = next((e["usage"] for e in reversed(ev) if e.get("usage")), None)
             chunks = sum(1 for e in ev if e.get("choices") and (e["choices"][0].get("delta") or {}).get("content"))
+            # a stream that ends ([DONE]) without a finish_reason was cut short by the server (as
+            # llama-cpp-python's interrupt_requests does to a running stream when another request
+            # arrives): a failed request, not a short one
+            finished = any(e["choices"][0].get("finish_reason") for e in ev if e.get("choices"))
+            if st == 200 and err is None and not finished:
+                err = "the stream ended without a finish_reason"
             res.append({"ok": st == 200 and err is None, "why": err, "tokens": usage["completion_tokens"] if usage else chunks,
                         "counted": usage is None, "ttft": (tf - t0) if tf else None, "lat": te - t0})
 
-    t0 = time.perf_counter()
+    c0, t0 = cpu_s(a.server_pid), time.perf_counter()
     await asyncio.gather(*[worker(w) for w in range(conc)])
     wall = time.perf_counter() - t0
+    c1 = cpu_s(a.server_pid)
     ok = [r for r in res if r["ok"]]
     tok = sum(r["tokens"] for r in ok)
-    return {"phase": "chat", "concurrency": conc, "requests": len(res), "failed": len(res) - len(ok), "tokens": tok, "wall_s": wall,
+    return {"server_cpu_ms_per_token": 1000 * (c1 - c0) / tok if c1 is not None and tok else None, "phase": "chat", "concurrency": conc, "requests": len(res), "failed": len(res) - len(ok), "tokens": tok, "wall_s": wall,
             "tokens_per_s": tok / wall, "ttft_p50": pct([r["ttft"] for r in ok if r["ttft"]], 50),
             "ttft_p99": pct([r["ttft"] for r in ok if r["ttft"]], 99), "lat_p50": pct([r["lat"] for r in ok], 50),
             "lat_p99": pct([r["lat"] for r in ok], 99), "tokens_counted_as_chunks": any(r.get("counted") for r in ok)}
@@ -93,7 +112,8 @@ def show(label, r):
     if r["phase"] == "chat":
         print(f"{label}: chat  C={r['concurrency']:>2}: {r['tokens_per_s']:7.1f} tokens/s aggregate ({r['tokens']} tokens in {r['wall_s']:.1f} s"
               f"{', counted as chunks' if r['tokens_counted_as_chunks'] else ''}), TTFT p50 {r['ttft_p50']:.3f} s p99 {r['ttft_p99']:.3f} s, "
-              f"latency p50 {r['lat_p50']:.2f} s p99 {r['lat_p99']:.2f} s, failed {r['failed']}/{r['requests']}", flush=True)
+              f"latency p50 {r['lat_p50']:.2f} s p99 {r['lat_p99']:.2f} s, failed {r['failed']}/{r['requests']}"
+              f"{'' if r.get('server_cpu_ms_per_token') is None else ', server CPU %.2f ms/token' % r['server_cpu_ms_per_token']}", flush=True)
     else:
         print(f"{label}: embed C={r['concurrency']:>2}: {r['embeddings_per_s']:7.1f} embeddings/s, latency p50 {r['lat_p50'] * 1000:.1f} ms "
               f"p99 {r['lat_p99'] * 1000:.1f} ms, failed {r['failed']}/{r['requests']}", flush=True)
@@ -121,7 +141,9 @@ def main():
     p.add_argument("--concurrency", default="1,4,8,16")
     p.add_argument("--requests", type=int, default=4, help="chat requests per client (embeddings: 4x as many)")
     p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--temperature", type=float, default=0.0, help="0: greedy (the benchmark); > 0 samples (seeded per request)")
     p.add_argument("--label", default="server")
+    p.add_argument("--server-pid", type=int, help="the server's process id (same machine): its CPU time per generated token")
     p.add_argument("--json")
     p.add_argument("--compare", nargs="+", metavar="JSON", help="A.json [B.json]: the scaling of each, B's ratios to A")
     a = p.parse_args()

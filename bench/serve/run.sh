@@ -8,7 +8,9 @@
 #   THREADS=2 PARALLEL=16 REQUESTS=4 MAX_TOKENS=128 sh bench/serve/run.sh
 # llama-cpp-python's server is taken from LLAMA_PY (a python with `llama-cpp-python[server]`;
 # `python3 -m venv /work/llama-venv && /work/llama-venv/bin/pip install 'llama-cpp-python[server]'`
-# builds llama.cpp, about 10 minutes); without it only attn is measured. Run it on a quiet
+# builds llama.cpp, about 10 minutes); without it only attn is measured. Its server runs with
+# --interrupt_requests False: by default a new request cancels the stream in progress (which then
+# ends early with [DONE] and no finish_reason), so concurrent clients got a few chunks each. Run it on a quiet
 # machine (no other builds or tests): the numbers are meaningless otherwise.
 set -eu
 cd "$(dirname "$0")/../.."
@@ -44,18 +46,18 @@ SPID=$!
 trap 'kill $SPID 2>/dev/null || true; [ -n "${LPID:-}" ] && kill $LPID 2>/dev/null || true' EXIT
 wait_up "http://127.0.0.1:$P/health" 120
 $PY bench/serve/load.py --base "http://127.0.0.1:$P" --model "$NAME" --embed-model all-MiniLM-L6-v2 --concurrency "$CONC" \
-  --requests "$REQUESTS" --max-tokens "$MAX_TOKENS" --label attn --json "$OUT/attn.json" || echo "attn: some requests failed"
+  --requests "$REQUESTS" --max-tokens "$MAX_TOKENS" --label attn --json "$OUT/attn.json" --server-pid $SPID || echo "attn: some requests failed"
 echo "attn serve peak RSS: $(sed -n 's/^VmHWM:[[:space:]]*//p' /proc/$SPID/status)"
 kill -TERM $SPID; wait $SPID || true
 
 if "$LLAMA_PY" -c "import llama_cpp.server" 2>/dev/null; then
   L=$(port)
   "$LLAMA_PY" -m llama_cpp.server --model "$GGUF" --model_alias "$NAME" --host 127.0.0.1 --port "$L" \
-    --n_threads "$THREADS" --n_threads_batch "$THREADS" --n_ctx 2048 > "$OUT/llama_server.log" 2>&1 &
+    --n_threads "$THREADS" --n_threads_batch "$THREADS" --n_ctx 2048 --interrupt_requests False > "$OUT/llama_server.log" 2>&1 &
   LPID=$!
   wait_up "http://127.0.0.1:$L/v1/models" 300
   $PY bench/serve/load.py --base "http://127.0.0.1:$L" --model "$NAME" --concurrency "$CONC" --requests "$REQUESTS" \
-    --max-tokens "$MAX_TOKENS" --label llama-cpp-python --json "$OUT/llama.json" || echo "llama-cpp-python: some requests failed"
+    --max-tokens "$MAX_TOKENS" --label llama-cpp-python --json "$OUT/llama.json" --server-pid $LPID || echo "llama-cpp-python: some requests failed"
   kill -TERM $LPID; wait $LPID || true
   LPID=
   $PY bench/serve/load.py --compare "$OUT/attn.json" "$OUT/llama.json"

@@ -1,6 +1,7 @@
 /* The encoder and decoder layers every model family runs on (see attn_layers.h). */
 #include "attn_layers.h"
 #include "core/internal.h"
+#include "core/pool.h"
 #include "ct2compat/ct2compat.h"
 
 #include <math.h>
@@ -258,10 +259,82 @@ int attn_cross_kv(float *out, const float *enc, int64_t M, const attn_block_conf
 static int64_t attn__slot(const attn_decoder_rows *r, int64_t i) { return r->slot ? r->slot[i] : i; }
 static int64_t attn__item(const attn_decoder_rows *r, int64_t i) { return r->row_item ? r->row_item[i] : 0; }
 
+/* causal self-attention of rows [r0, r1) (one slot's consecutive rows) over their slot */
+static int attn__self_group(float *att, const attn__qkv *qkv, const int64_t *pos, const attn_block_config *c, const attn__geo *g,
+                            int64_t layer, attn_kv *cache, const attn_decoder_rows *r, int64_t r0, int64_t r1, float *scr) {
+    const int64_t T = attn_kv_max_len(cache), kvd = g->kvd, s = attn__slot(r, r0);
+    const int64_t n = r1 - r0, Lk = pos[r1 - 1] + 1;
+    const float *kc = attn_kv_keys(cache, layer, s), *vc = attn_kv_values(cache, layer, s);
+    if (c->ct2_attention) {
+        if (n != 1) return attn_set_error(ATTN_E_UNSUPPORTED, "decoder layer: CTranslate2's arithmetic decodes one position per sequence per step");
+        attn__ct2_mha_exact(att + r0 * g->qd, g->qd, NULL, qkv->q + r0 * qkv->qr, qkv->qr, kc, vc, kvd, g->H, g->D, 1, Lk, 1, Lk, 0,
+                            attn__scale(c, g), scr);
+        return ATTN_OK;
+    }
+    attn_sdpa_params p = attn_sdpa_params_default();
+    p.is_causal = 1;
+    p.n_threads = attn__attn_threads(c, n, Lk, g->qd);
+    return attn__sdpa_rows(att + r0 * g->qd, g->qd, NULL, qkv->q + r0 * qkv->qr, n * qkv->qr, qkv->qr, kc, vc, T * kvd, kvd, 1, n, Lk, g, p);
+}
+
+/* the slots of a step on attn's threads: each slot's attention is the call it makes on its own
+ * (same arguments, same thread count asked for, run on one thread inside the job: the same
+ * arithmetic), the slots taken by whichever thread is free */
+typedef struct {
+    float *att;
+    const attn__qkv *qkv;
+    const int64_t *pos;
+    const attn_block_config *c;
+    const attn__geo *g;
+    int64_t layer;
+    attn_kv *cache;
+    const attn_decoder_rows *r;
+    _Atomic int failed;
+} attn__self_job;
+
+static void attn__self_rows(void *arg, int64_t lo, int64_t hi, int tid) {
+    attn__self_job *j = (attn__self_job *)arg;
+    const int64_t N = j->r->n_rows;
+    for (int64_t r0 = lo; r0 < hi; r0++) {
+        if (r0 > 0 && attn__slot(j->r, r0 - 1) == attn__slot(j->r, r0)) continue; /* not the first row of its slot */
+        int64_t r1 = r0 + 1;
+        while (r1 < N && attn__slot(j->r, r1) == attn__slot(j->r, r0)) r1++;
+        if (attn__self_group(j->att, j->qkv, j->pos, j->c, j->g, j->layer, j->cache, j->r, r0, r1, NULL) < 0) j->failed = 1;
+    }
+}
+
 /* causal self-attention of the step's rows over their slots; att [N, H·D] */
 static int attn__self_attention(float *att, const attn__qkv *qkv, const int64_t *pos, const attn_block_config *c, const attn__geo *g,
                                 int64_t layer, attn_kv *cache, const attn_decoder_rows *r, float *scr) {
     const int64_t N = r->n_rows, T = attn_kv_max_len(cache), kvd = g->kvd;
+    /* several slots whose calls would each run on one thread (decode rows of a batch): the slots
+     * in parallel instead (a step of 8 sequences spends ~6% of its time here) */
+    const int nt = c->n_threads > 0 ? c->n_threads : attn_get_num_threads();
+    if (nt > 1 && N > 1 && !c->ct2_attention) {
+        int64_t groups = 0, serial = 1;
+        double cost = 0;
+        for (int64_t r0 = 0; r0 < N;) {
+            int64_t r1 = r0 + 1;
+            while (r1 < N && attn__slot(r, r1) == attn__slot(r, r0)) r1++;
+            serial &= attn__attn_threads(c, r1 - r0, pos[r1 - 1] + 1, g->qd) == 1;
+            cost += (double)(r1 - r0) * (double)(pos[r1 - 1] + 1) * (double)g->qd;
+            groups++;
+            r0 = r1;
+        }
+        if (groups > 1 && serial && attn__pool_threads(cost, nt) > 1) {
+            attn__self_job j = {att, qkv, pos, c, g, layer, cache, r, 0};
+            attn__pool_for(N, 1, nt, attn__self_rows, &j);
+            if (!j.failed) return ATTN_OK;
+            /* the message was set on another thread: run again here to have it */
+            for (int64_t r0 = 0; r0 < N;) {
+                int64_t r1 = r0 + 1;
+                while (r1 < N && attn__slot(r, r1) == attn__slot(r, r0)) r1++;
+                ATTN_TRY(attn__self_group(att, qkv, pos, c, g, layer, cache, r, r0, r1, scr));
+                r0 = r1;
+            }
+            return attn_set_error(ATTN_E_NOMEM, "decoder layer: self-attention failed on a helper thread");
+        }
+    }
     /* rows that are each the next position of slots 0..N-1, all of one length: one batched call */
     int uniform = 1;
     for (int64_t i = 0; i < N && uniform; i++) uniform = attn__slot(r, i) == i && pos[i] == pos[0];
@@ -273,23 +346,9 @@ static int attn__self_attention(float *att, const attn__qkv *qkv, const int64_t 
         return attn__sdpa_rows(att, g->qd, NULL, qkv->q, qkv->qr, qkv->qr, k0, v0, T * kvd, kvd, N, 1, pos[0] + 1, g, p);
     }
     for (int64_t r0 = 0; r0 < N;) {
-        const int64_t s = attn__slot(r, r0);
         int64_t r1 = r0 + 1;
-        while (r1 < N && attn__slot(r, r1) == s) r1++;
-        const int64_t n = r1 - r0, Lk = pos[r1 - 1] + 1;
-        const float *kc = attn_kv_keys(cache, layer, s), *vc = attn_kv_values(cache, layer, s);
-        if (c->ct2_attention) {
-            if (n != 1)
-                return attn_set_error(ATTN_E_UNSUPPORTED, "decoder layer: CTranslate2's arithmetic decodes one position per sequence per step");
-            attn__ct2_mha_exact(att + r0 * g->qd, g->qd, NULL, qkv->q + r0 * qkv->qr, qkv->qr, kc, vc, kvd, g->H, g->D, 1, Lk, 1, Lk, 0,
-                                attn__scale(c, g), scr);
-        } else {
-            attn_sdpa_params p = attn_sdpa_params_default();
-            p.is_causal = 1;
-            p.n_threads = attn__attn_threads(c, n, Lk, g->qd);
-            ATTN_TRY(attn__sdpa_rows(att + r0 * g->qd, g->qd, NULL, qkv->q + r0 * qkv->qr, n * qkv->qr, qkv->qr, kc, vc, T * kvd, kvd, 1, n, Lk,
-                                     g, p));
-        }
+        while (r1 < N && attn__slot(r, r1) == attn__slot(r, r0)) r1++;
+        ATTN_TRY(attn__self_group(att, qkv, pos, c, g, layer, cache, r, r0, r1, scr));
         r0 = r1;
     }
     return ATTN_OK;

@@ -1,5 +1,6 @@
 /* attn transcribe: speech to text with Whisper (CTranslate2 model directory). */
 #include "cli.h"
+#include "mpi_cli.h"
 #include "progress.h"
 
 #include "attn_audio.h"
@@ -9,6 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 typedef struct {
@@ -133,18 +135,18 @@ static int parse_temperatures(const char *s, float *t, int64_t *n) {
     return CLI_OK;
 }
 
-/* print one file's transcript: "FILE: TEXT", or one "FILE [START --> END] TEXT" per segment */
-static void print_result(const char *file, const attn_whisper_result *res, int ts) {
+/* one file's transcript into f: "FILE: TEXT", or one "FILE [START --> END] TEXT" per segment */
+static void print_result(FILE *f, const char *file, const attn_whisper_result *res, int ts) {
     if (!ts) {
         const char *t = res->text;
         while (*t == ' ') t++;
-        printf("%s: %s\n", file, t);
+        fprintf(f, "%s: %s\n", file, t);
         return;
     }
     for (int64_t s = 0; s < res->n_segments; s++) {
         const char *t = res->segments[s].text;
         while (*t == ' ') t++;
-        printf("%s [%.2f --> %.2f] %s\n", file, res->segments[s].start, res->segments[s].end, t);
+        fprintf(f, "%s [%.2f --> %.2f] %s\n", file, res->segments[s].start, res->segments[s].end, t);
     }
 }
 
@@ -186,13 +188,81 @@ static int transcribe_run(const transcribe_opts *t, const attn_whisper_opts *o) 
             rc = cli_lib_error(ctx);
             break;
         }
-        print_result(t->files[i], &res, t->ts);
+        print_result(stdout, t->files[i], &res, t->ts);
         attn_whisper_result_free(&res);
         cli_progress_update(&bar, done += (double)len[i] / ATTN_WHISPER_RATE);
     }
     cli_progress_end(&bar);
     for (int i = 0; i < t->n_files; i++) free(audio[i]);
     if (rc == CLI_OK && fflush(stdout) != 0) rc = cli_error("writing standard output failed");
+    attn_whisper_free(m);
+    return rc;
+}
+
+/* Under mpirun (tools/mpi_seq2seq.c): the files go to the ranks in consecutive runs of nearly
+ * equal size in bytes (rank 0's stat, the same split on every rank; standard input, '-', is
+ * rank 0's: its run reaches past it), each rank decodes its files (a bad file is reported by the
+ * rank that holds it, before any model is loaded, as one process reports it), rank 0 loads the
+ * model first (a bad model is said once), each rank transcribes its files, and rank 0 writes the
+ * transcripts in input order once every rank succeeded. A file is one sequence of 30 s windows,
+ * each prompted with the text before it and started where the previous one's last timestamp
+ * ends, so it is never split: each file's transcript is the one one process gives. */
+static int transcribe_mpi(const transcribe_opts *t, const attn_whisper_opts *o) {
+    int me = 0, P = 1;
+    cli_outputs none;
+    cli_outputs_init(&none, "transcribe");
+    if (cli_mpi_job_begin(&me, &P) != CLI_OK) return cli_mpi_job_finish(&none, CLI_FAIL);
+    const int n = t->n_files;
+    int64_t size[256] = {0}, len[256] = {0}, idx[256], *starts = malloc(sizeof(int64_t) * (size_t)(P + 1));
+    float *audio[256] = {0};
+    char *text[256] = {0}, *all[256] = {0}, *obuf = NULL;
+    size_t tlen, olen = 0;
+    struct stat st;
+    int last_stdin = -1;
+    for (int i = 0; i < n; i++) {
+        if (me == 0) size[i] = strcmp(t->files[i], "-") != 0 && stat(t->files[i], &st) == 0 ? (int64_t)st.st_size : 0;
+        if (!strcmp(t->files[i], "-")) last_stdin = i;
+    }
+    int rc = cli_mpi_bcast_i64(size, n);
+    if (rc == CLI_OK && !starts) rc = cli_error("out of memory");
+    if (rc == CLI_OK) rc = cli_mpi_split(size, n, P, starts);
+    for (int r = 1; rc == CLI_OK && r <= P; r++)
+        if (starts[r] < last_stdin + 1) starts[r] = last_stdin + 1;
+    const int64_t s0 = rc == CLI_OK ? starts[me] : 0, s1 = rc == CLI_OK ? starts[me + 1] : 0;
+    for (int64_t i = s0; i < s1 && rc == CLI_OK; i++) {
+        if (attn_audio_load(&audio[i], &len[i], t->files[i], ATTN_WHISPER_RATE) < 0) rc = cli_lib_error(NULL);
+        else if (len[i] == 0) rc = cli_error("%s: the audio is empty (no samples)", t->files[i]);
+    }
+    rc = cli_mpi_agree(rc);
+    attn_whisper *m = NULL;
+    if (rc == CLI_OK && me == 0 && attn_whisper_load(&m, t->model) < 0) rc = cli_lib_error("loading the model");
+    rc = cli_mpi_bcast_rc(rc);
+    if (rc == CLI_OK && me != 0 && s1 > s0 && attn_whisper_load(&m, t->model) < 0) rc = cli_lib_error("loading the model");
+    for (int64_t i = s0; i < s1 && rc == CLI_OK; i++) {
+        attn_whisper_result res;
+        if (attn_whisper_transcribe(m, &res, audio[i], len[i], o) < 0) {
+            char ctx[600];
+            snprintf(ctx, sizeof ctx, "%s", t->files[i]);
+            rc = cli_lib_error(ctx);
+            break;
+        }
+        FILE *f = open_memstream(&text[i - s0], &tlen);
+        if (f) print_result(f, t->files[i], &res, t->ts);
+        if (!f || fclose(f) != 0) rc = cli_error("out of memory");
+        idx[i - s0] = i;
+        attn_whisper_result_free(&res);
+    }
+    rc = cli_mpi_gather_strings(rc, n, s1 - s0, idx, text, all);
+    if (rc == CLI_OK && me == 0) {
+        FILE *f = open_memstream(&obuf, &olen);
+        for (int i = 0; f && i < n; i++) fputs(all[i], f);
+        if (!f || fclose(f) != 0) rc = cli_error("out of memory");
+    }
+    rc = cli_mpi_job_finish(&none, rc); /* every rank's status agreed */
+    if (rc == CLI_OK && me == 0 && olen > 0 && (fwrite(obuf, 1, olen, stdout) != olen || fflush(stdout) != 0))
+        rc = cli_error("writing standard output failed");
+    for (int i = 0; i < n; i++) free(audio[i]), free(text[i]), free(all[i]);
+    free(starts), free(obuf);
     attn_whisper_free(m);
     return rc;
 }
@@ -218,5 +288,6 @@ int cmd_transcribe(int argc, char **argv) {
     if (t.threads > 0) attn_set_num_threads((int)t.threads);
     o.beam_size = t.beam;
     o.timestamps = t.ts;
-    return transcribe_run(&t, &o);
+    /* under mpirun: the files split across the ranks, the transcripts in input order */
+    return cli_mpi_launched() ? transcribe_mpi(&t, &o) : transcribe_run(&t, &o);
 }

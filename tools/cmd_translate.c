@@ -1,11 +1,14 @@
 /* attn translate: CTranslate2 Transformer encoder-decoder translation (greedy / beam search). */
 #include "cli.h"
+#include "mpi_cli.h"
 #include "progress.h"
 #include "texts.h"
 
 #include "attn_npy.h"
 #include "attn_ct2_transformer.h"
+#include "attn_utf8.h"
 #include "attn_viz.h"
+#include "ct2compat/ct2compat.h" /* attn__ct2_batch_order: the batches attn_translate forms */
 
 #include <errno.h>
 #include <stdlib.h>
@@ -246,26 +249,50 @@ static int decode_options(attn_translator *m, const translate_opts *t, attn_deco
     return t->n_supp > 0 ? suppress_ids(m, t, o, d) : CLI_OK;
 }
 
-/* the hypotheses, one line each, into f (notes on truncated sentences to stderr) */
-static void print_translations(FILE *f, const translate_opts *t, const attn_translation *out) {
+/* one sentence's hypotheses, one line each, into f */
+static void print_hyps(FILE *f, const translate_opts *t, const attn_translation *tr) {
+    for (int64_t h = 0; h < tr->n; h++) {
+        if (t->scores) fprintf(f, "%.6f\t", (double)tr->hyps[h].score);
+        for (int64_t k = 0; k < tr->hyps[h].len; k++) fprintf(f, k ? " %s" : "%s", tr->hyps[h].tokens[k]);
+        fputc('\n', f);
+    }
+}
+
+/* the notes on sentences longer than --max-input-length, to stderr in input order */
+static void note_truncated(const translate_opts *t) {
     const cli_texts *texts = &t->texts;
     const int64_t max_in = t->max_in;
-    for (int64_t i = 0; i < texts->n; i++) {
+    for (int64_t i = 0; i < texts->n; i++)
         if (max_in > 0 && count_tokens(texts->items[i]) > max_in)
             fprintf(stderr, "attn: note: sentence %lld has more than %lld token%s: truncated to its first %lld (--max-input-length)\n",
                     (long long)(i + 1), (long long)max_in, max_in == 1 ? "" : "s", (long long)max_in);
-        for (int64_t h = 0; h < out[i].n; h++) {
-            if (t->scores) fprintf(f, "%.6f\t", (double)out[i].hyps[h].score);
-            for (int64_t k = 0; k < out[i].hyps[h].len; k++) fprintf(f, k ? " %s" : "%s", out[i].hyps[h].tokens[k]);
-            fputc('\n', f);
-        }
-    }
+}
+
+/* the hypotheses, one line each, into f (notes on truncated sentences to stderr) */
+static void print_translations(FILE *f, const translate_opts *t, const attn_translation *out) {
+    note_truncated(t);
+    for (int64_t i = 0; i < t->texts.n; i++) print_hyps(f, t, &out[i]);
+}
+
+/* the model and the decoding options (the caller frees *m and d) */
+static int translate_setup(const translate_opts *t, attn_translator **m, attn_decode_opts *o, decode_ids *d) {
+    if (attn_translator_load(m, t->model) < 0) return cli_lib_error("loading the model");
+    return decode_options(*m, t, o, d);
+}
+
+/* attn_translate's options from the command line's */
+static attn_translate_opts translate_options(const translate_opts *t, const attn_decode_opts *o) {
+    attn_translate_opts to = attn_translate_opts_default();
+    to.decode = *o;
+    to.max_input_length = t->max_in;
+    to.max_batch_size = t->batch; /* CTranslate2's batching: sorted by length, output in order */
+    to.replace_unknowns = t->repl;
+    return to;
 }
 
 /* translate every sentence; standard output is kept in memory until everything succeeded */
 static int translate_run(const translate_opts *t, cli_outputs *outs) {
     attn_translator *m = NULL;
-    if (attn_translator_load(&m, t->model) < 0) return cli_lib_error("loading the model");
     decode_ids d;
     memset(&d, 0, sizeof d);
     attn_decode_opts o;
@@ -274,7 +301,7 @@ static int translate_run(const translate_opts *t, cli_outputs *outs) {
     char *obuf = NULL;
     size_t olen = 0;
     FILE *obuf_f = NULL;
-    int rc = decode_options(m, t, &o, &d);
+    int rc = translate_setup(t, &m, &o, &d);
     if (rc != CLI_OK) goto done;
     out = (attn_translation *)calloc((size_t)(n ? n : 1), sizeof *out);
     obuf_f = open_memstream(&obuf, &olen);
@@ -284,11 +311,7 @@ static int translate_run(const translate_opts *t, cli_outputs *outs) {
     }
     cli_progress bar;
     cli_progress_start(&bar, t->progress, "translate", "sentences", (double)n);
-    attn_translate_opts to = attn_translate_opts_default();
-    to.decode = o;
-    to.max_input_length = t->max_in;
-    to.max_batch_size = t->batch; /* CTranslate2's batching: sorted by length, output in order */
-    to.replace_unknowns = t->repl;
+    attn_translate_opts to = translate_options(t, &o);
     int tr = attn_translate_progress(m, out, (const char *const *)t->texts.items, n, &to, bar.on ? cli_progress_cb : NULL, &bar);
     cli_progress_end(&bar);
     if (tr < 0) {
@@ -314,6 +337,126 @@ done:
     return rc;
 }
 
+/* ---------------------------------------------------------------- under mpirun */
+
+/* The batches one process forms (attn_translate with max_batch_size = --batch): idx[n], the
+ * sentences in batch order (input order when they make one batch, else CTranslate2's sort,
+ * longest first, src/ct2compat/batch_order.c), batch b being idx[b·batch ...]; cost[b] its
+ * padded source tokens (rows x its longest source as encoded, after --max-input-length). */
+static void batch_plan(const translate_opts *t, int64_t *len, int64_t *idx, int64_t *cost) {
+    const int64_t n = t->texts.n, bs = t->batch;
+    for (int64_t i = 0; i < n; i++) len[i] = count_tokens(t->texts.items[i]);
+    if (n <= bs)
+        for (int64_t i = 0; i < n; i++) idx[i] = i;
+    else
+        attn__ct2_batch_order(idx, n, len);
+    for (int64_t b = 0; b * bs < n; b++) {
+        int64_t rows = n - b * bs < bs ? n - b * bs : bs, longest = 0;
+        for (int64_t i = b * bs; i < b * bs + rows; i++) {
+            int64_t l = t->max_in > 0 && len[idx[i]] > t->max_in ? t->max_in : len[idx[i]];
+            if (l > longest) longest = l;
+        }
+        cost[b] = rows * (longest + 1); /* + 1: the end token */
+    }
+}
+
+/* Under mpirun (tools/mpi_seq2seq.c): rank 0 reads the sentences and checks the model and the
+ * options (what every rank would find wrong alike is said once), every rank gets the sentences,
+ * the batches one process would run go whole to the ranks in consecutive runs of nearly equal
+ * padded size, each rank translates its batches one attn_translate call each (so every sentence
+ * is computed in exactly the batch, and the position in it, it has in one process: its padding
+ * changes the last bits of its scores, the float32 model's too, so the output is bit-identical
+ * only so), and rank 0 gathers the hypothesis lines, writes the --attention file (it translates
+ * the only sentence then) and standard output after every rank succeeded. */
+static int translate_mpi(translate_opts *t, cli_outputs *outs) {
+    int me = 0, P = 1;
+    if (cli_mpi_job_begin(&me, &P) != CLI_OK) return cli_mpi_job_finish(outs, CLI_FAIL);
+    attn_translator *m = NULL;
+    decode_ids d;
+    memset(&d, 0, sizeof d);
+    attn_decode_opts o = attn_decode_opts_default();
+    int rc = CLI_OK;
+    if (me == 0) {
+        rc = read_texts(&t->texts, t->attn_path);
+        if (rc == CLI_OK) rc = translate_setup(t, &m, &o, &d);
+    }
+    rc = cli_mpi_bcast_rc(rc);
+    if (rc == CLI_OK) rc = cli_mpi_share_texts(&t->texts);
+    const int64_t n = rc == CLI_OK ? t->texts.n : 0, bs = t->batch, nb = (n + bs - 1) / bs;
+    int64_t *len = malloc(sizeof(int64_t) * (size_t)(n + 1)), *idx = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    int64_t *cost = malloc(sizeof(int64_t) * (size_t)(nb + 1)), *starts = malloc(sizeof(int64_t) * (size_t)(P + 1));
+    char **lines = me == 0 ? calloc((size_t)n + 1, sizeof(char *)) : NULL, *mbuf = NULL, **mine = NULL, *obuf = NULL;
+    const char **src = malloc(sizeof(char *) * (size_t)bs);
+    size_t mlen = 0, olen = 0;
+    if (rc == CLI_OK && (!len || !idx || !cost || !starts || (me == 0 && !lines) || !src)) rc = cli_error("out of memory");
+    if (rc == CLI_OK) {
+        batch_plan(t, len, idx, cost);
+        rc = cli_mpi_split(cost, nb, P, starts);
+    }
+    if (rc == CLI_OK && t->attn_path)
+        for (int r = 1; r <= P; r++) starts[r] = nb; /* rank 0 translates the one sentence, for its attention */
+    int64_t s0 = rc == CLI_OK && starts[me] * bs < n ? starts[me] * bs : n;
+    int64_t s1 = rc == CLI_OK && starts[me + 1] * bs < n ? starts[me + 1] * bs : n, k = s1 - s0, n_out = 0;
+    attn_translation *out = calloc((size_t)k + 1, sizeof *out);
+    mine = calloc((size_t)k + 1, sizeof(char *));
+    if (rc == CLI_OK && (!out || !mine)) rc = cli_error("out of memory");
+    if (rc == CLI_OK && k > 0 && me != 0) rc = translate_setup(t, &m, &o, &d);
+    /* attn_translate's check, on this rank's sentences with their input numbers: the first
+     * invalid one of this rank gets the message one process gives */
+    int64_t bad = -1;
+    size_t bad_at = 0;
+    for (int64_t i = s0; rc == CLI_OK && i < s1; i++) {
+        size_t at;
+        const int64_t g = idx[i];
+        if ((bad < 0 || g < bad) && attn_tokenizer_validate_utf8(t->texts.items[g], (size_t)t->texts.lens[g], &at) < 0)
+            bad = g, bad_at = at;
+    }
+    if (bad >= 0)
+        rc = cli_error("translating: translate: source %lld is not valid UTF-8 (byte offset %zu, byte 0x%02X)",
+                       (long long)(bad + 1), bad_at, (unsigned)(unsigned char)t->texts.items[bad][bad_at]);
+    attn_translate_opts to = translate_options(t, &o);
+    to.max_batch_size = 0; /* one call per batch of one process */
+    for (int64_t i0 = s0; rc == CLI_OK && i0 < s1; i0 += bs) {
+        const int64_t rows = s1 - i0 < bs ? s1 - i0 : bs;
+        for (int64_t j = 0; j < rows; j++) src[j] = t->texts.items[idx[i0 + j]];
+        if (attn_translate(m, out + (i0 - s0), src, rows, &to) < 0) rc = cli_lib_error("translating");
+        else n_out = i0 - s0 + rows;
+    }
+    /* this rank's lines, one NUL-terminated string per sentence, gathered in input order */
+    FILE *f = rc == CLI_OK ? open_memstream(&mbuf, &mlen) : NULL;
+    if (rc == CLI_OK && !f) rc = cli_error("out of memory");
+    size_t *offs = calloc((size_t)k + 1, sizeof(size_t));
+    for (int64_t i = 0; rc == CLI_OK && i < k; i++) {
+        offs[i] = (size_t)ftell(f);
+        print_hyps(f, t, &out[i]);
+        fputc(0, f);
+    }
+    if (f && fclose(f) != 0 && rc == CLI_OK) rc = cli_error("out of memory");
+    if (rc == CLI_OK && !offs) rc = cli_error("out of memory");
+    for (int64_t i = 0; rc == CLI_OK && i < k; i++) mine[i] = mbuf + offs[i];
+    rc = cli_mpi_gather_strings(rc, n, k, rc == CLI_OK ? idx + s0 : NULL, mine, lines);
+    if (rc == CLI_OK && me == 0) {
+        note_truncated(t);
+        FILE *of = open_memstream(&obuf, &olen);
+        for (int64_t i = 0; of && i < n; i++) fputs(lines[i], of);
+        if (!of || fclose(of) != 0) rc = cli_error("out of memory");
+        if (rc == CLI_OK && t->attn_path && n > 0) {
+            const char *stage = cli_output_path(outs, 0);
+            rc = stage ? write_attention(stage, cli_ends_with(t->attn_path, ".png"), &out[0]) : CLI_FAIL;
+        }
+    }
+    rc = cli_mpi_job_finish(outs, rc); /* every rank's status agreed; rank 0 commits */
+    if (rc == CLI_OK && me == 0 && olen > 0 && (fwrite(obuf, 1, olen, stdout) != olen || fflush(stdout) != 0))
+        rc = cli_error("writing standard output failed");
+    for (int64_t i = 0; lines && i < n; i++) free(lines[i]);
+    free(lines), free(len), free(idx), free(cost), free(starts), free(src), free(mbuf), free(mine), free(offs), free(obuf);
+    attn_translations_free(out, n_out);
+    free(out);
+    decode_ids_free(&d);
+    attn_translator_free(m);
+    return rc;
+}
+
 int cmd_translate(int argc, char **argv) {
     translate_opts t;
     memset(&t, 0, sizeof t);
@@ -327,8 +470,12 @@ int cmd_translate(int argc, char **argv) {
     if (rc == CLI_OK && !(rc = cli_output_add(&outs, "--attention", t.attn_path, 1)) &&
         !(rc = cli_output_input(&outs, "--model", t.model))) {
         if (t.threads > 0) attn_set_num_threads((int)t.threads);
-        rc = read_texts(&t.texts, t.attn_path);
-        if (rc == CLI_OK) rc = translate_run(&t, &outs);
+        if (cli_mpi_launched()) { /* under mpirun: the sentences split across the ranks */
+            rc = translate_mpi(&t, &outs);
+        } else {
+            rc = read_texts(&t.texts, t.attn_path);
+            if (rc == CLI_OK) rc = translate_run(&t, &outs);
+        }
     }
     cli_texts_free(&t.texts);
     return cli_parsed(rc);

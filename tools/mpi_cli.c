@@ -406,3 +406,18 @@ int cli_embed_mpi(cli_texts *texts, const char *model, const char *outp, int64_t
 }
 
 #endif /* ATTN_HAVE_MPI */
+
+/* ---------------------------------------------------------------- shared with tools/mpi_seq2seq.c */
+
+#ifdef ATTN_HAVE_MPI
+int cli_mpi_share_texts(cli_texts *t) {
+    int me = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    if (me != 0) cli_texts_free(t); /* rank 0's texts are the input (all ranks parsed the same arguments) */
+    int st = attn_mpi_agree(MPI_COMM_WORLD, share_texts(t, me));
+    if (st < 0 && me == 0) cli_error("%s", attn_last_error());
+    return st < 0 ? CLI_FAIL : CLI_OK;
+}
+#else
+int cli_mpi_share_texts(cli_texts *t) { return CLI_OK; }
+#endif

@@ -51,3 +51,34 @@ int cli_mpi_gather_rows(int rc, void *buf, size_t row_bytes, int64_t n, int64_t 
 int cli_mpi_job_finish(cli_outputs *outs, int rc);
 
 #endif
+
+/* ---- data-parallel translate and transcribe (tools/mpi_seq2seq.c; cli_mpi_share_texts in
+ * tools/mpi_cli.c). Collectives of a job begun with cli_mpi_job_begin; statuses are CLI ones,
+ * a rank that fails has printed its own message (as cli_mpi_gather_rows). */
+
+/* cli_mpi_share_texts: rank 0's texts (read from standard input or the arguments) replace every
+ * other rank's (as cli_embed_mpi shares them). CLI_OK on every rank, or CLI_FAIL on every rank
+ * (rank 0 printed why). */
+int cli_mpi_share_texts(cli_texts *t);
+
+/* cli_mpi_bcast_rc: rank 0's status rc, returned on every rank (rank 0 checked and said what
+ * every rank would find wrong alike: one message, not P). */
+int cli_mpi_bcast_rc(int rc);
+
+/* cli_mpi_bcast_i64: rank 0's v[0..n) to every rank. CLI_OK or CLI_FAIL (said). */
+int cli_mpi_bcast_i64(int64_t *v, int64_t n);
+
+/* cli_mpi_split: consecutive runs of the n items (item i costs cost[i] >= 0, e.g. padded tokens
+ * or bytes) for the P ranks, of nearly equal total cost (attn_mpi_split_by_size): rank r gets
+ * items [starts[r], starts[r + 1]), starts[P + 1]. CLI_OK or CLI_FAIL (said). */
+int cli_mpi_split(const int64_t *cost, int64_t n, int P, int64_t *starts);
+
+/* cli_mpi_gather_strings: collective: rc agreed (CLI_FAIL on every rank when any rank failed);
+ * then this rank's k NUL-terminated strings s[0..k) of input positions idx[0..k) (in 0..n-1,
+ * each position held by exactly one rank) gathered on rank 0 into all[idx[i]] (malloc'd copies;
+ * all[n] set to NULL by rank 0 beforehand, the caller frees them). Returns the agreed status. */
+int cli_mpi_gather_strings(int rc, int64_t n, int64_t k, const int64_t *idx, char *const *s, char **all);
+
+/* cli_mpi_agree: collective: rc agreed over the ranks (CLI_FAIL on every rank when any rank
+ * failed; each failing rank printed its own message). */
+int cli_mpi_agree(int rc);

@@ -76,9 +76,10 @@ int cli_mpi_split(const int64_t *cost, int64_t n, int P, int64_t *starts);
 /* cli_mpi_gather_strings: collective: rc agreed (CLI_FAIL on every rank when any rank failed);
  * then this rank's k NUL-terminated strings s[0..k) of input positions idx[0..k) (in 0..n-1,
  * each position held by exactly one rank) gathered on rank 0 into all[idx[i]] (malloc'd copies;
- * all[n] set to NULL by rank 0 beforehand, the caller frees them). Returns the agreed status. */
+ * all[n] set to NULL by rank 0 beforehand, the caller frees them). Returns rc when it is not
+ * CLI_OK (its exit code kept), else the agreed status. */
 int cli_mpi_gather_strings(int rc, int64_t n, int64_t k, const int64_t *idx, char *const *s, char **all);
 
-/* cli_mpi_agree: collective: rc agreed over the ranks (CLI_FAIL on every rank when any rank
- * failed; each failing rank printed its own message). */
+/* cli_mpi_agree: collective: rc agreed over the ranks (a rank whose rc is not CLI_OK keeps it,
+ * the others get CLI_FAIL when any rank failed; each failing rank printed its own message). */
 int cli_mpi_agree(int rc);

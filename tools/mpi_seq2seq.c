@@ -57,7 +57,10 @@ static int all_ok(int ok) {
     return all;
 }
 
-int cli_mpi_agree(int rc) { return all_ok(rc == CLI_OK) ? CLI_OK : CLI_FAIL; }
+int cli_mpi_agree(int rc) {
+    int ok = all_ok(rc == CLI_OK);
+    return rc != CLI_OK ? rc : ok ? CLI_OK : CLI_FAIL;
+}
 
 int cli_mpi_gather_strings(int rc, int64_t n, int64_t k, const int64_t *idx, char *const *s, char **all) {
     int me, P;
@@ -77,7 +80,7 @@ int cli_mpi_gather_strings(int rc, int64_t n, int64_t k, const int64_t *idx, cha
     int64_t *sizes = NULL, *all_meta = NULL;
     char *all_bytes = NULL;
     int *cnt = NULL, *disp = NULL, *bcnt = NULL, *bdisp = NULL;
-    if (!all_ok(ok)) goto fail;
+    if (!(ok = all_ok(ok))) goto fail;
     /* rank 0: every rank's item and byte counts, then one gather of the pairs and one of the bytes */
     if (me == 0 && !(sizes = malloc(sizeof(int64_t) * 2 * (size_t)P))) ok = !cli_error("out of memory");
     ok = all_ok(ok);
@@ -119,7 +122,7 @@ int cli_mpi_gather_strings(int rc, int64_t n, int64_t k, const int64_t *idx, cha
 fail:
     free(meta), free(bytes), free(sizes), free(all_meta), free(all_bytes);
     free(cnt), free(disp), free(bcnt), free(bdisp);
-    return ok ? CLI_OK : CLI_FAIL;
+    return rc != CLI_OK ? rc : ok ? CLI_OK : CLI_FAIL;
 }
 
 #endif /* ATTN_HAVE_MPI */

@@ -53,7 +53,7 @@ MPI_LIBS   := $(shell mpicc --showme:link)
 MPI_SRC    := $(sort $(wildcard src/mpi/*.c))
 MPI_OBJ    := $(MPI_SRC:%.c=$(BUILD)/obj/%.o)
 MPI_LIBA   := $(BUILD)/libattn_mpi.a
-MPI_TESTS  := $(BUILD)/tests/test_mpi_ring $(BUILD)/tests/test_mpi_ring_backward $(BUILD)/tests/test_mpi_cli
+MPI_TESTS  := $(BUILD)/tests/test_mpi_ring $(BUILD)/tests/test_mpi_ring_backward $(BUILD)/tests/test_mpi_cli $(BUILD)/tests/test_mpi_seq2seq
 MPI_RUN    := tests/test_mpi.sh
 $(MPI_OBJ) $(TOOL_OBJ) $(MPI_TESTS): CFLAGS += $(MPI_CFLAGS)
 endif

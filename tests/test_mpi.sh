@@ -1,6 +1,7 @@
 #!/bin/sh
 # The MPI tests (built when the MPI floor is, see the Makefile): test_mpi_ring and
-# test_mpi_ring_backward under `mpirun --oversubscribe -np P` for P = 1..4, then test_mpi_cli (the CLI under mpirun), then
+# test_mpi_ring_backward under `mpirun --oversubscribe -np P` for P = 1..4, then test_mpi_cli (the CLI under mpirun),
+# test_mpi_seq2seq (translate and transcribe under mpirun), then
 # tests/test_mpi_netns.sh (two network namespaces over TCP); every mpirun bounded by `timeout`. Prints the
 # tests' output and one summary line "RESULT test_mpi passed=N failed=M" for tests/run_tests.sh.
 # ATTN_BIN (the CLI under test) locates the build directory.
@@ -103,6 +104,16 @@ out=$(env $cli_env timeout 120 $MPIRUN -np 2 $bin $TB --train $fm/train-images-i
 if [ $rc -eq 1 ] && [ "$(printf '%s\n' "$out" | grep -c 'loss turned NaN')" -eq 1 ] && [ ! -e "$td/bad/model.safetensors" ]; then note OK
 else note FAIL "mpi train: NaN loss (rc $rc): $out"; fi
 rm -rf "$td"
+# translate and transcribe under mpirun (tests/test_mpi_seq2seq.c)
+out=$(env $cli_env timeout 500 "$build/tests/test_mpi_seq2seq" 2>&1); rc=$?
+printf '%s\n' "$out" | grep -v '^RESULT '
+line=$(printf '%s\n' "$out" | grep '^RESULT ' | tail -n 1)
+if [ -z "$line" ]; then note FAIL "test_mpi_seq2seq exited $rc without a RESULT line"
+else
+  p=$(echo "$line" | sed 's/.*passed=\([0-9]*\).*/\1/'); f=$(echo "$line" | sed 's/.*failed=\([0-9]*\).*/\1/')
+  passed=$((passed + p)); failed=$((failed + f))
+  [ $rc -ne 0 ] && [ "$f" -eq 0 ] && note FAIL "test_mpi_seq2seq exited $rc"
+fi
 # the same ring and a data-parallel job between two network namespaces over TCP (needs root)
 out=$(timeout 240 sh tests/test_mpi_netns.sh 2>&1); rc=$?
 printf '%s\n' "$out" | grep -v '^RESULT '

@@ -1,0 +1,203 @@
+/* `attn translate` and `attn transcribe` under mpirun (run by tests/test_mpi.sh; every mpirun
+ * bounded by `timeout 120`), each against the same command in one process:
+ *  - translate (../shared's aren-transliteration models, tests/fixtures/aren/words.txt, 275
+ *    sentences): int8, beam 4, 2-best with scores, --batch 7, at P = 1, 2, 3: standard output
+ *    byte-identical. The check can fail: the same sentences in other batches (--batch 1) give
+ *    other scores in their last digits (asserted too), so only whole batches formed as one
+ *    process forms them pass. float32 greedy with --max-input-length 4 (truncation notes on
+ *    standard error) at P = 2: stdout and stderr identical. Fewer sentences than ranks (2 at
+ *    --batch 1, P = 3), none (P = 3: nothing, exit 0), --attention (P = 2: the same .npy);
+ *    invalid UTF-8 in sentence 38 of 40: the rank holding it fails the job with one process's
+ *    message, once, nothing on standard output and the --attention file untouched;
+ *  - transcribe (models/whisper-tiny.en, when there): six files of 1 to 5.5 s at P = 1, 2, 3
+ *    and with --timestamps at P = 2: identical; one file at P = 3; standard input ('-') among
+ *    files at P = 2; a file that is not audio: exit 1 with its message, once, nothing printed. */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char dir[256], out[1 << 18], err[1 << 16];
+
+static const char *path(const char *name) {
+    static char buf[8][512];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+    return buf[k];
+}
+
+/* timeout 120 mpirun ... -np P ATTN ARGS... (args NULL-terminated); stdin from in (or NULL) */
+static int mpirun(int P, const char *in, const char *const *args) {
+    char np[16];
+    snprintf(np, sizeof np, "%d", P);
+    const char *argv[64] = {"120", "mpirun", "--oversubscribe", "--allow-run-as-root", "--mca", "btl", "self,vader,tcp",
+                            "-np", np, attn_test_cli_path()};
+    int n = 10;
+    for (int i = 0; args[i] && n < 62; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    return attn_test_run_stdin("/usr/bin/timeout", dir, in, out, sizeof out, err, sizeof err, argv);
+}
+
+static int run1(const char *in, const char *const *args) {
+    return attn_test_run_stdin(attn_test_cli_path(), dir, in, out, sizeof out, err, sizeof err, args);
+}
+
+static int count(const char *s, const char *sub) {
+    int n = 0;
+    for (const char *p = strstr(s, sub); p; p = strstr(p + 1, sub)) n++;
+    return n;
+}
+
+static int same_file(const char *a, const char *b) {
+    static char x[1 << 16], y[1 << 16];
+    attn_test_read_file(a, x, sizeof x);
+    attn_test_read_file(b, y, sizeof y);
+    return x[0] && !strcmp(x, y);
+}
+
+#define F32 "../shared/models/aren-transliteration"
+#define I8 "../shared/models/aren-transliteration-int8"
+
+static void translate(void) {
+    struct stat st;
+    if (stat(F32 "/model.bin", &st) != 0 || stat(I8 "/model.bin", &st) != 0) {
+        CHECK(0, "%s or %s missing (../shared/README.md): translate under mpirun not tested", F32, I8);
+        return;
+    }
+    const char *words = attn_test_fixture("aren/words.txt");
+    /* int8, beam 4, 2-best with scores, batches of 7 (40 batches) */
+    const char *a[] = {"translate", "--model", I8, "--beam", "4", "--n-best", "2", "--scores", "--batch", "7",
+                       "--threads", "1", NULL};
+    int rc = run1(words, a);
+    char *one = strdup(out);
+    CHECK(rc == 0 && count(one, "\n") == 550, "translate: exit %d, %d lines: %s", rc, count(one, "\n"), err);
+    const char *b1[] = {"translate", "--model", I8, "--beam", "4", "--n-best", "2", "--scores", "--batch", "1",
+                        "--threads", "1", NULL};
+    rc = run1(words, b1);
+    CHECK(rc == 0 && count(out, "\n") == 550 && strcmp(one, out) != 0,
+          "translate --batch 1 gives other scores than --batch 7 (exit %d, %s): the check below could not fail", rc,
+          strcmp(one, out) ? "they differ" : "identical");
+    for (int P = 1; P <= 3; P++) {
+        rc = mpirun(P, words, a);
+        CHECK(rc == 0 && !strcmp(one, out), "translate under mpirun -np %d: exit %d, stdout %s: %s", P, rc,
+              strcmp(one, out) ? "DIFFERS" : "identical", err);
+    }
+    free(one);
+    /* float32 greedy, sentences truncated to 4 tokens: the notes on stderr, in input order */
+    const char *c[] = {"translate", "--model", F32, "--batch", "5", "--max-input-length", "4", "--threads", "1", NULL};
+    rc = run1(words, c);
+    one = strdup(out);
+    char *one_err = strdup(err);
+    CHECK(rc == 0 && count(one_err, "attn: note: sentence") >= 10, "translate --max-input-length 4: exit %d, %d notes", rc,
+          count(one_err, "attn: note: sentence"));
+    rc = mpirun(2, words, c);
+    CHECK(rc == 0 && !strcmp(one, out) && !strcmp(one_err, err), "translate float32 -np 2: exit %d, stdout %s, stderr %s",
+          rc, strcmp(one, out) ? "DIFFERS" : "identical", strcmp(one_err, err) ? "DIFFERS" : "identical");
+    free(one), free(one_err);
+    /* fewer sentences than ranks: 2 batches of 1 on 3 ranks; none at all */
+    const char *d[] = {"translate", "--model", F32, "--batch", "1", "--threads", "1",
+                       "\xd9\x85 \xd8\xb1 \xd8\xad \xd8\xa8 \xd8\xa7", "\xd8\xa8 \xd9\x8a \xd8\xaa", NULL};
+    rc = run1(NULL, d);
+    one = strdup(out);
+    CHECK(rc == 0 && count(one, "\n") == 2, "translate 2 sentences: exit %d: %s", rc, err);
+    rc = mpirun(3, NULL, d);
+    CHECK(rc == 0 && !strcmp(one, out), "translate 2 sentences -np 3: exit %d, '%s' vs '%s': %s", rc, out, one, err);
+    free(one);
+    FILE *f = fopen(path("empty.txt"), "w");
+    fclose(f);
+    rc = mpirun(3, path("empty.txt"), c);
+    CHECK(rc == 0 && out[0] == 0 && !strstr(err, "error"), "translate no sentence -np 3: exit %d, stdout '%s': %s", rc, out,
+          err);
+    /* --attention: rank 0 translates the one sentence and writes the file */
+    const char *e1[] = {"translate", "--model", F32, "--threads", "1", "--attention", path("a1.npy"), d[7], NULL};
+    const char *e2[] = {"translate", "--model", F32, "--threads", "1", "--attention", path("a2.npy"), d[7], NULL};
+    int rc1 = run1(NULL, e1);
+    one = strdup(out);
+    rc = mpirun(2, NULL, e2);
+    CHECK(rc1 == 0 && rc == 0 && !strcmp(one, out) && same_file(path("a1.npy"), path("a2.npy")),
+          "translate --attention -np 2: exit %d / %d, the .npy %s: %s", rc1, rc,
+          same_file(path("a1.npy"), path("a2.npy")) ? "identical" : "DIFFERS", err);
+    free(one);
+    /* invalid UTF-8 in sentence 38 of 40 (batches of 4: not rank 0's): one process's message, once */
+    f = fopen(path("bad.txt"), "w");
+    for (int i = 0; i < 40; i++) fputs(i == 37 ? "\xd9\x85 \xff \xd8\xa7\n" : "\xd8\xa8 \xd9\x8a \xd8\xaa\n", f);
+    fclose(f);
+    const char *g[] = {"translate", "--model", F32, "--batch", "4", "--threads", "1", NULL};
+    rc1 = run1(path("bad.txt"), g);
+    char *msg = strdup(err);
+    rc = mpirun(3, path("bad.txt"), g);
+    CHECK(rc1 == 1 && rc == 1 && strstr(msg, "source 38 is not valid UTF-8") && strstr(err, msg) &&
+              count(err, "attn: error:") == 1 && out[0] == 0,
+          "translate with a bad sentence -np 3: exit %d (one process %d), stdout '%.80s', stderr: %s", rc, rc1, out, err);
+    free(msg);
+    f = fopen(path("keep.npy"), "w");
+    fputs("keep", f);
+    fclose(f);
+    const char *h[] = {"translate", "--model", F32, "--threads", "1", "--attention", path("keep.npy"), "\xd9\x85 \xff", NULL};
+    rc = mpirun(2, NULL, h);
+    char kept[16];
+    attn_test_read_file(path("keep.npy"), kept, sizeof kept);
+    CHECK(rc == 1 && !strcmp(kept, "keep") && count(err, "attn: error:") == 1,
+          "translate --attention, a bad sentence -np 2: exit %d, the file '%s': %s", rc, kept, err);
+}
+
+static void transcribe(void) {
+    const char *model = "models/whisper-tiny.en";
+    struct stat st;
+    if (stat(model, &st) != 0) {
+        printf("test_mpi_seq2seq: %s missing; transcribe under mpirun not tested\n", model);
+        return;
+    }
+    const char *fc = "/usr/share/sounds/alsa/Front_Center.wav", *e1 = "tests/fixtures/whisper/espeak_1.wav",
+               *e2 = "tests/fixtures/whisper/espeak_2.wav", *e3 = "tests/fixtures/whisper/espeak_3.wav",
+               *si = "tests/fixtures/whisper/silence_1s.wav", *no = "tests/fixtures/whisper/noise_1s.wav";
+    for (int ts = 0; ts < 2; ts++) {
+        const char *a[] = {"transcribe", "--model", model, "--threads", "1", fc, e3, si, e1, no, e2,
+                           ts ? "--timestamps" : NULL, NULL};
+        int rc = run1(NULL, a);
+        char *one = strdup(out);
+        CHECK(rc == 0 && strstr(one, "front, center.") && strstr(one, "Stella"), "transcribe%s: exit %d: %s",
+              ts ? " --timestamps" : "", rc, err);
+        for (int P = ts ? 2 : 1; P <= (ts ? 2 : 3); P++) {
+            rc = mpirun(P, NULL, a);
+            CHECK(rc == 0 && !strcmp(one, out), "transcribe%s under mpirun -np %d: exit %d, stdout %s: %s",
+                  ts ? " --timestamps" : "", P, rc, strcmp(one, out) ? "DIFFERS" : "identical", err);
+        }
+        free(one);
+    }
+    /* one file on three ranks */
+    const char *b[] = {"transcribe", "--model", model, "--threads", "1", fc, NULL};
+    int rc = mpirun(3, NULL, b);
+    CHECK(rc == 0 && !strcmp(out, "/usr/share/sounds/alsa/Front_Center.wav: front, center.\n"),
+          "transcribe one file -np 3: exit %d, '%s': %s", rc, out, err);
+    /* standard input among the files: rank 0 reads it */
+    const char *c[] = {"transcribe", "--model", model, "--threads", "1", si, "-", no, NULL};
+    rc = mpirun(2, fc, c);
+    CHECK(rc == 0 && !strcmp(out, "tests/fixtures/whisper/silence_1s.wav: \n-: front, center.\n"
+                                  "tests/fixtures/whisper/noise_1s.wav: \n"),
+          "transcribe - -np 2: exit %d, '%s': %s", rc, out, err);
+    /* a file that is not audio, on the last rank: the job fails with its message, nothing printed */
+    FILE *f = fopen(path("not_audio.wav"), "w");
+    fputs("not audio", f);
+    fclose(f);
+    const char *d[] = {"transcribe", "--model", model, "--threads", "1", si, no, path("not_audio.wav"), NULL};
+    rc = mpirun(3, NULL, d);
+    CHECK(rc == 1 && strstr(err, "not_audio.wav: cannot read as audio") && count(err, "attn: error:") == 1 && out[0] == 0,
+          "transcribe with a bad file -np 3: exit %d, stdout '%s', stderr: %s", rc, out, err);
+}
+
+int main(void) {
+    attn_test_name = "test_mpi_seq2seq";
+    snprintf(dir, sizeof dir, "/tmp/attn_test_mpi_seq2seq_XXXXXX");
+    if (!mkdtemp(dir)) return 1;
+    translate();
+    transcribe();
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) printf("test_mpi_seq2seq: could not remove %s\n", dir);
+    return attn_test_finish();
+}

@@ -11,14 +11,23 @@
  *    message, once, nothing on standard output and the --attention file untouched;
  *  - transcribe (models/whisper-tiny.en, when there): six files of 1 to 5.5 s at P = 1, 2, 3
  *    and with --timestamps at P = 2: identical; one file at P = 3; standard input ('-') among
- *    files at P = 2; a file that is not audio: exit 1 with its message, once, nothing printed. */
+ *    files at P = 2; a file that is not audio: exit 1 with its message, once, nothing printed;
+ *    a rank killed (SIGKILL) mid-job: the job ends within 60 s, not 0, nothing printed. */
 #include "testutil.h"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+
+extern char **environ;
 
 static char dir[256], out[1 << 18], err[1 << 16];
 
@@ -145,6 +154,74 @@ static void translate(void) {
           "translate --attention, a bad sentence -np 2: exit %d, the file '%s': %s", rc, kept, err);
 }
 
+/* the pid of a running attn rank (argv[0] ending in "attn") with the argument marker, or 0 */
+static pid_t find_rank(const char *marker) {
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    pid_t found = 0;
+    while (d && !found && (e = readdir(d))) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        char fn[300], cl[4096];
+        snprintf(fn, sizeof fn, "/proc/%s/cmdline", e->d_name);
+        FILE *f = fopen(fn, "r");
+        if (!f) continue;
+        size_t n = fread(cl, 1, sizeof cl - 1, f);
+        fclose(f);
+        cl[n] = 0;
+        size_t a0 = strlen(cl);
+        if (a0 < 4 || strcmp(cl + a0 - 4, "attn") != 0) continue;
+        for (size_t i = 0; i < n; i += strlen(cl + i) + 1)
+            if (!strcmp(cl + i, marker)) found = (pid_t)atoi(e->d_name);
+    }
+    if (d) closedir(d);
+    return found;
+}
+
+/* a transcribe rank killed mid-job: mpirun ends the job in bounded time, nothing printed */
+static void killed_rank(const char *model, const char *const *files, int nf) {
+    char marker[600], abs[4096];
+    snprintf(marker, sizeof marker, "%s", path("marker.wav")); /* a link to the first file: names this job's ranks */
+    if (!realpath(files[0], abs) || symlink(abs, marker) != 0) {
+        CHECK(0, "cannot link %s to %s", marker, files[0]);
+        return;
+    }
+    const char *argv[40] = {"timeout", "120", "mpirun", "--oversubscribe", "--allow-run-as-root", "--mca", "btl",
+                            "self,vader,tcp", "-np", "2", attn_test_cli_path(), "transcribe", "--model", model,
+                            "--threads", "1", marker};
+    int n = 17;
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < nf; i++) argv[n++] = files[i];
+    argv[n] = NULL;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, path("kstdout.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, path("kstderr.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int sp = posix_spawn(&pid, "/usr/bin/timeout", &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    CHECK(sp == 0, "spawn mpirun");
+    if (sp != 0) return;
+    pid_t victim = 0;
+    for (int i = 0; i < 200 && !victim; i++) { /* up to 10 s for the ranks to start */
+        victim = find_rank(marker);
+        if (!victim) usleep(50000);
+    }
+    usleep(500000); /* into the work (13 files: seconds per rank) */
+    if (victim) kill(victim, SIGKILL);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    char o[256], e[4096];
+    attn_test_read_file(path("kstdout.txt"), o, sizeof o);
+    attn_test_read_file(path("kstderr.txt"), e, sizeof e);
+    CHECK(victim != 0 && rc != 0 && rc != 124 && secs < 60 && o[0] == 0 && (strstr(e, "signal 9") || strstr(e, "Killed")),
+          "transcribe rank %d killed: mpirun exit %d after %.1f s, stdout '%s', stderr: %s", (int)victim, rc, secs, o, e);
+}
+
 static void transcribe(void) {
     const char *model = "models/whisper-tiny.en";
     struct stat st;
@@ -188,6 +265,8 @@ static void transcribe(void) {
     rc = mpirun(3, NULL, d);
     CHECK(rc == 1 && strstr(err, "not_audio.wav: cannot read as audio") && count(err, "attn: error:") == 1 && out[0] == 0,
           "transcribe with a bad file -np 3: exit %d, stdout '%s', stderr: %s", rc, out, err);
+    const char *six[] = {fc, e3, si, e1, no, e2};
+    killed_rank(model, six, 6);
 }
 
 int main(void) {

@@ -426,13 +426,13 @@ static int translate_mpi(translate_opts *t, cli_outputs *outs) {
     FILE *f = rc == CLI_OK ? open_memstream(&mbuf, &mlen) : NULL;
     if (rc == CLI_OK && !f) rc = cli_error("out of memory");
     size_t *offs = calloc((size_t)k + 1, sizeof(size_t));
+    if (rc == CLI_OK && !offs) rc = cli_error("out of memory");
     for (int64_t i = 0; rc == CLI_OK && i < k; i++) {
         offs[i] = (size_t)ftell(f);
         print_hyps(f, t, &out[i]);
         fputc(0, f);
     }
     if (f && fclose(f) != 0 && rc == CLI_OK) rc = cli_error("out of memory");
-    if (rc == CLI_OK && !offs) rc = cli_error("out of memory");
     for (int64_t i = 0; rc == CLI_OK && i < k; i++) mine[i] = mbuf + offs[i];
     rc = cli_mpi_gather_strings(rc, n, k, rc == CLI_OK ? idx + s0 : NULL, mine, lines);
     if (rc == CLI_OK && me == 0) {

@@ -233,6 +233,13 @@ static int transcribe_mpi(const transcribe_opts *t, const attn_whisper_opts *o) 
         if (attn_audio_load(&audio[i], &len[i], t->files[i], ATTN_WHISPER_RATE) < 0) rc = cli_lib_error(NULL);
         else if (len[i] == 0) rc = cli_error("%s: the audio is empty (no samples)", t->files[i]);
     }
+    /* standard input read to its end: mpirun (Open MPI 4) forwards it to rank 0 and crashes when
+     * that rank exits before mpirun met its end (seen here 1 run in 12; open-mpi/ompi#7483) */
+    if (last_stdin >= 0 && me == 0) {
+        char sink[65536];
+        while (read(0, sink, sizeof sink) > 0) {
+        }
+    }
     rc = cli_mpi_agree(rc);
     attn_whisper *m = NULL;
     if (rc == CLI_OK && me == 0 && attn_whisper_load(&m, t->model) < 0) rc = cli_lib_error("loading the model");

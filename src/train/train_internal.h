@@ -24,9 +24,38 @@ struct attn_vit_trainer {
     int fwd_ok;
     attn_vit_grad_hook grad_hook; /* attn_vit_trainer_set_grad_hook */
     void *grad_hook_user;
+    float *lnpart;           /* attn__vk_ln_part_floats(max_batch·T, max(E, 1)) floats: LayerNorm backward block sums */
     struct {
         float *cols, *xs, *per, *clsx, *clsn, *dclsx, *dclsn, *logits, *dlogits, *s[9], *sf[2];
     } a;
 };
+
+/* Fast paths of the trainer (vit_kernels.c): float32, split over attn's threads, the same bits
+ * for any thread count. Tensors are contiguous row-major. */
+#define ATTN__VK_MAX_T 64  /* longest sequence of the attention fast path */
+#define ATTN__VK_MAX_D 256 /* largest head size of the attention fast path */
+
+/* dx[n] = dy · GELU'(x) (erf GELU) */
+void attn__vk_gelu_backward(float *dx, const float *dy, const float *x, int64_t n);
+
+/* floats of block sums attn__vk_layernorm_backward needs for M rows of E */
+size_t attn__vk_ln_part_floats(int64_t M, int64_t E);
+
+/* LayerNorm backward of x [M, E] (γ gamma [E]): dx [M, E] = the input gradient (+ res [M, E]
+ * when res != NULL: the residual branch's gradient, added in the same pass); dgamma, dbeta [E]
+ * overwritten; part: attn__vk_ln_part_floats(M, E) floats of scratch. dx must not alias dy, x or res. */
+void attn__vk_layernorm_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x, const float *gamma,
+                                 const float *res, float eps, int64_t M, int64_t E, float *part);
+
+/* Unmasked multi-head attention of q, k, v [B, T, H·D] (heads side by side, as the projections
+ * write them; T <= ATTN__VK_MAX_T, D <= ATTN__VK_MAX_D), scale 1/sqrt(D): out [B, T, H·D], lse [B, H, T] (natural
+ * log-sum-exp of the scaled scores, as attn_sdpa's params.lse) */
+void attn__vk_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v, int64_t B, int64_t T,
+                                int64_t H, int64_t D);
+
+/* its backward from out, lse and dout [B, T, H·D]: dq, dk, dv [B, T, H·D] overwritten */
+void attn__vk_attention_backward(float *dq, float *dk, float *dv, const float *q, const float *k, const float *v,
+                                 const float *out, const float *lse, const float *dout, int64_t B, int64_t T, int64_t H,
+                                 int64_t D);
 
 #endif

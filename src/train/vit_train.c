@@ -142,7 +142,8 @@ int attn_vit_trainer_new(attn_vit_trainer **out, const attn_vit_train_config *c,
     const double abytes = attn__arena_floats(c, max_batch) * 4.0, pbytes = 16.0 * (double)off;
     t->mem = abytes + pbytes < 1e15 ? (float *)calloc((size_t)(4 * off), sizeof(float)) : NULL;
     t->arena = abytes + pbytes < 1e15 ? (float *)malloc((size_t)abytes) : NULL;
-    if (!t->mem || !t->arena) {
+    t->lnpart = abytes + pbytes < 1e15 ? (float *)malloc(sizeof(float) * attn__vk_ln_part_floats(max_batch * d.T, d.E)) : NULL;
+    if (!t->mem || !t->arena || !t->lnpart) {
         attn_vit_trainer_free(t);
         return attn_set_error(ATTN_E_NOMEM, "vit train: out of memory (%.0f bytes of parameters, gradients and moments, %.0f of activations)",
                               pbytes, abytes);
@@ -167,6 +168,7 @@ void attn_vit_trainer_free(attn_vit_trainer *t) {
     free(t->par);
     free(t->mem);
     free(t->arena);
+    free(t->lnpart);
     free(t);
 }
 
@@ -287,7 +289,9 @@ int attn_vit_trainer_forward(attn_vit_trainer *t, float *logits, const float *pi
             attn_tensor o = attn_tensor_f32_2d(qkv[j], BT, E);
             rc = attn_linear(&o, &tl1, &w, &bb);
         }
-        if (rc == 0) {
+        if (rc == 0 && T <= ATTN__VK_MAX_T && E / d.H <= ATTN__VK_MAX_D) { /* short sequences: the direct kernel (vit_kernels.c) */
+            attn__vk_attention_forward(a.att, a.lse, a.q, a.k, a.v, B, T, d.H, E / d.H);
+        } else if (rc == 0) {
             attn_tensor q4 = attn__heads(a.q, B, T, E, d.H), k4 = attn__heads(a.k, B, T, E, d.H);
             attn_tensor v4 = attn__heads(a.v, B, T, E, d.H), o4 = attn__heads(a.att, B, T, E, d.H);
             attn_tensor lse = attn_tensor_f32_3d(a.lse, B, d.H, T);
@@ -342,12 +346,12 @@ static int attn__backward(attn_vit_trainer *t) {
           *dv = t->a.s[6], *datt = t->a.s[7], *dg = t->a.sf[0], *df1 = t->a.sf[1];
     /* classifier and final LayerNorm (CLS rows) */
     attn_tensor tdl = attn_tensor_f32_2d(t->a.dlogits, B, d.n), tn = attn_tensor_f32_2d(t->a.clsn, B, E);
-    attn_tensor tdn = attn_tensor_f32_2d(t->a.dclsn, B, E), tx = attn_tensor_f32_2d(t->a.clsx, B, E);
-    attn_tensor tdx = attn_tensor_f32_2d(t->a.dclsx, B, E);
+    attn_tensor tdn = attn_tensor_f32_2d(t->a.dclsn, B, E);
     attn_tensor cw = attn__pv(t, t->p, P_CW(d.L)), dcw = attn__pv(t, t->g, P_CW(d.L)), dcb = attn__pv(t, t->g, P_CB(d.L));
     attn_tensor lg = attn__pv(t, t->p, P_LNG(d.L)), dlg = attn__pv(t, t->g, P_LNG(d.L)), dlb = attn__pv(t, t->g, P_LNB(d.L));
     ATTN_TRY(attn_linear_backward(&tdn, &dcw, &dcb, &tdl, &tn, &cw, 0));
-    ATTN_TRY(attn_layernorm_backward(&tdx, &dlg, &dlb, &tdn, &tx, &lg, c->eps, 0));
+    attn__vk_layernorm_backward(t->a.dclsx, (float *)dlg.data, (float *)dlb.data, t->a.dclsn, t->a.clsx, (const float *)lg.data,
+                                NULL, c->eps, B, E, t->lnpart);
     if (t->grad_hook) t->grad_hook(t->grad_hook_user, P_LNG(d.L), 4);
     memset(dx, 0, sizeof(float) * (size_t)(BT * E));
     for (int64_t b = 0; b < B; b++) memcpy(dx + b * T * E, t->a.dclsx + b * E, sizeof(float) * (size_t)E);
@@ -366,16 +370,20 @@ static int attn__backward(attn_vit_trainer *t) {
         attn_tensor w1 = attn__pv(t, t->p, b0 + LF1W), dw1 = attn__pv(t, t->g, b0 + LF1W), db1 = attn__pv(t, t->g, b0 + LF1B);
         attn_tensor g2 = attn__pv(t, t->p, b0 + LN2G), dg2 = attn__pv(t, t->g, b0 + LN2G), dbe2 = attn__pv(t, t->g, b0 + LN2B);
         ATTN_TRY(attn_linear_backward(&tdg, &dw2, &db2, &tdo, &tg, &w2, 0));
-        ATTN_TRY(attn_activation_backward(&tdf, &tdg, &tf1, c->act));
+        if (c->act == ATTN_ACT_GELU) attn__vk_gelu_backward(df1, dg, a.f1, BT * F);
+        else ATTN_TRY(attn_activation_backward(&tdf, &tdg, &tf1, c->act));
         ATTN_TRY(attn_linear_backward(&tdln, &dw1, &db1, &tdf, &tl2, &w1, 0));
-        ATTN_TRY(attn_layernorm_backward(&tdt, &dg2, &dbe2, &tdln, &th, &g2, c->eps, 0));
-        for (int64_t i = 0; i < BT * E; i++) dh[i] = dx[i] + dtmp[i];
+        (void)tdt, (void)th; /* dh = dx + LN2's backward */
+        attn__vk_layernorm_backward(dh, (float *)dg2.data, (float *)dbe2.data, dln, a.h, (const float *)g2.data, dx, c->eps, BT, E,
+                                    t->lnpart);
         /* attention branch: h = x + o_proj(SDPA(q, k, v)), q/k/v = proj(LN1(x)) */
         attn_tensor tdh = attn_tensor_f32_2d(dh, BT, E), ta = attn_tensor_f32_2d(a.att, BT, E);
         attn_tensor tda = attn_tensor_f32_2d(datt, BT, E);
         attn_tensor wo = attn__pv(t, t->p, b0 + LOW), dwo = attn__pv(t, t->g, b0 + LOW), dbo = attn__pv(t, t->g, b0 + LOB);
         ATTN_TRY(attn_linear_backward(&tda, &dwo, &dbo, &tdh, &ta, &wo, 0));
-        {
+        if (T <= ATTN__VK_MAX_T && E / d.H <= ATTN__VK_MAX_D) {
+            attn__vk_attention_backward(dq, dk, dv, a.q, a.k, a.v, a.att, a.lse, datt, B, T, d.H, E / d.H);
+        } else {
             attn_tensor q4 = attn__heads(a.q, B, T, E, d.H), k4 = attn__heads(a.k, B, T, E, d.H);
             attn_tensor v4 = attn__heads(a.v, B, T, E, d.H), o4 = attn__heads(a.att, B, T, E, d.H);
             attn_tensor dq4 = attn__heads(dq, B, T, E, d.H), dk4 = attn__heads(dk, B, T, E, d.H);
@@ -393,8 +401,9 @@ static int attn__backward(attn_vit_trainer *t) {
         }
         attn_tensor txin = attn_tensor_f32_2d(xin, BT, E);
         attn_tensor g1 = attn__pv(t, t->p, b0 + LN1G), dg1 = attn__pv(t, t->g, b0 + LN1G), dbe1 = attn__pv(t, t->g, b0 + LN1B);
-        ATTN_TRY(attn_layernorm_backward(&tdt, &dg1, &dbe1, &tdln, &txin, &g1, c->eps, 0));
-        for (int64_t i = 0; i < BT * E; i++) dx[i] = dh[i] + dtmp[i];
+        (void)txin; /* dx = dh + LN1's backward */
+        attn__vk_layernorm_backward(dx, (float *)dg1.data, (float *)dbe1.data, dln, xin, (const float *)g1.data, dh, c->eps, BT, E,
+                                    t->lnpart);
         if (t->grad_hook) t->grad_hook(t->grad_hook_user, b0, LPER);
     }
     /* embeddings: x[b, 0] = cls + pos[0]; x[b, 1 + n] = patch(cols)[b, n] + pos[1 + n] */

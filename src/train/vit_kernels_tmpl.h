@@ -1,0 +1,145 @@
+/* Kernels of the ViT trainer's fast paths (src/train/vit_kernels.c), compiled twice: as portable
+ * C (VK_FN(x) = x##_portable) and for AVX2 + FMA (x##_avx2, used only after the CPU check). The
+ * loops are written for the vectoriser (omp simd); both compilations compute the same formulas
+ * in float32 and agree to float rounding (the FMA contraction differs). No include guard. */
+
+/* GELU (erf form) backward: dx = dy · (Φ(x) + x·φ(x)), with erf from Abramowitz & Stegun 7.1.26
+ * (|error| <= 1.5e-7) whose exp(-z²) is φ's exp(-x²/2): one exp and one division an element. */
+static void VK_FN(attn__vk_gelu_bwd)(float *restrict dx, const float *restrict dy, const float *restrict x, int64_t n) {
+    VK_SIMD
+    for (int64_t i = 0; i < n; i++) {
+        const float xi = x[i], ax = xi < 0.0f ? -xi : xi, z = ax * 0.70710678118654752f;
+        const float t = 1.0f / (1.0f + 0.3275911f * z);
+        const float e = attn__exp_scalar(-0.5f * xi * xi);
+        const float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+        const float erfa = 1.0f - poly * e; /* erf(|x|/√2) */
+        const float cdf = 0.5f + 0.5f * (xi < 0.0f ? -erfa : erfa);
+        dx[i] = dy[i] * (cdf + xi * e * 0.39894228040143268f);
+    }
+}
+
+/* LayerNorm backward of rows [r0, r1) of [.., E]: dx = rstd·(g - mean(g) - x̂·mean(g·x̂)) with
+ * g = dy·γ, plus res (the residual branch's gradient) when res != NULL; pg / pb get the rows'
+ * sums of dy·x̂ and dy (dγ, dβ of the block). */
+static void VK_FN(attn__vk_ln_bwd_rows)(float *restrict dx, float *restrict pg, float *restrict pb, const float *restrict dy,
+                                        const float *restrict x, const float *restrict gamma, const float *restrict res,
+                                        float eps, int64_t E, int64_t r0, int64_t r1) {
+    for (int64_t e = 0; e < E; e++) pg[e] = 0.0f, pb[e] = 0.0f;
+    const float invE = 1.0f / (float)E;
+    for (int64_t m = r0; m < r1; m++) {
+        const float *restrict xr = x + m * E, *restrict gr = dy + m * E;
+        float s = 0.0f;
+        VK_SIMD_RED(s)
+        for (int64_t e = 0; e < E; e++) s += xr[e];
+        const float mean = s * invE;
+        float v = 0.0f;
+        VK_SIMD_RED(v)
+        for (int64_t e = 0; e < E; e++) v += (xr[e] - mean) * (xr[e] - mean);
+        const float var = v * invE;
+        const float rstd = var + eps > 0.0f ? 1.0f / sqrtf(var + eps) : 0.0f;
+        float mg = 0.0f, mgx = 0.0f;
+        VK_SIMD_RED2(mg, mgx)
+        for (int64_t e = 0; e < E; e++) {
+            const float xh = (xr[e] - mean) * rstd, gg = gr[e] * gamma[e];
+            mg += gg, mgx += gg * xh;
+            pg[e] += gr[e] * xh, pb[e] += gr[e];
+        }
+        mg *= invE, mgx *= invE;
+        float *restrict o = dx + m * E;
+        if (res) {
+            const float *restrict rr = res + m * E;
+            VK_SIMD
+            for (int64_t e = 0; e < E; e++) o[e] = rr[e] + rstd * (gr[e] * gamma[e] - mg - (xr[e] - mean) * rstd * mgx);
+        } else {
+            VK_SIMD
+            for (int64_t e = 0; e < E; e++) o[e] = rstd * (gr[e] * gamma[e] - mg - (xr[e] - mean) * rstd * mgx);
+        }
+    }
+}
+
+/* y[0..n) += a·x */
+static inline void VK_FN(attn__vk_axpy)(float *restrict y, float a, const float *restrict x, int64_t n) {
+    VK_SIMD
+    for (int64_t d = 0; d < n; d++) y[d] += a * x[d];
+}
+
+/* XT[d·Tp + j] = x[j·ld + d] for j < T, 0 for T <= j < Tp */
+static inline void VK_FN(attn__vk_pack_t)(float *restrict XT, const float *restrict x, int64_t T, int64_t Tp, int64_t D, int64_t ld) {
+    for (int64_t d = 0; d < D; d++)
+        for (int64_t j = 0; j < Tp; j++) XT[d * Tp + j] = j < T ? x[j * ld + d] : 0.0f;
+}
+
+/* s[0..Tp) = Σ_d a[d]·XT[d·Tp + ..] (a row times a packed, transposed block: no horizontal sums) */
+static inline void VK_FN(attn__vk_row_t)(float *restrict s, const float *restrict a, const float *restrict XT, int64_t Tp, int64_t D) {
+    for (int64_t j = 0; j < Tp; j++) s[j] = 0.0f;
+    for (int64_t d = 0; d < D; d++) {
+        const float ad = a[d];
+        const float *restrict xr = XT + d * Tp;
+        VK_SIMD
+        for (int64_t j = 0; j < Tp; j++) s[j] += ad * xr[j];
+    }
+}
+
+/* Unmasked attention of one (image, head) whose T rows of q, k, v, out sit ld floats apart (the
+ * [B, T, E] buffers at column h·D): out = softmax(scale·q·kᵀ)·v, lse = the rows' log-sum-exp of
+ * scale·q·kᵀ. W: attn__vk_scratch_floats(T, D) floats of scratch (64-byte aligned). */
+static void VK_FN(attn__vk_attn_fwd)(float *out, float *lse, const float *q, const float *k, const float *v, float *W,
+                                     int64_t T, int64_t D, int64_t ld, float scale) {
+    const int64_t Tp = (T + 15) & ~(int64_t)15;
+    float *KT = W, *pr = W + D * Tp;
+    VK_FN(attn__vk_pack_t)(KT, k, T, Tp, D, ld);
+    for (int64_t i = 0; i < T; i++) {
+        VK_FN(attn__vk_row_t)(pr, q + i * ld, KT, Tp, D);
+        float m = -INFINITY;
+        for (int64_t j = 0; j < T; j++) m = pr[j] > m ? pr[j] : m;
+        m *= scale;
+        float l = 0.0f;
+        VK_SIMD_RED(l)
+        for (int64_t j = 0; j < T; j++) {
+            pr[j] = attn__exp_scalar(scale * pr[j] - m);
+            l += pr[j];
+        }
+        const float inv = 1.0f / l;
+        float *restrict o = out + i * ld;
+        for (int64_t d = 0; d < D; d++) o[d] = 0.0f;
+        for (int64_t j = 0; j < T; j++) VK_FN(attn__vk_axpy)(o, pr[j] * inv, v + j * ld, D);
+        lse[i] = m + logf(l);
+    }
+}
+
+/* Its backward (FlashAttention's formulas, P recomputed from lse): Δ_i = dO_i·O_i (in double),
+ * dV = Pᵀ·dO, dS = P ⊙ (dO·Vᵀ − Δ), dQ = scale·dS·K, dK = scale·dSᵀ·Q. W: attn__vk_scratch_floats(T, D). */
+static void VK_FN(attn__vk_attn_bwd)(float *dq, float *dk, float *dv, const float *q, const float *k, const float *v,
+                                     const float *out, const float *lse, const float *dout, float *W, int64_t T, int64_t D,
+                                     int64_t ld, float scale) {
+    const int64_t Tp = (T + 15) & ~(int64_t)15;
+    float *KT = W, *VT = KT + D * Tp, *dK = VT + D * Tp, *dV = dK + T * D, *pr = dV + T * D, *sr = pr + Tp;
+    VK_FN(attn__vk_pack_t)(KT, k, T, Tp, D, ld);
+    VK_FN(attn__vk_pack_t)(VT, v, T, Tp, D, ld);
+    for (int64_t e = 0; e < T * D; e++) dK[e] = 0.0f, dV[e] = 0.0f;
+    for (int64_t i = 0; i < T; i++) {
+        const float *restrict qi = q + i * ld, *restrict gi = dout + i * ld, *restrict oi = out + i * ld;
+        double dd = 0.0;
+        VK_SIMD_RED(dd)
+        for (int64_t d = 0; d < D; d++) dd += (double)gi[d] * oi[d];
+        const float delta = (float)dd, li = lse[i];
+        VK_FN(attn__vk_row_t)(pr, qi, KT, Tp, D);
+        VK_FN(attn__vk_row_t)(sr, gi, VT, Tp, D);
+        VK_SIMD
+        for (int64_t j = 0; j < T; j++) {
+            pr[j] = attn__exp_scalar(scale * pr[j] - li);
+            sr[j] = scale * pr[j] * (sr[j] - delta); /* scale·dS */
+        }
+        float *restrict a = dq + i * ld;
+        for (int64_t d = 0; d < D; d++) a[d] = 0.0f;
+        for (int64_t j = 0; j < T; j++) {
+            VK_FN(attn__vk_axpy)(a, sr[j], k + j * ld, D);
+            VK_FN(attn__vk_axpy)(dV + j * D, pr[j], gi, D);
+            VK_FN(attn__vk_axpy)(dK + j * D, sr[j], qi, D);
+        }
+    }
+    for (int64_t j = 0; j < T; j++) {
+        memcpy(dk + j * ld, dK + j * D, sizeof(float) * (size_t)D);
+        memcpy(dv + j * ld, dV + j * D, sizeof(float) * (size_t)D);
+    }
+}

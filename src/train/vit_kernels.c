@@ -30,7 +30,17 @@
 #define VK_SIMD_RED2(a, b)
 #endif
 
+/* 8 floats (GCC / clang vector extension: AVX registers in the AVX2 build, SSE pairs in the
+ * portable one); loads and stores unaligned */
+typedef float attn__vk_v8 __attribute__((vector_size(32)));
+typedef float attn__vk_v8u __attribute__((vector_size(32), aligned(4)));
+#define attn__vk_ld(p) (*(const attn__vk_v8u *)(p))
+#define attn__vk_st(p, v) (*(attn__vk_v8u *)(p) = (v))
+#define attn__vk_splat(x) ((attn__vk_v8){(x), (x), (x), (x), (x), (x), (x), (x)})
+
 #define VK_FN(x) x##_portable
+#define VK_FMA(a, b, c) ((a) * (b) + (c))
+#define VK_VFMA(a, b, c) ((a) * (b) + (c))
 #include "train/vit_kernels_tmpl.h"
 #undef VK_FN
 
@@ -38,6 +48,11 @@
 #define ATTN__VK_HAVE_AVX2 1
 #include "core/target_avx2_begin.h"
 #define VK_FN(x) x##_avx2
+#include <immintrin.h>
+#undef VK_FMA
+#undef VK_VFMA
+#define VK_FMA(a, b, c) fmaf(a, b, c) /* one vfmadd (the build's -std=c11 contracts nothing) */
+#define VK_VFMA(a, b, c) ((attn__vk_v8)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
 #include "train/vit_kernels_tmpl.h"
 #undef VK_FN
 #include "core/target_avx2_end.h"
@@ -121,8 +136,8 @@ void attn__vk_layernorm_backward(float *dx, float *dgamma, float *dbeta, const f
 /* ---- attention of short sequences */
 
 /* scratch of one (image, head) (the kernels' W): K and V transposed and padded to Tp = T rounded up
- * to 16 (2·D·Tp), dK and dV (2·T·D), two rows (2·Tp) */
-#define VK_SCRATCH (4 * ATTN__VK_MAX_D * ATTN__VK_MAX_T + 2 * ATTN__VK_MAX_T) /* >= attn__vk_scratch_floats at the limits */
+ * to 16 (2·D·Tp), P and dS (2·T·Tp) */
+#define VK_SCRATCH (2 * ATTN__VK_MAX_D * ATTN__VK_MAX_T + 2 * ATTN__VK_MAX_T * ATTN__VK_MAX_T)
 
 typedef struct {
     float *out, *lse, *dq, *dk, *dv;

@@ -57,39 +57,66 @@ static void VK_FN(attn__vk_ln_bwd_rows)(float *restrict dx, float *restrict pg, 
     }
 }
 
-/* y[0..n) += a·x */
-static inline void VK_FN(attn__vk_axpy)(float *restrict y, float a, const float *restrict x, int64_t n) {
-    VK_SIMD
-    for (int64_t d = 0; d < n; d++) y[d] += a * x[d];
+/* y[0..n) = Σ_{r<R} c[r·cs]·X[r·ldx + 0..n): a row of a small product, 32 or 8 columns at a
+ * time with the sums in vector registers (even and odd r in separate sums: independent FMA
+ * chains), no horizontal sums */
+static inline void VK_FN(attn__vk_lincomb)(float *restrict y, const float *restrict c, int64_t cs, const float *restrict X,
+                                           int64_t ldx, int64_t R, int64_t n) {
+    int64_t j0 = 0;
+    for (; j0 + 32 <= n; j0 += 32) {
+        attn__vk_v8 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};
+        int64_t r = 0;
+        for (; r + 1 < R; r += 2) {
+            const float *x0 = X + r * ldx + j0, *x1 = x0 + ldx;
+            const attn__vk_v8 c0 = attn__vk_splat(c[r * cs]), c1 = attn__vk_splat(c[(r + 1) * cs]);
+            a0 = VK_VFMA(c0, attn__vk_ld(x0), a0), a1 = VK_VFMA(c0, attn__vk_ld(x0 + 8), a1);
+            a2 = VK_VFMA(c0, attn__vk_ld(x0 + 16), a2), a3 = VK_VFMA(c0, attn__vk_ld(x0 + 24), a3);
+            b0 = VK_VFMA(c1, attn__vk_ld(x1), b0), b1 = VK_VFMA(c1, attn__vk_ld(x1 + 8), b1);
+            b2 = VK_VFMA(c1, attn__vk_ld(x1 + 16), b2), b3 = VK_VFMA(c1, attn__vk_ld(x1 + 24), b3);
+        }
+        if (r < R) {
+            const float *x0 = X + r * ldx + j0;
+            const attn__vk_v8 c0 = attn__vk_splat(c[r * cs]);
+            a0 = VK_VFMA(c0, attn__vk_ld(x0), a0), a1 = VK_VFMA(c0, attn__vk_ld(x0 + 8), a1);
+            a2 = VK_VFMA(c0, attn__vk_ld(x0 + 16), a2), a3 = VK_VFMA(c0, attn__vk_ld(x0 + 24), a3);
+        }
+        attn__vk_st(y + j0, a0 + b0), attn__vk_st(y + j0 + 8, a1 + b1);
+        attn__vk_st(y + j0 + 16, a2 + b2), attn__vk_st(y + j0 + 24, a3 + b3);
+    }
+    for (; j0 + 8 <= n; j0 += 8) {
+        attn__vk_v8 a0 = {0}, b0 = {0};
+        int64_t r = 0;
+        for (; r + 1 < R; r += 2) {
+            const float *x0 = X + r * ldx + j0;
+            a0 = VK_VFMA(attn__vk_splat(c[r * cs]), attn__vk_ld(x0), a0);
+            b0 = VK_VFMA(attn__vk_splat(c[(r + 1) * cs]), attn__vk_ld(x0 + ldx), b0);
+        }
+        if (r < R) a0 = VK_VFMA(attn__vk_splat(c[r * cs]), attn__vk_ld(X + r * ldx + j0), a0);
+        attn__vk_st(y + j0, a0 + b0);
+    }
+    for (int64_t j = j0; j < n; j++) {
+        float acc = 0.0f;
+        for (int64_t r = 0; r < R; r++) acc = VK_FMA(c[r * cs], X[r * ldx + j], acc);
+        y[j] = acc;
+    }
 }
 
 /* XT[d·Tp + j] = x[j·ld + d] for j < T, 0 for T <= j < Tp */
 static inline void VK_FN(attn__vk_pack_t)(float *restrict XT, const float *restrict x, int64_t T, int64_t Tp, int64_t D, int64_t ld) {
-    for (int64_t d = 0; d < D; d++)
-        for (int64_t j = 0; j < Tp; j++) XT[d * Tp + j] = j < T ? x[j * ld + d] : 0.0f;
-}
-
-/* s[0..Tp) = Σ_d a[d]·XT[d·Tp + ..] (a row times a packed, transposed block: no horizontal sums) */
-static inline void VK_FN(attn__vk_row_t)(float *restrict s, const float *restrict a, const float *restrict XT, int64_t Tp, int64_t D) {
-    for (int64_t j = 0; j < Tp; j++) s[j] = 0.0f;
-    for (int64_t d = 0; d < D; d++) {
-        const float ad = a[d];
-        const float *restrict xr = XT + d * Tp;
-        VK_SIMD
-        for (int64_t j = 0; j < Tp; j++) s[j] += ad * xr[j];
-    }
+    for (int64_t j = 0; j < Tp; j++)
+        for (int64_t d = 0; d < D; d++) XT[d * Tp + j] = j < T ? x[j * ld + d] : 0.0f;
 }
 
 /* Unmasked attention of one (image, head) whose T rows of q, k, v, out sit ld floats apart (the
  * [B, T, E] buffers at column h·D): out = softmax(scale·q·kᵀ)·v, lse = the rows' log-sum-exp of
- * scale·q·kᵀ. W: attn__vk_scratch_floats(T, D) floats of scratch (64-byte aligned). */
+ * scale·q·kᵀ. W: the scratch of vit_kernels.c's VK_SCRATCH (64-byte aligned). */
 static void VK_FN(attn__vk_attn_fwd)(float *out, float *lse, const float *q, const float *k, const float *v, float *W,
                                      int64_t T, int64_t D, int64_t ld, float scale) {
     const int64_t Tp = (T + 15) & ~(int64_t)15;
     float *KT = W, *pr = W + D * Tp;
     VK_FN(attn__vk_pack_t)(KT, k, T, Tp, D, ld);
     for (int64_t i = 0; i < T; i++) {
-        VK_FN(attn__vk_row_t)(pr, q + i * ld, KT, Tp, D);
+        VK_FN(attn__vk_lincomb)(pr, q + i * ld, 1, KT, Tp, D, Tp);
         float m = -INFINITY;
         for (int64_t j = 0; j < T; j++) m = pr[j] > m ? pr[j] : m;
         m *= scale;
@@ -100,46 +127,40 @@ static void VK_FN(attn__vk_attn_fwd)(float *out, float *lse, const float *q, con
             l += pr[j];
         }
         const float inv = 1.0f / l;
-        float *restrict o = out + i * ld;
-        for (int64_t d = 0; d < D; d++) o[d] = 0.0f;
-        for (int64_t j = 0; j < T; j++) VK_FN(attn__vk_axpy)(o, pr[j] * inv, v + j * ld, D);
+        VK_SIMD
+        for (int64_t j = 0; j < T; j++) pr[j] *= inv;
+        VK_FN(attn__vk_lincomb)(out + i * ld, pr, 1, v, ld, T, D);
         lse[i] = m + logf(l);
     }
 }
 
 /* Its backward (FlashAttention's formulas, P recomputed from lse): Δ_i = dO_i·O_i (in double),
- * dV = Pᵀ·dO, dS = P ⊙ (dO·Vᵀ − Δ), dQ = scale·dS·K, dK = scale·dSᵀ·Q. W: attn__vk_scratch_floats(T, D). */
+ * dV = Pᵀ·dO, dS = P ⊙ (dO·Vᵀ − Δ), dQ = scale·dS·K, dK = scale·dSᵀ·Q. W: VK_SCRATCH. */
 static void VK_FN(attn__vk_attn_bwd)(float *dq, float *dk, float *dv, const float *q, const float *k, const float *v,
                                      const float *out, const float *lse, const float *dout, float *W, int64_t T, int64_t D,
                                      int64_t ld, float scale) {
     const int64_t Tp = (T + 15) & ~(int64_t)15;
-    float *KT = W, *VT = KT + D * Tp, *dK = VT + D * Tp, *dV = dK + T * D, *pr = dV + T * D, *sr = pr + Tp;
+    float *KT = W, *VT = KT + D * Tp, *P = VT + D * Tp, *S = P + T * Tp;
     VK_FN(attn__vk_pack_t)(KT, k, T, Tp, D, ld);
     VK_FN(attn__vk_pack_t)(VT, v, T, Tp, D, ld);
-    for (int64_t e = 0; e < T * D; e++) dK[e] = 0.0f, dV[e] = 0.0f;
     for (int64_t i = 0; i < T; i++) {
-        const float *restrict qi = q + i * ld, *restrict gi = dout + i * ld, *restrict oi = out + i * ld;
+        const float *restrict gi = dout + i * ld, *restrict oi = out + i * ld;
+        float *restrict pr = P + i * Tp, *restrict sr = S + i * Tp;
         double dd = 0.0;
         VK_SIMD_RED(dd)
         for (int64_t d = 0; d < D; d++) dd += (double)gi[d] * oi[d];
         const float delta = (float)dd, li = lse[i];
-        VK_FN(attn__vk_row_t)(pr, qi, KT, Tp, D);
-        VK_FN(attn__vk_row_t)(sr, gi, VT, Tp, D);
+        VK_FN(attn__vk_lincomb)(pr, q + i * ld, 1, KT, Tp, D, Tp);
+        VK_FN(attn__vk_lincomb)(sr, gi, 1, VT, Tp, D, Tp);
         VK_SIMD
         for (int64_t j = 0; j < T; j++) {
             pr[j] = attn__exp_scalar(scale * pr[j] - li);
             sr[j] = scale * pr[j] * (sr[j] - delta); /* scale·dS */
         }
-        float *restrict a = dq + i * ld;
-        for (int64_t d = 0; d < D; d++) a[d] = 0.0f;
-        for (int64_t j = 0; j < T; j++) {
-            VK_FN(attn__vk_axpy)(a, sr[j], k + j * ld, D);
-            VK_FN(attn__vk_axpy)(dV + j * D, pr[j], gi, D);
-            VK_FN(attn__vk_axpy)(dK + j * D, sr[j], qi, D);
-        }
+        VK_FN(attn__vk_lincomb)(dq + i * ld, sr, 1, k, ld, T, D);
     }
-    for (int64_t j = 0; j < T; j++) {
-        memcpy(dk + j * ld, dK + j * D, sizeof(float) * (size_t)D);
-        memcpy(dv + j * ld, dV + j * D, sizeof(float) * (size_t)D);
+    for (int64_t j = 0; j < T; j++) { /* columns of P and dS */
+        VK_FN(attn__vk_lincomb)(dv + j * ld, P + j, Tp, dout, ld, T, D);
+        VK_FN(attn__vk_lincomb)(dk + j * ld, S + j, Tp, q, ld, T, D);
     }
 }

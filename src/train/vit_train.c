@@ -268,12 +268,16 @@ int attn_vit_trainer_forward(attn_vit_trainer *t, float *logits, const float *pi
     attn_tensor pw = attn__pv(t, t->p, P_PW), pb = attn__pv(t, t->p, P_PB);
     int rc = ATTN_OK;
     const float *cls = t->p + t->par[P_CLS].off, *pos = t->p + t->par[P_POS].off;
-    for (int64_t b = 0; b < B && rc == 0; b++) {
-        attn_tensor tc = attn_tensor_f32_2d(cols + b * N * K, N, K), to = attn_tensor_f32_2d(x0 + (b * T + 1) * E, N, E);
+    { /* the patches of all images in one product (into the backward's free scratch), then CLS and positions */
+        float *pe = t->a.s[0];
+        attn_tensor tc = attn_tensor_f32_2d(cols, B * N, K), to = attn_tensor_f32_2d(pe, B * N, E);
         rc = attn_linear(&to, &tc, &pw, &pb);
-        float *xb = x0 + b * T * E;
-        for (int64_t e = 0; e < E; e++) xb[e] = cls[e] + pos[e];
-        attn__add(xb + E, pos + E, N * E);
+        for (int64_t b = 0; b < B && rc == 0; b++) {
+            float *xb = x0 + b * T * E;
+            const float *pb_ = pe + b * N * E;
+            for (int64_t e = 0; e < E; e++) xb[e] = cls[e] + pos[e];
+            for (int64_t e = 0; e < N * E; e++) xb[E + e] = pb_[e] + pos[E + e];
+        }
     }
     attn_sdpa_params sp = attn_sdpa_params_default();
     for (int64_t l = 0; l < d.L && rc == 0; l++) {

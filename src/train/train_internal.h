@@ -48,14 +48,17 @@ void attn__vk_layernorm_backward(float *dx, float *dgamma, float *dbeta, const f
                                  const float *res, float eps, int64_t M, int64_t E, float *part);
 
 /* Unmasked multi-head attention of q, k, v [B, T, H·D] (heads side by side, as the projections
- * write them; T <= ATTN__VK_MAX_T, D <= ATTN__VK_MAX_D), scale 1/sqrt(D): out [B, T, H·D], lse [B, H, T] (natural
- * log-sum-exp of the scaled scores, as attn_sdpa's params.lse) */
-void attn__vk_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v, int64_t B, int64_t T,
-                                int64_t H, int64_t D);
+ * write them; rows ldq floats apart: q, k, v may be the thirds of one fused [B·T, 3·H·D]
+ * buffer; T <= ATTN__VK_MAX_T, D <= ATTN__VK_MAX_D), scale 1/sqrt(D): out [B, T, H·D]
+ * (contiguous), lse [B, H, T] (natural log-sum-exp of the scaled scores, as attn_sdpa's
+ * params.lse) */
+void attn__vk_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v, int64_t ldq, int64_t B,
+                                int64_t T, int64_t H, int64_t D);
 
-/* its backward from out, lse and dout [B, T, H·D]: dq, dk, dv [B, T, H·D] overwritten */
+/* its backward from out, lse and dout [B, T, H·D] (contiguous): dq, dk, dv [B, T, H·D] (rows
+ * ldq apart, like q, k, v) overwritten */
 void attn__vk_attention_backward(float *dq, float *dk, float *dv, const float *q, const float *k, const float *v,
-                                 const float *out, const float *lse, const float *dout, int64_t B, int64_t T, int64_t H,
-                                 int64_t D);
+                                 const float *out, const float *lse, const float *dout, int64_t ldq, int64_t B, int64_t T,
+                                 int64_t H, int64_t D);
 
 #endif

@@ -142,7 +142,7 @@ void attn__vk_layernorm_backward(float *dx, float *dgamma, float *dbeta, const f
 typedef struct {
     float *out, *lse, *dq, *dk, *dv;
     const float *q, *k, *v, *o, *l, *dout;
-    int64_t B, T, H, D;
+    int64_t ldq, B, T, H, D;
     float scale;
     int avx2;
 } attn__vk_attn_job;
@@ -153,9 +153,9 @@ static void attn__vk_attn_fwd_piece(void *p, int64_t lo, int64_t hi, int tid) {
     const int64_t E = j->H * j->D;
     (void)tid;
     for (int64_t it = lo; it < hi; it++) {
-        const int64_t b = it / j->H, h = it % j->H, off = b * j->T * E + h * j->D;
-        VK_CALL(j->avx2, attn__vk_attn_fwd, j->out + off, j->lse + it * j->T, j->q + off, j->k + off, j->v + off, P, j->T, j->D,
-                E, j->scale);
+        const int64_t b = it / j->H, h = it % j->H, off = b * j->T * E + h * j->D, oq = b * j->T * j->ldq + h * j->D;
+        VK_CALL(j->avx2, attn__vk_attn_fwd, j->out + off, j->lse + it * j->T, j->q + oq, j->k + oq, j->v + oq, P, j->T, j->D,
+                j->ldq, E, j->scale);
     }
 }
 
@@ -165,23 +165,23 @@ static void attn__vk_attn_bwd_piece(void *p, int64_t lo, int64_t hi, int tid) {
     const int64_t E = j->H * j->D;
     (void)tid;
     for (int64_t it = lo; it < hi; it++) {
-        const int64_t b = it / j->H, h = it % j->H, off = b * j->T * E + h * j->D;
-        VK_CALL(j->avx2, attn__vk_attn_bwd, j->dq + off, j->dk + off, j->dv + off, j->q + off, j->k + off, j->v + off, j->o + off,
-                j->l + it * j->T, j->dout + off, P, j->T, j->D, E, j->scale);
+        const int64_t b = it / j->H, h = it % j->H, off = b * j->T * E + h * j->D, oq = b * j->T * j->ldq + h * j->D;
+        VK_CALL(j->avx2, attn__vk_attn_bwd, j->dq + oq, j->dk + oq, j->dv + oq, j->q + oq, j->k + oq, j->v + oq, j->o + off,
+                j->l + it * j->T, j->dout + off, P, j->T, j->D, j->ldq, E, j->scale);
     }
 }
 
-void attn__vk_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v, int64_t B, int64_t T,
-                                int64_t H, int64_t D) {
-    attn__vk_attn_job j = {out, lse, NULL, NULL, NULL, q, k, v, NULL, NULL, NULL, B, T, H, D,
+void attn__vk_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v, int64_t ldq, int64_t B,
+                                int64_t T, int64_t H, int64_t D) {
+    attn__vk_attn_job j = {out, lse, NULL, NULL, NULL, q, k, v, NULL, NULL, NULL, ldq, B, T, H, D,
                            (float)(1.0 / sqrt((double)D)), attn__vk_avx2()};
     attn__pool_for(B * H, 4, attn__pool_threads(2.0 * (double)B * H * T * T * D, 0), attn__vk_attn_fwd_piece, &j);
 }
 
 void attn__vk_attention_backward(float *dq, float *dk, float *dv, const float *q, const float *k, const float *v,
-                                 const float *out, const float *lse, const float *dout, int64_t B, int64_t T, int64_t H,
-                                 int64_t D) {
-    attn__vk_attn_job j = {NULL, NULL, dq, dk, dv, q, k, v, out, lse, dout, B, T, H, D,
+                                 const float *out, const float *lse, const float *dout, int64_t ldq, int64_t B, int64_t T,
+                                 int64_t H, int64_t D) {
+    attn__vk_attn_job j = {NULL, NULL, dq, dk, dv, q, k, v, out, lse, dout, ldq, B, T, H, D,
                            (float)(1.0 / sqrt((double)D)), attn__vk_avx2()};
     attn__pool_for(B * H, 4, attn__pool_threads(5.0 * (double)B * H * T * T * D, 0), attn__vk_attn_bwd_piece, &j);
 }

@@ -107,11 +107,11 @@ static inline void VK_FN(attn__vk_pack_t)(float *restrict XT, const float *restr
         for (int64_t d = 0; d < D; d++) XT[d * Tp + j] = j < T ? x[j * ld + d] : 0.0f;
 }
 
-/* Unmasked attention of one (image, head) whose T rows of q, k, v, out sit ld floats apart (the
- * [B, T, E] buffers at column h·D): out = softmax(scale·q·kᵀ)·v, lse = the rows' log-sum-exp of
- * scale·q·kᵀ. W: the scratch of vit_kernels.c's VK_SCRATCH (64-byte aligned). */
+/* Unmasked attention of one (image, head) whose T rows of q, k, v sit ld floats apart and those of
+ * out ldo apart (the [B, T, ..] buffers at column h·D): out = softmax(scale·q·kᵀ)·v, lse = the
+ * rows' log-sum-exp of scale·q·kᵀ. W: the scratch of vit_kernels.c's VK_SCRATCH (64-byte aligned). */
 static void VK_FN(attn__vk_attn_fwd)(float *out, float *lse, const float *q, const float *k, const float *v, float *W,
-                                     int64_t T, int64_t D, int64_t ld, float scale) {
+                                     int64_t T, int64_t D, int64_t ld, int64_t ldo, float scale) {
     const int64_t Tp = (T + 15) & ~(int64_t)15;
     float *KT = W, *pr = W + D * Tp;
     VK_FN(attn__vk_pack_t)(KT, k, T, Tp, D, ld);
@@ -129,22 +129,23 @@ static void VK_FN(attn__vk_attn_fwd)(float *out, float *lse, const float *q, con
         const float inv = 1.0f / l;
         VK_SIMD
         for (int64_t j = 0; j < T; j++) pr[j] *= inv;
-        VK_FN(attn__vk_lincomb)(out + i * ld, pr, 1, v, ld, T, D);
+        VK_FN(attn__vk_lincomb)(out + i * ldo, pr, 1, v, ld, T, D);
         lse[i] = m + logf(l);
     }
 }
 
 /* Its backward (FlashAttention's formulas, P recomputed from lse): Δ_i = dO_i·O_i (in double),
- * dV = Pᵀ·dO, dS = P ⊙ (dO·Vᵀ − Δ), dQ = scale·dS·K, dK = scale·dSᵀ·Q. W: VK_SCRATCH. */
+ * dV = Pᵀ·dO, dS = P ⊙ (dO·Vᵀ − Δ), dQ = scale·dS·K, dK = scale·dSᵀ·Q; dq, dk, dv rows ld apart,
+ * dout's ldo. W: VK_SCRATCH. */
 static void VK_FN(attn__vk_attn_bwd)(float *dq, float *dk, float *dv, const float *q, const float *k, const float *v,
                                      const float *out, const float *lse, const float *dout, float *W, int64_t T, int64_t D,
-                                     int64_t ld, float scale) {
+                                     int64_t ld, int64_t ldo, float scale) {
     const int64_t Tp = (T + 15) & ~(int64_t)15;
     float *KT = W, *VT = KT + D * Tp, *P = VT + D * Tp, *S = P + T * Tp;
     VK_FN(attn__vk_pack_t)(KT, k, T, Tp, D, ld);
     VK_FN(attn__vk_pack_t)(VT, v, T, Tp, D, ld);
     for (int64_t i = 0; i < T; i++) {
-        const float *restrict gi = dout + i * ld, *restrict oi = out + i * ld;
+        const float *restrict gi = dout + i * ldo, *restrict oi = out + i * ldo;
         float *restrict pr = P + i * Tp, *restrict sr = S + i * Tp;
         double dd = 0.0;
         VK_SIMD_RED(dd)
@@ -160,7 +161,7 @@ static void VK_FN(attn__vk_attn_bwd)(float *dq, float *dk, float *dv, const floa
         VK_FN(attn__vk_lincomb)(dq + i * ld, sr, 1, k, ld, T, D);
     }
     for (int64_t j = 0; j < T; j++) { /* columns of P and dS */
-        VK_FN(attn__vk_lincomb)(dv + j * ld, P + j, Tp, dout, ld, T, D);
+        VK_FN(attn__vk_lincomb)(dv + j * ld, P + j, Tp, dout, ldo, T, D);
         VK_FN(attn__vk_lincomb)(dk + j * ld, S + j, Tp, q, ld, T, D);
     }
 }

@@ -124,8 +124,13 @@ int attn_vit_trainer_new(attn_vit_trainer **out, const attn_vit_train_config *c,
     SET(P_POS, "vit.embeddings.position_embeddings", 3, 1, d.T, d.E, 0);
     SET(P_PW, "vit.embeddings.patch_embeddings.projection.weight", 4, d.E, c->channels, c->patch, c->patch);
     SET(P_PB, "vit.embeddings.patch_embeddings.projection.bias", 1, d.E, 0, 0, 0);
+    /* a layer's storage order puts the query, key and value weights (then their biases) side by
+     * side: one [3·E, E] matrix and one [3·E] bias for the fused projection (the slots keep
+     * attn_train.h's order) */
+    static const int attn__layer_store[LPER] = {LQW, LKW, LVW, LQB, LKB, LVB, LOW, LOB, LF1W, LF1B, LF2W, LF2B, LN1G, LN1B, LN2G, LN2B};
     for (int64_t l = 0; l < d.L; l++)
-        for (int k = 0; k < LPER; k++) {
+        for (int ks = 0; ks < LPER; ks++) {
+            const int k = attn__layer_store[ks];
             char nm[96];
             snprintf(nm, sizeof nm, "vit.encoder.layer.%lld.%s", (long long)l, attn__layer_names[k]);
             const int w = k == LQW || k == LKW || k == LVW || k == LOW || k == LF1W || k == LF2W;
@@ -220,7 +225,7 @@ static void attn__carve(attn_vit_trainer *t, int64_t B) {
     t->B = B;
 }
 
-/* the activations of layer l: ln1, q, k, v, att, h, ln2 [BTE]; f1, act [BTF]; lse [B·H·T] */
+/* the activations of layer l: ln1, qkv [3·BTE], att, h, ln2 [BTE]; f1, act [BTF]; lse [B·H·T] */
 typedef struct {
     float *ln1, *q, *k, *v, *att, *h, *ln2, *f1, *g, *lse;
 } attn__lact;
@@ -229,7 +234,8 @@ static attn__lact attn__layer_act(const attn_vit_trainer *t, int64_t l) {
     const int64_t B = t->B, BTE = B * d.T * d.E, BTF = B * d.T * d.F;
     float *a = t->a.per + l * (8 * BTE + 2 * BTF + B * d.H * d.T);
     attn__lact r;
-    r.ln1 = a, r.q = a + BTE, r.k = a + 2 * BTE, r.v = a + 3 * BTE, r.att = a + 4 * BTE, r.h = a + 5 * BTE, r.ln2 = a + 6 * BTE;
+    /* q, k, v: one [B·T, 3·E] buffer (the fused projection's output), rows 3·E floats apart */
+    r.ln1 = a, r.q = a + BTE, r.k = r.q + d.E, r.v = r.q + 2 * d.E, r.att = a + 4 * BTE, r.h = a + 5 * BTE, r.ln2 = a + 6 * BTE;
     r.f1 = a + 7 * BTE, r.g = r.f1 + BTF, r.lse = r.g + BTF;
     return r;
 }
@@ -238,9 +244,10 @@ static void attn__add(float *y, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] += x[i];
 }
 
-/* q/k/v [B, T, E] buffers as [B, H, T, D] views */
-static attn_tensor attn__heads(float *p, int64_t B, int64_t T, int64_t E, int64_t H) {
+/* [B, T, E] buffers whose rows are ld floats apart as [B, H, T, D] views */
+static attn_tensor attn__heads(float *p, int64_t B, int64_t T, int64_t E, int64_t H, int64_t ld) {
     attn_tensor x = attn_tensor_f32_3d(p, B, T, E), o;
+    x.stride[0] = T * ld, x.stride[1] = ld;
     attn_tensor_split_heads(&o, &x, H);
     return o;
 }
@@ -287,17 +294,16 @@ int attn_vit_trainer_forward(attn_vit_trainer *t, float *logits, const float *pi
         attn_tensor tx = attn_tensor_f32_2d(xin, BT, E), tl1 = attn_tensor_f32_2d(a.ln1, BT, E);
         attn_tensor g1 = attn__pv(t, t->p, b0 + LN1G), be1 = attn__pv(t, t->p, b0 + LN1B);
         rc = attn_layernorm(&tl1, &tx, &g1, &be1, c->eps);
-        float *qkv[3] = {a.q, a.k, a.v};
-        for (int j = 0; j < 3 && rc == 0; j++) {
-            attn_tensor w = attn__pv(t, t->p, b0 + LQW + 2 * j), bb = attn__pv(t, t->p, b0 + LQB + 2 * j);
-            attn_tensor o = attn_tensor_f32_2d(qkv[j], BT, E);
+        if (rc == 0) { /* [q | k | v] = LN1 · [Wq; Wk; Wv]ᵀ + [bq; bk; bv]: one product */
+            attn_tensor w = attn_tensor_f32_2d(t->p + t->par[b0 + LQW].off, 3 * E, E);
+            attn_tensor bb = attn_tensor_f32_1d(t->p + t->par[b0 + LQB].off, 3 * E), o = attn_tensor_f32_2d(a.q, BT, 3 * E);
             rc = attn_linear(&o, &tl1, &w, &bb);
         }
         if (rc == 0 && T <= ATTN__VK_MAX_T && E / d.H <= ATTN__VK_MAX_D) { /* short sequences: the direct kernel (vit_kernels.c) */
-            attn__vk_attention_forward(a.att, a.lse, a.q, a.k, a.v, B, T, d.H, E / d.H);
+            attn__vk_attention_forward(a.att, a.lse, a.q, a.k, a.v, 3 * E, B, T, d.H, E / d.H);
         } else if (rc == 0) {
-            attn_tensor q4 = attn__heads(a.q, B, T, E, d.H), k4 = attn__heads(a.k, B, T, E, d.H);
-            attn_tensor v4 = attn__heads(a.v, B, T, E, d.H), o4 = attn__heads(a.att, B, T, E, d.H);
+            attn_tensor q4 = attn__heads(a.q, B, T, E, d.H, 3 * E), k4 = attn__heads(a.k, B, T, E, d.H, 3 * E);
+            attn_tensor v4 = attn__heads(a.v, B, T, E, d.H, 3 * E), o4 = attn__heads(a.att, B, T, E, d.H, E);
             attn_tensor lse = attn_tensor_f32_3d(a.lse, B, d.H, T);
             sp.lse = &lse;
             rc = attn_sdpa(&o4, NULL, &q4, &k4, &v4, &sp);
@@ -346,8 +352,9 @@ static int attn__backward(attn_vit_trainer *t) {
     const attn_vit_train_config *c = &t->cfg;
     const attn__dims d = attn__vdims(c);
     const int64_t B = t->B, E = d.E, T = d.T, N = d.N, K = d.K, F = d.F, BT = B * T;
-    float *dx = t->a.s[0], *dh = t->a.s[1], *dtmp = t->a.s[2], *dln = t->a.s[3], *dq = t->a.s[4], *dk = t->a.s[5],
-          *dv = t->a.s[6], *datt = t->a.s[7], *dg = t->a.sf[0], *df1 = t->a.sf[1];
+    /* dq, dk, dv: one [B·T, 3·E] buffer (s[4..6] are adjacent), as q, k, v */
+    float *dx = t->a.s[0], *dh = t->a.s[1], *dtmp = t->a.s[2], *dln = t->a.s[3], *dq = t->a.s[4], *dk = dq + E,
+          *dv = dq + 2 * E, *datt = t->a.s[7], *dg = t->a.sf[0], *df1 = t->a.sf[1];
     /* classifier and final LayerNorm (CLS rows) */
     attn_tensor tdl = attn_tensor_f32_2d(t->a.dlogits, B, d.n), tn = attn_tensor_f32_2d(t->a.clsn, B, E);
     attn_tensor tdn = attn_tensor_f32_2d(t->a.dclsn, B, E);
@@ -386,22 +393,25 @@ static int attn__backward(attn_vit_trainer *t) {
         attn_tensor wo = attn__pv(t, t->p, b0 + LOW), dwo = attn__pv(t, t->g, b0 + LOW), dbo = attn__pv(t, t->g, b0 + LOB);
         ATTN_TRY(attn_linear_backward(&tda, &dwo, &dbo, &tdh, &ta, &wo, 0));
         if (T <= ATTN__VK_MAX_T && E / d.H <= ATTN__VK_MAX_D) {
-            attn__vk_attention_backward(dq, dk, dv, a.q, a.k, a.v, a.att, a.lse, datt, B, T, d.H, E / d.H);
+            attn__vk_attention_backward(dq, dk, dv, a.q, a.k, a.v, a.att, a.lse, datt, 3 * E, B, T, d.H, E / d.H);
         } else {
-            attn_tensor q4 = attn__heads(a.q, B, T, E, d.H), k4 = attn__heads(a.k, B, T, E, d.H);
-            attn_tensor v4 = attn__heads(a.v, B, T, E, d.H), o4 = attn__heads(a.att, B, T, E, d.H);
-            attn_tensor dq4 = attn__heads(dq, B, T, E, d.H), dk4 = attn__heads(dk, B, T, E, d.H);
-            attn_tensor dv4 = attn__heads(dv, B, T, E, d.H), do4 = attn__heads(datt, B, T, E, d.H);
+            attn_tensor q4 = attn__heads(a.q, B, T, E, d.H, 3 * E), k4 = attn__heads(a.k, B, T, E, d.H, 3 * E);
+            attn_tensor v4 = attn__heads(a.v, B, T, E, d.H, 3 * E), o4 = attn__heads(a.att, B, T, E, d.H, E);
+            attn_tensor dq4 = attn__heads(dq, B, T, E, d.H, 3 * E), dk4 = attn__heads(dk, B, T, E, d.H, 3 * E);
+            attn_tensor dv4 = attn__heads(dv, B, T, E, d.H, 3 * E), do4 = attn__heads(datt, B, T, E, d.H, E);
             attn_tensor lse = attn_tensor_f32_3d(a.lse, B, d.H, T);
             ATTN_TRY(attn_sdpa_backward(&dq4, &dk4, &dv4, &q4, &k4, &v4, &o4, &lse, &do4, &sp));
         }
         attn_tensor tl1 = attn_tensor_f32_2d(a.ln1, BT, E);
-        float *dqkv[3] = {dq, dk, dv};
-        for (int j = 0; j < 3; j++) {
-            attn_tensor w = attn__pv(t, t->p, b0 + LQW + 2 * j), dw = attn__pv(t, t->g, b0 + LQW + 2 * j);
-            attn_tensor db = attn__pv(t, t->g, b0 + LQB + 2 * j), dy = attn_tensor_f32_2d(dqkv[j], BT, E);
-            ATTN_TRY(attn_linear_backward(j ? &tdt : &tdln, &dw, &db, &dy, &tl1, &w, 0));
-            if (j) attn__add(dln, dtmp, BT * E);
+        { /* the fused projection: dLN1 = [dq | dk | dv] · [Wq; Wk; Wv], one product each for dx, dW, db */
+            attn_tensor w = attn_tensor_f32_2d(t->p + t->par[b0 + LQW].off, 3 * E, E);
+            attn_tensor dw = attn_tensor_f32_2d(t->g + t->par[b0 + LQW].off, 3 * E, E);
+            attn_tensor db = attn_tensor_f32_1d(t->g + t->par[b0 + LQB].off, 3 * E), dy = attn_tensor_f32_2d(dq, BT, 3 * E);
+            ATTN_TRY(attn_linear_backward(&tdln, &dw, &db, &dy, &tl1, &w, 0));
+            /* The key bias's exact gradient is 0: it adds q_i·b_k to every score of row i, which the
+             * softmax ignores (no mask here). The float sum of dk is rounding noise (~1e-9), which
+             * AdamW's normalisation would turn into steps of up to lr·0.1; keep the exact value. */
+            memset(t->g + t->par[b0 + LKB].off, 0, sizeof(float) * (size_t)E);
         }
         attn_tensor txin = attn_tensor_f32_2d(xin, BT, E);
         attn_tensor g1 = attn__pv(t, t->p, b0 + LN1G), dg1 = attn__pv(t, t->g, b0 + LN1G), dbe1 = attn__pv(t, t->g, b0 + LN1B);

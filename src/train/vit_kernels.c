@@ -48,6 +48,7 @@ typedef float attn__vk_v8u __attribute__((vector_size(32), aligned(4)));
 #define ATTN__VK_HAVE_AVX2 1
 #include "core/target_avx2_begin.h"
 #define VK_FN(x) x##_avx2
+#define VK_AVX2 1
 #include <immintrin.h>
 #undef VK_FMA
 #undef VK_VFMA
@@ -55,6 +56,7 @@ typedef float attn__vk_v8u __attribute__((vector_size(32), aligned(4)));
 #define VK_VFMA(a, b, c) ((attn__vk_v8)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
 #include "train/vit_kernels_tmpl.h"
 #undef VK_FN
+#undef VK_AVX2
 #include "core/target_avx2_end.h"
 #endif
 

@@ -103,8 +103,38 @@ static inline void VK_FN(attn__vk_lincomb)(float *restrict y, const float *restr
 
 /* XT[d·Tp + j] = x[j·ld + d] for j < T, 0 for T <= j < Tp */
 static inline void VK_FN(attn__vk_pack_t)(float *restrict XT, const float *restrict x, int64_t T, int64_t Tp, int64_t D, int64_t ld) {
-    for (int64_t j = 0; j < Tp; j++)
-        for (int64_t d = 0; d < D; d++) XT[d * Tp + j] = j < T ? x[j * ld + d] : 0.0f;
+    int64_t j0 = 0, d0 = 0;
+#ifdef VK_AVX2
+    for (; j0 + 8 <= T; j0 += 8) /* 8 x 8 blocks by the unpack / shuffle / permute transpose */
+        for (d0 = 0; d0 + 8 <= D; d0 += 8) {
+            const float *b = x + j0 * ld + d0;
+            __m256 r0 = _mm256_loadu_ps(b), r1 = _mm256_loadu_ps(b + ld), r2 = _mm256_loadu_ps(b + 2 * ld),
+                   r3 = _mm256_loadu_ps(b + 3 * ld), r4 = _mm256_loadu_ps(b + 4 * ld), r5 = _mm256_loadu_ps(b + 5 * ld),
+                   r6 = _mm256_loadu_ps(b + 6 * ld), r7 = _mm256_loadu_ps(b + 7 * ld);
+            __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
+                   t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+                   t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+            r0 = _mm256_shuffle_ps(t0, t2, 0x44), r1 = _mm256_shuffle_ps(t0, t2, 0xEE), r2 = _mm256_shuffle_ps(t1, t3, 0x44);
+            r3 = _mm256_shuffle_ps(t1, t3, 0xEE), r4 = _mm256_shuffle_ps(t4, t6, 0x44), r5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+            r6 = _mm256_shuffle_ps(t5, t7, 0x44), r7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+            float *o = XT + d0 * Tp + j0;
+            _mm256_storeu_ps(o, _mm256_permute2f128_ps(r0, r4, 0x20));
+            _mm256_storeu_ps(o + Tp, _mm256_permute2f128_ps(r1, r5, 0x20));
+            _mm256_storeu_ps(o + 2 * Tp, _mm256_permute2f128_ps(r2, r6, 0x20));
+            _mm256_storeu_ps(o + 3 * Tp, _mm256_permute2f128_ps(r3, r7, 0x20));
+            _mm256_storeu_ps(o + 4 * Tp, _mm256_permute2f128_ps(r0, r4, 0x31));
+            _mm256_storeu_ps(o + 5 * Tp, _mm256_permute2f128_ps(r1, r5, 0x31));
+            _mm256_storeu_ps(o + 6 * Tp, _mm256_permute2f128_ps(r2, r6, 0x31));
+            _mm256_storeu_ps(o + 7 * Tp, _mm256_permute2f128_ps(r3, r7, 0x31));
+        }
+    if (d0 < D) j0 = 0, d0 = 0; /* D not a multiple of 8: the loop below does everything */
+#else
+    (void)d0;
+#endif
+    for (int64_t j = j0; j < T; j++)
+        for (int64_t d = 0; d < D; d++) XT[d * Tp + j] = x[j * ld + d];
+    for (int64_t d = 0; d < D; d++)
+        for (int64_t j = T; j < Tp; j++) XT[d * Tp + j] = 0.0f;
 }
 
 /* Unmasked attention of one (image, head) whose T rows of q, k, v sit ld floats apart and those of

@@ -74,13 +74,18 @@ static void attn__lb_piece(void *p, int64_t lo, int64_t hi, int tid) {
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(b - a), (int)K, (int)M, 1.0f, j->g + a, (int)N, j->xp,
                             (int)K, j->accumulate ? 1.0f : 0.0f, j->dw + a * K, (int)K);
             }
-        } else { /* db[n] (+)= sum_m dy[m, n] for 64 columns, in double */
+        } else { /* db[n] (+)= sum_m dy[m, n] for 64 columns: float sums of 32 rows, added in double */
             const int64_t a = (it - j->nx - j->nw) * 64, b = a + 64 < N ? a + 64 : N;
             double s[64] = {0};
-            for (int64_t m = 0; m < M; m++) {
-                const float *restrict gr = j->g + m * N + a;
+            for (int64_t m0 = 0; m0 < M; m0 += 32) {
+                float f[64] = {0};
+                for (int64_t m = m0; m < M && m < m0 + 32; m++) {
+                    const float *restrict gr = j->g + m * N + a;
 #pragma omp simd
-                for (int64_t n = 0; n < b - a; n++) s[n] += gr[n];
+                    for (int64_t n = 0; n < b - a; n++) f[n] += gr[n];
+                }
+#pragma omp simd
+                for (int64_t n = 0; n < b - a; n++) s[n] += f[n];
             }
             for (int64_t n = a; n < b; n++) j->db[n] = (float)(j->accumulate ? j->db[n] + s[n - a] : s[n - a]);
         }

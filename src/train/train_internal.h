@@ -38,6 +38,13 @@ struct attn_vit_trainer {
 /* dx[n] = dy · GELU'(x) (erf GELU) */
 void attn__vk_gelu_backward(float *dx, const float *dy, const float *x, int64_t n);
 
+/* y [M, N] = x [M, K] · w [N, K]ᵀ + b [N] (+ res [M, N] when res != NULL: a residual added in the
+ * same pass); OpenBLAS on fixed 256-row pieces split over attn's threads. y must not alias x or w. */
+void attn__vk_linear(float *y, const float *x, const float *w, const float *b, const float *res, int64_t M, int64_t N, int64_t K);
+
+/* LayerNorm of x [M, E] with gamma, beta [E] into y [M, E] (float32; rows on their own) */
+void attn__vk_layernorm_forward(float *y, const float *x, const float *gamma, const float *beta, float eps, int64_t M, int64_t E);
+
 /* floats of block sums attn__vk_layernorm_backward needs for M rows of E */
 size_t attn__vk_ln_part_floats(int64_t M, int64_t E);
 

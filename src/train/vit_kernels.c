@@ -1,4 +1,4 @@
-/* Fast paths of the ViT trainer (train_internal.h): GELU backward, LayerNorm backward and the
+/* Fast paths of the ViT trainer (train_internal.h): GELU backward, LayerNorm forward and backward and the
  * attention forward + backward of short sequences, in float32, split over attn's threads
  * (core/pool.h). They replace, inside attn_vit_trainer_*, the general ops (attn_activation_backward,
  * attn_layernorm_backward in double, attn_sdpa / attn_sdpa_backward with their FlashAttention
@@ -16,6 +16,7 @@
 #include "core/simd_math.h"
 #include "train/train_internal.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
@@ -97,6 +98,66 @@ void attn__vk_gelu_backward(float *dx, const float *dy, const float *x, int64_t 
     attn__vk_gelu_job j = {dx, dy, x, n, attn__vk_avx2()};
     const int64_t pieces = (n + VK_GELU_CHUNK - 1) / VK_GELU_CHUNK;
     attn__pool_for(pieces, 2, attn__pool_threads(20.0 * (double)n, 0), attn__vk_gelu_piece, &j);
+}
+
+/* ---- linear with bias and residual */
+
+#define VK_LIN_ROWS 256 /* rows a piece: fixed, so the bits do not depend on the thread count */
+
+typedef struct {
+    float *y;
+    const float *x, *w, *b, *res;
+    int64_t M, N, K;
+} attn__vk_lin_job;
+
+static void attn__vk_lin_piece(void *p, int64_t lo, int64_t hi, int tid) {
+    const attn__vk_lin_job *j = (const attn__vk_lin_job *)p;
+    const int64_t N = j->N, K = j->K;
+    (void)tid;
+    for (int64_t it = lo; it < hi; it++) {
+        const int64_t a = it * VK_LIN_ROWS, e = a + VK_LIN_ROWS < j->M ? a + VK_LIN_ROWS : j->M;
+        for (int64_t m = a; m < e; m++) { /* C = res + b, then C += x·wᵀ (no zeroing pass, no bias pass) */
+            float *restrict o = j->y + m * N;
+            const float *restrict bb = j->b;
+            if (j->res) {
+                const float *restrict r = j->res + m * N;
+                VK_SIMD
+                for (int64_t n = 0; n < N; n++) o[n] = r[n] + bb[n];
+            } else {
+                memcpy(o, bb, sizeof(float) * (size_t)N);
+            }
+        }
+        if (K > 0)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(e - a), (int)N, (int)K, 1.0f, j->x + a * K, (int)K, j->w,
+                        (int)K, 1.0f, j->y + a * N, (int)N);
+    }
+}
+
+void attn__vk_linear(float *y, const float *x, const float *w, const float *b, const float *res, int64_t M, int64_t N, int64_t K) {
+    attn__vk_lin_job j = {y, x, w, b, res, M, N, K};
+    const int nt = attn_get_num_threads(); /* also puts OpenBLAS in single-thread mode */
+    attn__pool_for((M + VK_LIN_ROWS - 1) / VK_LIN_ROWS, 1, attn__pool_threads((double)M * N * K, nt), attn__vk_lin_piece, &j);
+}
+
+/* ---- LayerNorm forward */
+
+typedef struct {
+    float *y;
+    const float *x, *gamma, *beta;
+    float eps;
+    int64_t E;
+    int avx2;
+} attn__vk_lnf_job;
+
+static void attn__vk_lnf_piece(void *p, int64_t lo, int64_t hi, int tid) {
+    const attn__vk_lnf_job *j = (const attn__vk_lnf_job *)p;
+    (void)tid;
+    VK_CALL(j->avx2, attn__vk_ln_fwd_rows, j->y, j->x, j->gamma, j->beta, j->eps, j->E, lo, hi);
+}
+
+void attn__vk_layernorm_forward(float *y, const float *x, const float *gamma, const float *beta, float eps, int64_t M, int64_t E) {
+    attn__vk_lnf_job j = {y, x, gamma, beta, eps, E, attn__vk_avx2()};
+    attn__pool_for(M, 64, attn__pool_threads(6.0 * (double)M * (double)E, 0), attn__vk_lnf_piece, &j);
 }
 
 /* ---- LayerNorm backward */

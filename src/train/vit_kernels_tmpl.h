@@ -18,6 +18,26 @@ static void VK_FN(attn__vk_gelu_bwd)(float *restrict dx, const float *restrict d
     }
 }
 
+/* LayerNorm forward of rows [r0, r1) of [.., E]: y = (x - mean)·rstd·γ + β (two passes, float32) */
+static void VK_FN(attn__vk_ln_fwd_rows)(float *restrict y, const float *restrict x, const float *restrict gamma,
+                                        const float *restrict beta, float eps, int64_t E, int64_t r0, int64_t r1) {
+    const float invE = 1.0f / (float)E;
+    for (int64_t m = r0; m < r1; m++) {
+        const float *restrict xr = x + m * E;
+        float *restrict o = y + m * E;
+        float s = 0.0f;
+        VK_SIMD_RED(s)
+        for (int64_t e = 0; e < E; e++) s += xr[e];
+        const float mean = s * invE;
+        float v = 0.0f;
+        VK_SIMD_RED(v)
+        for (int64_t e = 0; e < E; e++) v += (xr[e] - mean) * (xr[e] - mean);
+        const float var = v * invE, rstd = var + eps > 0.0f ? 1.0f / sqrtf(var + eps) : 0.0f;
+        VK_SIMD
+        for (int64_t e = 0; e < E; e++) o[e] = (xr[e] - mean) * rstd * gamma[e] + beta[e];
+    }
+}
+
 /* LayerNorm backward of rows [r0, r1) of [.., E]: dx = rstd·(g - mean(g) - x̂·mean(g·x̂)) with
  * g = dy·γ, plus res (the residual branch's gradient) when res != NULL; pg / pb get the rows'
  * sums of dy·x̂ and dy (dγ, dβ of the block). */

@@ -240,10 +240,6 @@ static attn__lact attn__layer_act(const attn_vit_trainer *t, int64_t l) {
     return r;
 }
 
-static void attn__add(float *y, const float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] += x[i];
-}
-
 /* [B, T, E] buffers whose rows are ld floats apart as [B, H, T, D] views */
 static attn_tensor attn__heads(float *p, int64_t B, int64_t T, int64_t E, int64_t H, int64_t ld) {
     attn_tensor x = attn_tensor_f32_3d(p, B, T, E), o;
@@ -291,14 +287,11 @@ int attn_vit_trainer_forward(attn_vit_trainer *t, float *logits, const float *pi
         const int b0 = P_LAYER0 + (int)l * LPER;
         attn__lact a = attn__layer_act(t, l);
         float *xin = t->a.xs + l * BT * E, *xout = xin + BT * E;
-        attn_tensor tx = attn_tensor_f32_2d(xin, BT, E), tl1 = attn_tensor_f32_2d(a.ln1, BT, E);
+        const float *pp = t->p;
         attn_tensor g1 = attn__pv(t, t->p, b0 + LN1G), be1 = attn__pv(t, t->p, b0 + LN1B);
-        rc = attn_layernorm(&tl1, &tx, &g1, &be1, c->eps);
-        if (rc == 0) { /* [q | k | v] = LN1 · [Wq; Wk; Wv]ᵀ + [bq; bk; bv]: one product */
-            attn_tensor w = attn_tensor_f32_2d(t->p + t->par[b0 + LQW].off, 3 * E, E);
-            attn_tensor bb = attn_tensor_f32_1d(t->p + t->par[b0 + LQB].off, 3 * E), o = attn_tensor_f32_2d(a.q, BT, 3 * E);
-            rc = attn_linear(&o, &tl1, &w, &bb);
-        }
+        attn__vk_layernorm_forward(a.ln1, xin, (const float *)g1.data, (const float *)be1.data, c->eps, BT, E);
+        /* [q | k | v] = LN1 · [Wq; Wk; Wv]ᵀ + [bq; bk; bv]: one product */
+        attn__vk_linear(a.q, a.ln1, pp + t->par[b0 + LQW].off, pp + t->par[b0 + LQB].off, NULL, BT, 3 * E, E);
         if (rc == 0 && T <= ATTN__VK_MAX_T && E / d.H <= ATTN__VK_MAX_D) { /* short sequences: the direct kernel (vit_kernels.c) */
             attn__vk_attention_forward(a.att, a.lse, a.q, a.k, a.v, 3 * E, B, T, d.H, E / d.H);
         } else if (rc == 0) {
@@ -309,24 +302,16 @@ int attn_vit_trainer_forward(attn_vit_trainer *t, float *logits, const float *pi
             rc = attn_sdpa(&o4, NULL, &q4, &k4, &v4, &sp);
             sp.lse = NULL;
         }
-        if (rc == 0) { /* h = x + att·Woᵀ + bo */
-            attn_tensor ta = attn_tensor_f32_2d(a.att, BT, E), th = attn_tensor_f32_2d(a.h, BT, E);
-            attn_tensor w = attn__pv(t, t->p, b0 + LOW), bb = attn__pv(t, t->p, b0 + LOB);
-            rc = attn_linear(&th, &ta, &w, &bb);
-            if (rc == 0) attn__add(a.h, xin, BT * E);
-        }
+        if (rc == 0) /* h = x + att·Woᵀ + bo */
+            attn__vk_linear(a.h, a.att, pp + t->par[b0 + LOW].off, pp + t->par[b0 + LOB].off, xin, BT, E, E);
         if (rc == 0) {
-            attn_tensor th = attn_tensor_f32_2d(a.h, BT, E), tl2 = attn_tensor_f32_2d(a.ln2, BT, E);
             attn_tensor g2 = attn__pv(t, t->p, b0 + LN2G), be2 = attn__pv(t, t->p, b0 + LN2B);
-            rc = attn_layernorm(&tl2, &th, &g2, &be2, c->eps);
+            attn__vk_layernorm_forward(a.ln2, a.h, (const float *)g2.data, (const float *)be2.data, c->eps, BT, E);
             attn_tensor tf = attn_tensor_f32_2d(a.f1, BT, d.F), tg = attn_tensor_f32_2d(a.g, BT, d.F);
-            attn_tensor w1 = attn__pv(t, t->p, b0 + LF1W), bb1 = attn__pv(t, t->p, b0 + LF1B);
-            attn_tensor w2 = attn__pv(t, t->p, b0 + LF2W), bb2 = attn__pv(t, t->p, b0 + LF2B);
-            attn_tensor to = attn_tensor_f32_2d(xout, BT, E);
-            if (rc == 0) rc = attn_linear(&tf, &tl2, &w1, &bb1);
-            if (rc == 0) rc = attn_activate(&tg, &tf, c->act);
-            if (rc == 0) rc = attn_linear(&to, &tg, &w2, &bb2);
-            if (rc == 0) attn__add(xout, a.h, BT * E);
+            attn__vk_linear(a.f1, a.ln2, pp + t->par[b0 + LF1W].off, pp + t->par[b0 + LF1B].off, NULL, BT, d.F, E);
+            rc = attn_activate(&tg, &tf, c->act);
+            /* out = h + act·W2ᵀ + b2 */
+            if (rc == 0) attn__vk_linear(xout, a.g, pp + t->par[b0 + LF2W].off, pp + t->par[b0 + LF2B].off, a.h, BT, E, d.F);
         }
     }
     if (rc == 0) { /* final LayerNorm of the CLS rows (per row: the same as of all rows), classifier */
@@ -375,8 +360,7 @@ static int attn__backward(attn_vit_trainer *t) {
         attn_tensor tdo = attn_tensor_f32_2d(dx, BT, E), tg = attn_tensor_f32_2d(a.g, BT, F);
         attn_tensor tdg = attn_tensor_f32_2d(dg, BT, F), tf1 = attn_tensor_f32_2d(a.f1, BT, F);
         attn_tensor tdf = attn_tensor_f32_2d(df1, BT, F), tl2 = attn_tensor_f32_2d(a.ln2, BT, E);
-        attn_tensor tdln = attn_tensor_f32_2d(dln, BT, E), th = attn_tensor_f32_2d(a.h, BT, E);
-        attn_tensor tdt = attn_tensor_f32_2d(dtmp, BT, E);
+        attn_tensor tdln = attn_tensor_f32_2d(dln, BT, E);
         attn_tensor w2 = attn__pv(t, t->p, b0 + LF2W), dw2 = attn__pv(t, t->g, b0 + LF2W), db2 = attn__pv(t, t->g, b0 + LF2B);
         attn_tensor w1 = attn__pv(t, t->p, b0 + LF1W), dw1 = attn__pv(t, t->g, b0 + LF1W), db1 = attn__pv(t, t->g, b0 + LF1B);
         attn_tensor g2 = attn__pv(t, t->p, b0 + LN2G), dg2 = attn__pv(t, t->g, b0 + LN2G), dbe2 = attn__pv(t, t->g, b0 + LN2B);
@@ -384,7 +368,7 @@ static int attn__backward(attn_vit_trainer *t) {
         if (c->act == ATTN_ACT_GELU) attn__vk_gelu_backward(df1, dg, a.f1, BT * F);
         else ATTN_TRY(attn_activation_backward(&tdf, &tdg, &tf1, c->act));
         ATTN_TRY(attn_linear_backward(&tdln, &dw1, &db1, &tdf, &tl2, &w1, 0));
-        (void)tdt, (void)th; /* dh = dx + LN2's backward */
+        /* dh = dx + LN2's backward */
         attn__vk_layernorm_backward(dh, (float *)dg2.data, (float *)dbe2.data, dln, a.h, (const float *)g2.data, dx, c->eps, BT, E,
                                     t->lnpart);
         /* attention branch: h = x + o_proj(SDPA(q, k, v)), q/k/v = proj(LN1(x)) */
@@ -413,9 +397,8 @@ static int attn__backward(attn_vit_trainer *t) {
              * AdamW's normalisation would turn into steps of up to lr·0.1; keep the exact value. */
             memset(t->g + t->par[b0 + LKB].off, 0, sizeof(float) * (size_t)E);
         }
-        attn_tensor txin = attn_tensor_f32_2d(xin, BT, E);
         attn_tensor g1 = attn__pv(t, t->p, b0 + LN1G), dg1 = attn__pv(t, t->g, b0 + LN1G), dbe1 = attn__pv(t, t->g, b0 + LN1B);
-        (void)txin; /* dx = dh + LN1's backward */
+        /* dx = dh + LN1's backward */
         attn__vk_layernorm_backward(dx, (float *)dg1.data, (float *)dbe1.data, dln, xin, (const float *)g1.data, dh, c->eps, BT, E,
                                     t->lnpart);
         if (t->grad_hook) t->grad_hook(t->grad_hook_user, b0, LPER);

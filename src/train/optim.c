@@ -6,7 +6,6 @@
 #include "train/train_internal.h"
 
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 void attn_adamw_update(float *p, const float *g, float *m, float *v, int64_t n, int64_t t, double lr,
@@ -51,7 +50,6 @@ int attn_vit_trainer_adamw_step(attn_vit_trainer *t, double lr, const attn_adamw
     return ATTN_OK;
 }
 
-#define ATTN__CLIP_BLOCK 16384
 typedef struct {
     const float *g;
     int64_t n;
@@ -75,12 +73,10 @@ double attn_vit_trainer_clip_grad_norm(attn_vit_trainer *t, double max_norm) {
     /* sums of squares of fixed 16384-element blocks (vectorised), added in order: the same bits
      * for any thread count */
     const int64_t nb = (t->numel + ATTN__CLIP_BLOCK - 1) / ATTN__CLIP_BLOCK;
-    double part[64], s = 0.0, *parts = nb <= 64 ? part : (double *)malloc(sizeof(double) * (size_t)nb);
-    if (!parts) return NAN;
-    attn__sq_job j = {t->g, t->numel, parts};
+    double s = 0.0;
+    attn__sq_job j = {t->g, t->numel, t->sqpart};
     attn__pool_for(nb, 1, attn__pool_threads(2.0 * (double)t->numel, 0), attn__sq_piece, &j);
-    for (int64_t b = 0; b < nb; b++) s += parts[b];
-    if (parts != part) free(parts);
+    for (int64_t b = 0; b < nb; b++) s += t->sqpart[b];
     const double total = sqrt(s);
     if (!isfinite(total) || !(max_norm > 0.0) || !isfinite(max_norm) || total <= max_norm) return total;
     const float k = (float)(max_norm / (total + 1e-6));

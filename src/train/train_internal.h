@@ -24,6 +24,7 @@ struct attn_vit_trainer {
     int fwd_ok;
     attn_vit_grad_hook grad_hook; /* attn_vit_trainer_set_grad_hook */
     void *grad_hook_user;
+    double *sqpart;          /* attn_vit_trainer_clip_grad_norm's block sums (ATTN__CLIP_BLOCK floats each) */
     float *lnpart;           /* attn__vk_ln_part_floats(max_batch·T, max(E, 1)) floats: LayerNorm backward block sums */
     struct {
         float *cols, *xs, *per, *clsx, *clsn, *dclsx, *dclsn, *logits, *dlogits, *s[9], *sf[2];
@@ -32,6 +33,7 @@ struct attn_vit_trainer {
 
 /* Fast paths of the trainer (vit_kernels.c): float32, split over attn's threads, the same bits
  * for any thread count. Tensors are contiguous row-major. */
+#define ATTN__CLIP_BLOCK 16384 /* elements per block of the gradient norm's sums */
 #define ATTN__VK_MAX_T 64  /* longest sequence of the attention fast path */
 #define ATTN__VK_MAX_D 256 /* largest head size of the attention fast path */
 

@@ -148,7 +148,8 @@ int attn_vit_trainer_new(attn_vit_trainer **out, const attn_vit_train_config *c,
     t->mem = abytes + pbytes < 1e15 ? (float *)calloc((size_t)(4 * off), sizeof(float)) : NULL;
     t->arena = abytes + pbytes < 1e15 ? (float *)malloc((size_t)abytes) : NULL;
     t->lnpart = abytes + pbytes < 1e15 ? (float *)malloc(sizeof(float) * attn__vk_ln_part_floats(max_batch * d.T, d.E)) : NULL;
-    if (!t->mem || !t->arena || !t->lnpart) {
+    t->sqpart = (double *)malloc(sizeof(double) * (size_t)((off + ATTN__CLIP_BLOCK - 1) / ATTN__CLIP_BLOCK + 1));
+    if (!t->mem || !t->arena || !t->lnpart || !t->sqpart) {
         attn_vit_trainer_free(t);
         return attn_set_error(ATTN_E_NOMEM, "vit train: out of memory (%.0f bytes of parameters, gradients and moments, %.0f of activations)",
                               pbytes, abytes);
@@ -174,6 +175,7 @@ void attn_vit_trainer_free(attn_vit_trainer *t) {
     free(t->mem);
     free(t->arena);
     free(t->lnpart);
+    free(t->sqpart);
     free(t);
 }
 

@@ -86,7 +86,8 @@ int attn_cross_entropy(double *loss, attn_tensor *dlogits, const attn_tensor *lo
  * embedding as a strided convolution, CLS token, learned positions, n_layers encoder layers
  * h = x + MHA(LN1(x)), out = h + MLP(LN2(h)), final LayerNorm, classifier on the CLS token),
  * its gradients and AdamW moments, all float32, each in one contiguous block in the order of
- * attn_vit_trainer_param_name. The forward keeps every activation the backward needs in one
+ * attn_vit_trainer_param_name, except that within a layer the query, key and value weights, then
+ * their biases, sit side by side (one [3E, E] and one [3E] block for the fused projection). The forward keeps every activation the backward needs in one
  * arena sized up front for max_batch images (attn_vit_train_arena_bytes); nothing is allocated
  * per step. The trainer has no dropout layers: HF's ViT defaults (hidden and attention dropout
  * probability 0) are what it trains. */

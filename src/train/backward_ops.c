@@ -2,9 +2,10 @@
  * (include/attn_train.h). Each is the chain rule of the matching forward in src/ops/ops.c,
  * checked against torch.autograd fixtures and float64 finite differences
  * (tests/test_train_ops.c). GEMMs go to OpenBLAS in single-thread mode, split over attn's
- * threads (the library-wide policy of core/threads.c); row reductions are in double. */
+ * threads (core/pool.h, the library-wide policy of core/threads.c); row reductions are in double. */
 #include "attn_train.h"
 #include "core/internal.h"
+#include "core/pool.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -44,6 +45,53 @@ static int64_t attn__tr_rows(const attn_tensor *t) {
     return n > 0 ? attn_tensor_numel(t) / n : 0;
 }
 
+typedef struct {
+    const float *g, *xp, *wp;
+    float *dx, *dw, *db;
+    int64_t M, N, K;
+    int accumulate, nx, nw, pad;
+} attn__lb_job;
+
+/* piece it of attn_linear_backward's job: dx rows, dw rows, or 64 columns of db */
+static void attn__lb_piece(void *p, int64_t lo, int64_t hi, int tid) {
+    const attn__lb_job *j = (const attn__lb_job *)p;
+    const int64_t M = j->M, N = j->N, K = j->K;
+    (void)tid;
+    for (int64_t it = lo; it < hi; it++) {
+        if (it < j->nx) { /* dx[M, K] = dy[M, N] · W[N, K], rows [a, b) */
+            const int64_t chunk = (M + j->nx - 1) / j->nx, a = it * chunk, b = a + chunk < M ? a + chunk : M;
+            if (a >= b) continue;
+            if (N == 0) memset(j->dx + a * K, 0, sizeof(float) * (size_t)((b - a) * K));
+            else
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(b - a), (int)K, (int)N, 1.0f, j->g + a * N, (int)N,
+                            j->wp, (int)K, 0.0f, j->dx + a * K, (int)K);
+        } else if (it < j->nx + j->nw) { /* dw[N, K] (+)= dyᵀ[N, M] · x[M, K], rows [a, b) of dw */
+            const int64_t chunk = (N + j->nw - 1) / j->nw, a = (it - j->nx) * chunk, b = a + chunk < N ? a + chunk : N;
+            if (a >= b) continue;
+            if (M == 0) {
+                if (!j->accumulate) memset(j->dw + a * K, 0, sizeof(float) * (size_t)((b - a) * K));
+            } else {
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(b - a), (int)K, (int)M, 1.0f, j->g + a, (int)N, j->xp,
+                            (int)K, j->accumulate ? 1.0f : 0.0f, j->dw + a * K, (int)K);
+            }
+        } else { /* db[n] (+)= sum_m dy[m, n] for 64 columns: float sums of 32 rows, added in double */
+            const int64_t a = (it - j->nx - j->nw) * 64, b = a + 64 < N ? a + 64 : N;
+            double s[64] = {0};
+            for (int64_t m0 = 0; m0 < M; m0 += 32) {
+                float f[64] = {0};
+                for (int64_t m = m0; m < M && m < m0 + 32; m++) {
+                    const float *restrict gr = j->g + m * N + a;
+#pragma omp simd
+                    for (int64_t n = 0; n < b - a; n++) f[n] += gr[n];
+                }
+#pragma omp simd
+                for (int64_t n = 0; n < b - a; n++) s[n] += f[n];
+            }
+            for (int64_t n = a; n < b; n++) j->db[n] = (float)(j->accumulate ? j->db[n] + s[n - a] : s[n - a]);
+        }
+    }
+}
+
 int attn_linear_backward(attn_tensor *dx, attn_tensor *dw, attn_tensor *db, const attn_tensor *dy,
                          const attn_tensor *x, const attn_tensor *w, int accumulate) {
     const char *op = "linear backward";
@@ -66,45 +114,17 @@ int attn_linear_backward(attn_tensor *dx, attn_tensor *dw, attn_tensor *db, cons
         ATTN_TRY(attn__tr_same(dw, "dw", w, "weight", op));
     }
     ATTN_TRY(attn__tr_vec(db, N, op, "db"));
-    const float *g = (const float *)dy->data, *xp = (const float *)x->data, *wp = (const float *)w->data;
-    int nt = attn_get_num_threads(); /* also puts OpenBLAS in single-thread mode */
-    if (dx && M > 0 && K > 0) { /* dx[M, K] = dy[M, N] · W[N, K], split by rows */
-        float *o = (float *)dx->data;
-        const int64_t chunk = (M + nt - 1) / nt;
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && (double)M * N * K >= 1e6)
-        for (int t = 0; t < nt; t++) {
-            const int64_t a = t * chunk, b = a + chunk < M ? a + chunk : M;
-            if (a >= b) continue;
-            if (N == 0) memset(o + a * K, 0, sizeof(float) * (size_t)((b - a) * K));
-            else
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(b - a), (int)K, (int)N, 1.0f, g + a * N, (int)N,
-                            wp, (int)K, 0.0f, o + a * K, (int)K);
-        }
-    }
-    if (dw && N > 0 && K > 0) { /* dw[N, K] (+)= dyᵀ[N, M] · x[M, K], split by rows of dw */
-        float *o = (float *)dw->data;
-        const int64_t chunk = (N + nt - 1) / nt;
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && (double)M * N * K >= 1e6)
-        for (int t = 0; t < nt; t++) {
-            const int64_t a = t * chunk, b = a + chunk < N ? a + chunk : N;
-            if (a >= b) continue;
-            if (M == 0) {
-                if (!accumulate) memset(o + a * K, 0, sizeof(float) * (size_t)((b - a) * K));
-            } else {
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(b - a), (int)K, (int)M, 1.0f, g + a, (int)N, xp,
-                            (int)K, accumulate ? 1.0f : 0.0f, o + a * K, (int)K);
-            }
-        }
-    }
-    if (db) {
-        float *o = (float *)db->data;
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && (double)M * N >= 1e5)
-        for (int64_t n = 0; n < N; n++) {
-            double s = 0.0;
-            for (int64_t m = 0; m < M; m++) s += g[m * N + n];
-            o[n] = (float)(accumulate ? o[n] + s : s);
-        }
-    }
+    attn__lb_job j = {(const float *)dy->data, (const float *)x->data, (const float *)w->data, dx ? (float *)dx->data : NULL,
+                      dw ? (float *)dw->data : NULL, db ? (float *)db->data : NULL, M, N, K, accumulate, 0, 0, 0};
+    const int nt = attn_get_num_threads(); /* also puts OpenBLAS in single-thread mode */
+    /* one job: nt row pieces of dx, nt row pieces of dw (the split of the thread count, as the
+     * products always were), then db in 64-column pieces (each column summed over m in order:
+     * the same bits for any split) */
+    j.nx = dx && M > 0 && K > 0 ? nt : 0;
+    j.nw = dw && N > 0 && K > 0 ? nt : 0;
+    const int64_t nb = db ? (N + 63) / 64 : 0;
+    const double cost = (double)M * N * ((dx ? K : 0) + (dw ? K : 0) + 1);
+    attn__pool_for(j.nx + j.nw + nb, 1, cost >= 1e6 ? nt : 1, attn__lb_piece, &j);
     return ATTN_OK;
 }
 

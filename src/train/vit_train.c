@@ -124,8 +124,13 @@ int attn_vit_trainer_new(attn_vit_trainer **out, const attn_vit_train_config *c,
     SET(P_POS, "vit.embeddings.position_embeddings", 3, 1, d.T, d.E, 0);
     SET(P_PW, "vit.embeddings.patch_embeddings.projection.weight", 4, d.E, c->channels, c->patch, c->patch);
     SET(P_PB, "vit.embeddings.patch_embeddings.projection.bias", 1, d.E, 0, 0, 0);
+    /* a layer's storage order puts the query, key and value weights (then their biases) side by
+     * side: one [3·E, E] matrix and one [3·E] bias for the fused projection (the slots keep
+     * attn_train.h's order) */
+    static const int attn__layer_store[LPER] = {LQW, LKW, LVW, LQB, LKB, LVB, LOW, LOB, LF1W, LF1B, LF2W, LF2B, LN1G, LN1B, LN2G, LN2B};
     for (int64_t l = 0; l < d.L; l++)
-        for (int k = 0; k < LPER; k++) {
+        for (int ks = 0; ks < LPER; ks++) {
+            const int k = attn__layer_store[ks];
             char nm[96];
             snprintf(nm, sizeof nm, "vit.encoder.layer.%lld.%s", (long long)l, attn__layer_names[k]);
             const int w = k == LQW || k == LKW || k == LVW || k == LOW || k == LF1W || k == LF2W;
@@ -142,7 +147,9 @@ int attn_vit_trainer_new(attn_vit_trainer **out, const attn_vit_train_config *c,
     const double abytes = attn__arena_floats(c, max_batch) * 4.0, pbytes = 16.0 * (double)off;
     t->mem = abytes + pbytes < 1e15 ? (float *)calloc((size_t)(4 * off), sizeof(float)) : NULL;
     t->arena = abytes + pbytes < 1e15 ? (float *)malloc((size_t)abytes) : NULL;
-    if (!t->mem || !t->arena) {
+    t->lnpart = abytes + pbytes < 1e15 ? (float *)malloc(sizeof(float) * attn__vk_ln_part_floats(max_batch * d.T, d.E)) : NULL;
+    t->sqpart = (double *)malloc(sizeof(double) * (size_t)((off + ATTN__CLIP_BLOCK - 1) / ATTN__CLIP_BLOCK + 1));
+    if (!t->mem || !t->arena || !t->lnpart || !t->sqpart) {
         attn_vit_trainer_free(t);
         return attn_set_error(ATTN_E_NOMEM, "vit train: out of memory (%.0f bytes of parameters, gradients and moments, %.0f of activations)",
                               pbytes, abytes);
@@ -167,6 +174,8 @@ void attn_vit_trainer_free(attn_vit_trainer *t) {
     free(t->par);
     free(t->mem);
     free(t->arena);
+    free(t->lnpart);
+    free(t->sqpart);
     free(t);
 }
 
@@ -218,7 +227,7 @@ static void attn__carve(attn_vit_trainer *t, int64_t B) {
     t->B = B;
 }
 
-/* the activations of layer l: ln1, q, k, v, att, h, ln2 [BTE]; f1, act [BTF]; lse [B·H·T] */
+/* the activations of layer l: ln1, qkv [3·BTE], att, h, ln2 [BTE]; f1, act [BTF]; lse [B·H·T] */
 typedef struct {
     float *ln1, *q, *k, *v, *att, *h, *ln2, *f1, *g, *lse;
 } attn__lact;
@@ -227,18 +236,16 @@ static attn__lact attn__layer_act(const attn_vit_trainer *t, int64_t l) {
     const int64_t B = t->B, BTE = B * d.T * d.E, BTF = B * d.T * d.F;
     float *a = t->a.per + l * (8 * BTE + 2 * BTF + B * d.H * d.T);
     attn__lact r;
-    r.ln1 = a, r.q = a + BTE, r.k = a + 2 * BTE, r.v = a + 3 * BTE, r.att = a + 4 * BTE, r.h = a + 5 * BTE, r.ln2 = a + 6 * BTE;
+    /* q, k, v: one [B·T, 3·E] buffer (the fused projection's output), rows 3·E floats apart */
+    r.ln1 = a, r.q = a + BTE, r.k = r.q + d.E, r.v = r.q + 2 * d.E, r.att = a + 4 * BTE, r.h = a + 5 * BTE, r.ln2 = a + 6 * BTE;
     r.f1 = a + 7 * BTE, r.g = r.f1 + BTF, r.lse = r.g + BTF;
     return r;
 }
 
-static void attn__add(float *y, const float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] += x[i];
-}
-
-/* q/k/v [B, T, E] buffers as [B, H, T, D] views */
-static attn_tensor attn__heads(float *p, int64_t B, int64_t T, int64_t E, int64_t H) {
+/* [B, T, E] buffers whose rows are ld floats apart as [B, H, T, D] views */
+static attn_tensor attn__heads(float *p, int64_t B, int64_t T, int64_t E, int64_t H, int64_t ld) {
     attn_tensor x = attn_tensor_f32_3d(p, B, T, E), o;
+    x.stride[0] = T * ld, x.stride[1] = ld;
     attn_tensor_split_heads(&o, &x, H);
     return o;
 }
@@ -266,53 +273,47 @@ int attn_vit_trainer_forward(attn_vit_trainer *t, float *logits, const float *pi
     attn_tensor pw = attn__pv(t, t->p, P_PW), pb = attn__pv(t, t->p, P_PB);
     int rc = ATTN_OK;
     const float *cls = t->p + t->par[P_CLS].off, *pos = t->p + t->par[P_POS].off;
-    for (int64_t b = 0; b < B && rc == 0; b++) {
-        attn_tensor tc = attn_tensor_f32_2d(cols + b * N * K, N, K), to = attn_tensor_f32_2d(x0 + (b * T + 1) * E, N, E);
+    { /* the patches of all images in one product (into the backward's free scratch), then CLS and positions */
+        float *pe = t->a.s[0];
+        attn_tensor tc = attn_tensor_f32_2d(cols, B * N, K), to = attn_tensor_f32_2d(pe, B * N, E);
         rc = attn_linear(&to, &tc, &pw, &pb);
-        float *xb = x0 + b * T * E;
-        for (int64_t e = 0; e < E; e++) xb[e] = cls[e] + pos[e];
-        attn__add(xb + E, pos + E, N * E);
+        for (int64_t b = 0; b < B && rc == 0; b++) {
+            float *xb = x0 + b * T * E;
+            const float *pb_ = pe + b * N * E;
+            for (int64_t e = 0; e < E; e++) xb[e] = cls[e] + pos[e];
+            for (int64_t e = 0; e < N * E; e++) xb[E + e] = pb_[e] + pos[E + e];
+        }
     }
     attn_sdpa_params sp = attn_sdpa_params_default();
     for (int64_t l = 0; l < d.L && rc == 0; l++) {
         const int b0 = P_LAYER0 + (int)l * LPER;
         attn__lact a = attn__layer_act(t, l);
         float *xin = t->a.xs + l * BT * E, *xout = xin + BT * E;
-        attn_tensor tx = attn_tensor_f32_2d(xin, BT, E), tl1 = attn_tensor_f32_2d(a.ln1, BT, E);
+        const float *pp = t->p;
         attn_tensor g1 = attn__pv(t, t->p, b0 + LN1G), be1 = attn__pv(t, t->p, b0 + LN1B);
-        rc = attn_layernorm(&tl1, &tx, &g1, &be1, c->eps);
-        float *qkv[3] = {a.q, a.k, a.v};
-        for (int j = 0; j < 3 && rc == 0; j++) {
-            attn_tensor w = attn__pv(t, t->p, b0 + LQW + 2 * j), bb = attn__pv(t, t->p, b0 + LQB + 2 * j);
-            attn_tensor o = attn_tensor_f32_2d(qkv[j], BT, E);
-            rc = attn_linear(&o, &tl1, &w, &bb);
-        }
-        if (rc == 0) {
-            attn_tensor q4 = attn__heads(a.q, B, T, E, d.H), k4 = attn__heads(a.k, B, T, E, d.H);
-            attn_tensor v4 = attn__heads(a.v, B, T, E, d.H), o4 = attn__heads(a.att, B, T, E, d.H);
+        attn__vk_layernorm_forward(a.ln1, xin, (const float *)g1.data, (const float *)be1.data, c->eps, BT, E);
+        /* [q | k | v] = LN1 · [Wq; Wk; Wv]ᵀ + [bq; bk; bv]: one product */
+        attn__vk_linear(a.q, a.ln1, pp + t->par[b0 + LQW].off, pp + t->par[b0 + LQB].off, NULL, BT, 3 * E, E);
+        if (rc == 0 && T <= ATTN__VK_MAX_T && E / d.H <= ATTN__VK_MAX_D) { /* short sequences: the direct kernel (vit_kernels.c) */
+            attn__vk_attention_forward(a.att, a.lse, a.q, a.k, a.v, 3 * E, B, T, d.H, E / d.H);
+        } else if (rc == 0) {
+            attn_tensor q4 = attn__heads(a.q, B, T, E, d.H, 3 * E), k4 = attn__heads(a.k, B, T, E, d.H, 3 * E);
+            attn_tensor v4 = attn__heads(a.v, B, T, E, d.H, 3 * E), o4 = attn__heads(a.att, B, T, E, d.H, E);
             attn_tensor lse = attn_tensor_f32_3d(a.lse, B, d.H, T);
             sp.lse = &lse;
             rc = attn_sdpa(&o4, NULL, &q4, &k4, &v4, &sp);
             sp.lse = NULL;
         }
-        if (rc == 0) { /* h = x + att·Woᵀ + bo */
-            attn_tensor ta = attn_tensor_f32_2d(a.att, BT, E), th = attn_tensor_f32_2d(a.h, BT, E);
-            attn_tensor w = attn__pv(t, t->p, b0 + LOW), bb = attn__pv(t, t->p, b0 + LOB);
-            rc = attn_linear(&th, &ta, &w, &bb);
-            if (rc == 0) attn__add(a.h, xin, BT * E);
-        }
+        if (rc == 0) /* h = x + att·Woᵀ + bo */
+            attn__vk_linear(a.h, a.att, pp + t->par[b0 + LOW].off, pp + t->par[b0 + LOB].off, xin, BT, E, E);
         if (rc == 0) {
-            attn_tensor th = attn_tensor_f32_2d(a.h, BT, E), tl2 = attn_tensor_f32_2d(a.ln2, BT, E);
             attn_tensor g2 = attn__pv(t, t->p, b0 + LN2G), be2 = attn__pv(t, t->p, b0 + LN2B);
-            rc = attn_layernorm(&tl2, &th, &g2, &be2, c->eps);
+            attn__vk_layernorm_forward(a.ln2, a.h, (const float *)g2.data, (const float *)be2.data, c->eps, BT, E);
             attn_tensor tf = attn_tensor_f32_2d(a.f1, BT, d.F), tg = attn_tensor_f32_2d(a.g, BT, d.F);
-            attn_tensor w1 = attn__pv(t, t->p, b0 + LF1W), bb1 = attn__pv(t, t->p, b0 + LF1B);
-            attn_tensor w2 = attn__pv(t, t->p, b0 + LF2W), bb2 = attn__pv(t, t->p, b0 + LF2B);
-            attn_tensor to = attn_tensor_f32_2d(xout, BT, E);
-            if (rc == 0) rc = attn_linear(&tf, &tl2, &w1, &bb1);
-            if (rc == 0) rc = attn_activate(&tg, &tf, c->act);
-            if (rc == 0) rc = attn_linear(&to, &tg, &w2, &bb2);
-            if (rc == 0) attn__add(xout, a.h, BT * E);
+            attn__vk_linear(a.f1, a.ln2, pp + t->par[b0 + LF1W].off, pp + t->par[b0 + LF1B].off, NULL, BT, d.F, E);
+            rc = attn_activate(&tg, &tf, c->act);
+            /* out = h + act·W2ᵀ + b2 */
+            if (rc == 0) attn__vk_linear(xout, a.g, pp + t->par[b0 + LF2W].off, pp + t->par[b0 + LF2B].off, a.h, BT, E, d.F);
         }
     }
     if (rc == 0) { /* final LayerNorm of the CLS rows (per row: the same as of all rows), classifier */
@@ -338,16 +339,17 @@ static int attn__backward(attn_vit_trainer *t) {
     const attn_vit_train_config *c = &t->cfg;
     const attn__dims d = attn__vdims(c);
     const int64_t B = t->B, E = d.E, T = d.T, N = d.N, K = d.K, F = d.F, BT = B * T;
-    float *dx = t->a.s[0], *dh = t->a.s[1], *dtmp = t->a.s[2], *dln = t->a.s[3], *dq = t->a.s[4], *dk = t->a.s[5],
-          *dv = t->a.s[6], *datt = t->a.s[7], *dg = t->a.sf[0], *df1 = t->a.sf[1];
+    /* dq, dk, dv: one [B·T, 3·E] buffer (s[4..6] are adjacent), as q, k, v */
+    float *dx = t->a.s[0], *dh = t->a.s[1], *dtmp = t->a.s[2], *dln = t->a.s[3], *dq = t->a.s[4], *dk = dq + E,
+          *dv = dq + 2 * E, *datt = t->a.s[7], *dg = t->a.sf[0], *df1 = t->a.sf[1];
     /* classifier and final LayerNorm (CLS rows) */
     attn_tensor tdl = attn_tensor_f32_2d(t->a.dlogits, B, d.n), tn = attn_tensor_f32_2d(t->a.clsn, B, E);
-    attn_tensor tdn = attn_tensor_f32_2d(t->a.dclsn, B, E), tx = attn_tensor_f32_2d(t->a.clsx, B, E);
-    attn_tensor tdx = attn_tensor_f32_2d(t->a.dclsx, B, E);
+    attn_tensor tdn = attn_tensor_f32_2d(t->a.dclsn, B, E);
     attn_tensor cw = attn__pv(t, t->p, P_CW(d.L)), dcw = attn__pv(t, t->g, P_CW(d.L)), dcb = attn__pv(t, t->g, P_CB(d.L));
     attn_tensor lg = attn__pv(t, t->p, P_LNG(d.L)), dlg = attn__pv(t, t->g, P_LNG(d.L)), dlb = attn__pv(t, t->g, P_LNB(d.L));
     ATTN_TRY(attn_linear_backward(&tdn, &dcw, &dcb, &tdl, &tn, &cw, 0));
-    ATTN_TRY(attn_layernorm_backward(&tdx, &dlg, &dlb, &tdn, &tx, &lg, c->eps, 0));
+    attn__vk_layernorm_backward(t->a.dclsx, (float *)dlg.data, (float *)dlb.data, t->a.dclsn, t->a.clsx, (const float *)lg.data,
+                                NULL, c->eps, B, E, t->lnpart);
     if (t->grad_hook) t->grad_hook(t->grad_hook_user, P_LNG(d.L), 4);
     memset(dx, 0, sizeof(float) * (size_t)(BT * E));
     for (int64_t b = 0; b < B; b++) memcpy(dx + b * T * E, t->a.dclsx + b * E, sizeof(float) * (size_t)E);
@@ -360,41 +362,47 @@ static int attn__backward(attn_vit_trainer *t) {
         attn_tensor tdo = attn_tensor_f32_2d(dx, BT, E), tg = attn_tensor_f32_2d(a.g, BT, F);
         attn_tensor tdg = attn_tensor_f32_2d(dg, BT, F), tf1 = attn_tensor_f32_2d(a.f1, BT, F);
         attn_tensor tdf = attn_tensor_f32_2d(df1, BT, F), tl2 = attn_tensor_f32_2d(a.ln2, BT, E);
-        attn_tensor tdln = attn_tensor_f32_2d(dln, BT, E), th = attn_tensor_f32_2d(a.h, BT, E);
-        attn_tensor tdt = attn_tensor_f32_2d(dtmp, BT, E);
+        attn_tensor tdln = attn_tensor_f32_2d(dln, BT, E);
         attn_tensor w2 = attn__pv(t, t->p, b0 + LF2W), dw2 = attn__pv(t, t->g, b0 + LF2W), db2 = attn__pv(t, t->g, b0 + LF2B);
         attn_tensor w1 = attn__pv(t, t->p, b0 + LF1W), dw1 = attn__pv(t, t->g, b0 + LF1W), db1 = attn__pv(t, t->g, b0 + LF1B);
         attn_tensor g2 = attn__pv(t, t->p, b0 + LN2G), dg2 = attn__pv(t, t->g, b0 + LN2G), dbe2 = attn__pv(t, t->g, b0 + LN2B);
         ATTN_TRY(attn_linear_backward(&tdg, &dw2, &db2, &tdo, &tg, &w2, 0));
-        ATTN_TRY(attn_activation_backward(&tdf, &tdg, &tf1, c->act));
+        if (c->act == ATTN_ACT_GELU) attn__vk_gelu_backward(df1, dg, a.f1, BT * F);
+        else ATTN_TRY(attn_activation_backward(&tdf, &tdg, &tf1, c->act));
         ATTN_TRY(attn_linear_backward(&tdln, &dw1, &db1, &tdf, &tl2, &w1, 0));
-        ATTN_TRY(attn_layernorm_backward(&tdt, &dg2, &dbe2, &tdln, &th, &g2, c->eps, 0));
-        for (int64_t i = 0; i < BT * E; i++) dh[i] = dx[i] + dtmp[i];
+        /* dh = dx + LN2's backward */
+        attn__vk_layernorm_backward(dh, (float *)dg2.data, (float *)dbe2.data, dln, a.h, (const float *)g2.data, dx, c->eps, BT, E,
+                                    t->lnpart);
         /* attention branch: h = x + o_proj(SDPA(q, k, v)), q/k/v = proj(LN1(x)) */
         attn_tensor tdh = attn_tensor_f32_2d(dh, BT, E), ta = attn_tensor_f32_2d(a.att, BT, E);
         attn_tensor tda = attn_tensor_f32_2d(datt, BT, E);
         attn_tensor wo = attn__pv(t, t->p, b0 + LOW), dwo = attn__pv(t, t->g, b0 + LOW), dbo = attn__pv(t, t->g, b0 + LOB);
         ATTN_TRY(attn_linear_backward(&tda, &dwo, &dbo, &tdh, &ta, &wo, 0));
-        {
-            attn_tensor q4 = attn__heads(a.q, B, T, E, d.H), k4 = attn__heads(a.k, B, T, E, d.H);
-            attn_tensor v4 = attn__heads(a.v, B, T, E, d.H), o4 = attn__heads(a.att, B, T, E, d.H);
-            attn_tensor dq4 = attn__heads(dq, B, T, E, d.H), dk4 = attn__heads(dk, B, T, E, d.H);
-            attn_tensor dv4 = attn__heads(dv, B, T, E, d.H), do4 = attn__heads(datt, B, T, E, d.H);
+        if (T <= ATTN__VK_MAX_T && E / d.H <= ATTN__VK_MAX_D) {
+            attn__vk_attention_backward(dq, dk, dv, a.q, a.k, a.v, a.att, a.lse, datt, 3 * E, B, T, d.H, E / d.H);
+        } else {
+            attn_tensor q4 = attn__heads(a.q, B, T, E, d.H, 3 * E), k4 = attn__heads(a.k, B, T, E, d.H, 3 * E);
+            attn_tensor v4 = attn__heads(a.v, B, T, E, d.H, 3 * E), o4 = attn__heads(a.att, B, T, E, d.H, E);
+            attn_tensor dq4 = attn__heads(dq, B, T, E, d.H, 3 * E), dk4 = attn__heads(dk, B, T, E, d.H, 3 * E);
+            attn_tensor dv4 = attn__heads(dv, B, T, E, d.H, 3 * E), do4 = attn__heads(datt, B, T, E, d.H, E);
             attn_tensor lse = attn_tensor_f32_3d(a.lse, B, d.H, T);
             ATTN_TRY(attn_sdpa_backward(&dq4, &dk4, &dv4, &q4, &k4, &v4, &o4, &lse, &do4, &sp));
         }
         attn_tensor tl1 = attn_tensor_f32_2d(a.ln1, BT, E);
-        float *dqkv[3] = {dq, dk, dv};
-        for (int j = 0; j < 3; j++) {
-            attn_tensor w = attn__pv(t, t->p, b0 + LQW + 2 * j), dw = attn__pv(t, t->g, b0 + LQW + 2 * j);
-            attn_tensor db = attn__pv(t, t->g, b0 + LQB + 2 * j), dy = attn_tensor_f32_2d(dqkv[j], BT, E);
-            ATTN_TRY(attn_linear_backward(j ? &tdt : &tdln, &dw, &db, &dy, &tl1, &w, 0));
-            if (j) attn__add(dln, dtmp, BT * E);
+        { /* the fused projection: dLN1 = [dq | dk | dv] · [Wq; Wk; Wv], one product each for dx, dW, db */
+            attn_tensor w = attn_tensor_f32_2d(t->p + t->par[b0 + LQW].off, 3 * E, E);
+            attn_tensor dw = attn_tensor_f32_2d(t->g + t->par[b0 + LQW].off, 3 * E, E);
+            attn_tensor db = attn_tensor_f32_1d(t->g + t->par[b0 + LQB].off, 3 * E), dy = attn_tensor_f32_2d(dq, BT, 3 * E);
+            ATTN_TRY(attn_linear_backward(&tdln, &dw, &db, &dy, &tl1, &w, 0));
+            /* The key bias's exact gradient is 0: it adds q_i·b_k to every score of row i, which the
+             * softmax ignores (no mask here). The float sum of dk is rounding noise (~1e-9), which
+             * AdamW's normalisation would turn into steps of up to lr·0.1; keep the exact value. */
+            memset(t->g + t->par[b0 + LKB].off, 0, sizeof(float) * (size_t)E);
         }
-        attn_tensor txin = attn_tensor_f32_2d(xin, BT, E);
         attn_tensor g1 = attn__pv(t, t->p, b0 + LN1G), dg1 = attn__pv(t, t->g, b0 + LN1G), dbe1 = attn__pv(t, t->g, b0 + LN1B);
-        ATTN_TRY(attn_layernorm_backward(&tdt, &dg1, &dbe1, &tdln, &txin, &g1, c->eps, 0));
-        for (int64_t i = 0; i < BT * E; i++) dx[i] = dh[i] + dtmp[i];
+        /* dx = dh + LN1's backward */
+        attn__vk_layernorm_backward(dx, (float *)dg1.data, (float *)dbe1.data, dln, xin, (const float *)g1.data, dh, c->eps, BT, E,
+                                    t->lnpart);
         if (t->grad_hook) t->grad_hook(t->grad_hook_user, b0, LPER);
     }
     /* embeddings: x[b, 0] = cls + pos[0]; x[b, 1 + n] = patch(cols)[b, n] + pos[1 + n] */

@@ -44,9 +44,10 @@ int cli_train_dp_end(int rc) { return rc; }
 #define BUCKET_FLOATS (1 << 16)
 
 typedef struct {
-    int first, count; /* parameter indices first .. first + count - 1 */
-    float *g;         /* their gradients, contiguous */
-    int64_t n;        /* floats */
+    int pending; /* its tensors whose gradient is not final yet (this step) */
+    int count;   /* its tensors */
+    float *g;    /* their gradients, contiguous in memory (whatever their parameter indices) */
+    int64_t n;   /* floats */
 } bucket;
 
 static struct {
@@ -57,6 +58,7 @@ static struct {
     bucket *b;
     MPI_Request *req;
     unsigned char *final; /* [np] */
+    int *bucket_of;       /* [np] */
     int next;             /* buckets [0, next) started this step */
     double weight;
 } dp;
@@ -85,31 +87,65 @@ int cli_train_dp_agree(int rc) {
     return all ? CLI_OK : (rc != CLI_OK ? rc : CLI_FAIL);
 }
 
-/* the buckets of t (once per trainer) */
+/* the gradient of parameter i and its numel */
+static float *grad_of(const attn_vit_trainer *t, int i, int64_t *n) {
+    attn_tensor x;
+    if (attn_vit_trainer_tensor(&x, t, i, 1) < 0) return NULL;
+    *n = attn_tensor_numel(&x);
+    return (float *)x.data;
+}
+
+static const attn_vit_trainer *sort_t;
+/* descending gradient address: the backward finishes the later parameters first */
+static int by_address_desc(const void *a, const void *b) {
+    int64_t na, nb;
+    const float *x = grad_of(sort_t, *(const int *)a, &na), *y = grad_of(sort_t, *(const int *)b, &nb);
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* the buckets of t (once per trainer): runs of gradients adjacent in memory (the trainer keeps
+ * them in one buffer; a layer's q, k, v weights side by side, then their biases, so adjacency is
+ * by address, not by parameter index), each closed once it holds BUCKET_FLOATS */
 static int plan(const attn_vit_trainer *t) {
     if (dp.t == t) return ATTN_OK;
-    free(dp.b), free(dp.req), free(dp.final);
+    free(dp.b), free(dp.req), free(dp.final), free(dp.bucket_of);
     dp.t = t;
     dp.np = attn_vit_trainer_param_count(t);
     dp.b = calloc((size_t)dp.np + 1, sizeof *dp.b);
     dp.req = malloc(sizeof *dp.req * ((size_t)dp.np + 1));
     dp.final = calloc((size_t)dp.np + 1, 1);
+    dp.bucket_of = calloc((size_t)dp.np + 1, sizeof *dp.bucket_of);
+    int *order = malloc(sizeof *order * ((size_t)dp.np + 1));
     dp.nb = 0;
-    if (!dp.b || !dp.req || !dp.final) return attn_set_error(ATTN_E_NOMEM, "data-parallel training: out of memory");
-    for (int i = dp.np - 1; i >= 0; i--) {
-        attn_tensor x;
-        int e = attn_vit_trainer_tensor(&x, t, i, 1);
-        if (e < 0) return e;
-        const int64_t n = attn_tensor_numel(&x);
+    if (!dp.b || !dp.req || !dp.final || !dp.bucket_of || !order) {
+        free(order);
+        return attn_set_error(ATTN_E_NOMEM, "data-parallel training: out of memory");
+    }
+    for (int i = 0; i < dp.np; i++) {
+        int64_t n = 0;
+        if (!grad_of(t, i, &n)) {
+            free(order);
+            return attn_set_error(ATTN_E_INVALID, "data-parallel training: no gradient for parameter %d", i);
+        }
+        if (n > INT_MAX) {
+            free(order);
+            return attn_set_error(ATTN_E_UNSUPPORTED, "data-parallel training: a tensor of %lld floats", (long long)n);
+        }
+        order[i] = i;
+    }
+    sort_t = t;
+    qsort(order, (size_t)dp.np, sizeof *order, by_address_desc);
+    for (int k = 0; k < dp.np; k++) {
+        const int i = order[k];
+        int64_t n = 0;
+        float *g = grad_of(t, i, &n);
         bucket *cur = dp.nb ? &dp.b[dp.nb - 1] : NULL;
         /* extend the open bucket downwards when tensor i ends where it starts and it is still small */
-        if (cur && cur->n < BUCKET_FLOATS && (float *)x.data + n == cur->g && cur->n + n <= INT_MAX) {
-            cur->first = i, cur->count++, cur->g = x.data, cur->n += n;
-        } else {
-            if (n > INT_MAX) return attn_set_error(ATTN_E_UNSUPPORTED, "data-parallel training: a tensor of %lld floats", (long long)n);
-            dp.b[dp.nb++] = (bucket){i, 1, x.data, n};
-        }
+        if (cur && cur->n < BUCKET_FLOATS && g + n == cur->g && cur->n + n <= INT_MAX) cur->count++, cur->g = g, cur->n += n;
+        else dp.b[dp.nb++] = (bucket){0, 1, g, n};
+        dp.bucket_of[i] = dp.nb - 1;
     }
+    free(order);
     return ATTN_OK;
 }
 
@@ -117,8 +153,7 @@ static int plan(const attn_vit_trainer *t) {
 static void start_ready(int force) {
     for (; dp.next < dp.nb; dp.next++) {
         bucket *k = &dp.b[dp.next];
-        int ready = 1;
-        for (int i = k->first; i < k->first + k->count && ready; i++) ready = dp.final[i];
+        const int ready = k->pending == 0;
         if (!ready && !force) break;
         if (!ready || dp.weight == 0) memset(k->g, 0, sizeof(float) * (size_t)k->n);
         else if (dp.weight != 1)
@@ -131,7 +166,8 @@ static void start_ready(int force) {
 
 static void hook(void *user, int first, int count) {
     (void)user;
-    for (int i = first; i < first + count && i < dp.np; i++) dp.final[i] = 1;
+    for (int i = first; i < first + count && i < dp.np; i++)
+        if (!dp.final[i]) dp.final[i] = 1, dp.b[dp.bucket_of[i]].pending--;
     start_ready(0);
     int flag;
     if (dp.next > 0) MPI_Testall(dp.next, dp.req, &flag, MPI_STATUSES_IGNORE);
@@ -146,6 +182,7 @@ void cli_train_dp_attach(attn_vit_trainer *t, double weight) {
         return;
     }
     memset(dp.final, 0, (size_t)dp.np);
+    for (int k = 0; k < dp.nb; k++) dp.b[k].pending = dp.b[k].count;
     attn_vit_trainer_set_grad_hook(t, hook, NULL);
 }
 
@@ -202,7 +239,7 @@ int cli_train_dp_end(int rc) {
     if (!dp.agreed_failure) rc = cli_train_dp_agree(rc);
     int fin = rc;
     if (MPI_Bcast(&fin, 1, MPI_INT, 0, MPI_COMM_WORLD) != MPI_SUCCESS) fin = CLI_FAIL;
-    free(dp.b), free(dp.req), free(dp.final);
+    free(dp.b), free(dp.req), free(dp.final), free(dp.bucket_of);
     memset(&dp, 0, sizeof dp);
     MPI_Finalize();
     return fin;

@@ -17,6 +17,12 @@
 #define QNAME(x) attn__q_vnni_##x
 static inline __m256i attn__dot_u8s8_vnni(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
 #define DOT_U8S8 attn__dot_u8s8_vnni
+/* Q5: qh is the byte mask of the values that get 16 (one masked byte add) */
+static inline __m256i attn__q_vnni_q5hi(__m256i w, const uint8_t *p) {
+    uint32_t qh;
+    memcpy(&qh, p, 4);
+    return _mm256_mask_add_epi8(w, (__mmask32)qh, w, _mm256_set1_epi8(16));
+}
 #include "ops/quant_simd_tmpl.h"
 
 #if defined(__clang__)

@@ -60,6 +60,9 @@ static inline __attribute__((always_inline)) void QNAME(qdot_t)(float *y, int64_
         for (; r < r1; r++) QNAME(tile_1_1)(y, ldy, xq, nb, W, rb, r, 0, t);
         return;
     }
+#ifdef QSTRIP
+    if (M >= 4 && QSTRIP(y, ldy, xq, nb, M, W, rb, r0, r1, t)) return;
+#endif
     /* several activation rows: 2 weight rows x 4 activation rows per tile, weight rows in
      * groups of 16 so that they stay in L1 while every activation row passes */
     for (int64_t g = r0; g < r1; g += 16) {

@@ -1,7 +1,9 @@
 /* The 32-value block types Q8_0, Q5_0, Q5_1 (and Q4_0, Q4_1) on every kernel path this CPU has
  * (portable, AVX2, AVX-512 VNNI), for the shapes the tiles split unevenly: weight rows N not a
  * multiple of the 4- / 2-row tiles or of the 16-row thread units (1, 3, 13, 37, 50), activation
- * rows M = 1 .. 17 (groups of 4 and every remainder), K = 32, 96 and 576 (SmolLM2's width).
+ * rows M = 1 .. 17 (groups of 4 and every remainder), K = 32, 96, 576 (SmolLM2's width) and 2080
+ * (65 blocks: past the AVX-512 strip buffer, so the 2 x 4 tiles run); K = 2048 with M = 17 (the
+ * strip's Q8_0 activation sums on the heap).
  *   - portable: within the 8-bit activation bound of the float64 product of the dequantized
  *     weights (attn_qmatrix_dequantize_rows, itself equal to gguf.quants: test_quant_k.c) with
  *     the unquantized activations;
@@ -41,7 +43,7 @@ int main(void) {
     attn_test_name = "quant_legacy";
     const attn_qtype types[5] = {ATTN_QT_Q8_0, ATTN_QT_Q5_0, ATTN_QT_Q5_1, ATTN_QT_Q4_0, ATTN_QT_Q4_1};
     const attn_qkernel kernels[3] = {ATTN_QK_PORTABLE, ATTN_QK_AVX2, ATTN_QK_AVX512VNNI};
-    const int64_t Ns[5] = {1, 3, 13, 37, 50}, Ks[3] = {32, 96, 576};
+    const int64_t Ns[5] = {1, 3, 13, 37, 50}, Ks[5] = {32, 96, 576, 2048, 2080};
     int kernels_here = 0;
     for (int ki = 0; ki < 3; ki++) kernels_here += attn_qkernel_available(kernels[ki]);
     printf("quant_legacy: kernels available: %d (auto: %s)\n", kernels_here, attn_quant_kernel_name());
@@ -50,15 +52,15 @@ int main(void) {
         int bound_ok = 1, simd_ok = 1, rows_ok = 1, cases = 0;
         double worst_bound = 0, worst_simd = 0;
         for (int ni = 0; ni < 5; ni++)
-            for (int kk = 0; kk < 3; kk++) {
+            for (int kk = 0; kk < 5; kk++) {
                 const int64_t N = Ns[ni], K = Ks[kk];
-                if ((N == 50 && K != 576) || (K == 576 && N < 13)) continue; /* keep the run short */
+                if ((N == 50 && K != 576) || (K >= 576 && N < 13) || (K == 2080 && N != 37) || (K == 2048 && N != 13)) continue; /* short */
                 unsigned char *w = random_matrix(ty, N, K);
                 const attn_qmatrix W = {ty, w, N, K};
                 float *wd = (float *)malloc(sizeof(float) * (size_t)(N * K));
                 CHECK_OK(attn_qmatrix_dequantize_rows(wd, &W, 0, N));
                 for (int64_t M = 1; M <= 17; M++) {
-                    if (K == 576 && M % 4 != 1 && M != 8) continue;
+                    if ((K >= 576 && M % 4 != 1 && M != 8) || (K == 2048 && M != 17)) continue;
                     float *x = (float *)malloc(sizeof(float) * (size_t)(M * K)), *y0 = (float *)malloc(sizeof(float) * (size_t)(M * N)),
                           *y1 = (float *)malloc(sizeof(float) * (size_t)(M * N)), *one = (float *)malloc(sizeof(float) * (size_t)N);
                     attn_test_fill_uniform(x, (size_t)(M * K), -2.0f, 2.0f, &seed);

@@ -1,6 +1,9 @@
-/* AVX-512 VNNI quantized dot-product kernels (vpdpbusd on 256-bit lanes, AVX-512VL); the code is
- * in quant_simd_tmpl.h. Only used after attn__cpu_has (core/cpu.h) said avx512vnni, avx512vl, avx2,
- * fma and f16c (quant.c). */
+/* AVX-512 VNNI quantized dot-product kernels for Q8_0, Q4_0, Q4_1, Q5_0, Q5_1: decode and the
+ * tiles in quant_simd_tmpl.h (vpdpbusd on 256-bit lanes, AVX-512VL; Q5's 5th bits by a masked
+ * byte add, AVX-512BW), prefill in the 16-row strips below (512-bit vpdpbusd). Only used after
+ * attn__cpu_has (core/cpu.h) said avx512f, avx512vnni, avx512vl, avx512bw, avx2, fma and f16c
+ * (quant.c); the automatic choice there. Tested on Zen 4 (tests/test_quant_legacy.c,
+ * test_quant_rows.c) against the portable kernel. */
 #include "ops/quant_internal.h"
 
 #include <stdlib.h>

@@ -265,9 +265,10 @@ void attn__quantize_row_q8(attn__q8blk *q, const float *x, int64_t nb, attn_qker
 const char *attn_quant_type_kernel_name(attn_qtype t) {
     if (t == ATTN_QT_F32) return "openblas";
     if (t == ATTN_QT_F16 || t == ATTN_QT_BF16) return "f32-convert";
+    if (t == ATTN_QT_Q5_0 || t == ATTN_QT_Q5_1) return attn_quant_kernel_name(); /* this file's kernels, as Q8_0 / Q4_x */
     if (attn_qtype_block(t) == 0) return "unknown";
     attn_qkernel k = auto_kernel();
-    if (ext_kq(t) && k == ATTN_QK_AVX512VNNI) k = ATTN_QK_AVX2;
+    if (attn__qtype_ext(t) && k == ATTN_QK_AVX512VNNI) k = ATTN_QK_AVX2;
     return k == ATTN_QK_AVX512VNNI ? "avx512vnni" : k == ATTN_QK_AVX2 ? "avx2" : k == ATTN_QK_REFERENCE ? "reference" : "portable";
 }
 

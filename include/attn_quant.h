@@ -44,13 +44,13 @@
  *   - F32 W: OpenBLAS sgemm; F16 / BF16 W: rows converted to float32 on the fly. For M <= 16
  *     rows (decoding) F32 / F16 / BF16 go through the skinny kernel instead (each weight row read
  *     once for all rows, 8 interleaved float32 partial sums per output; src/ops/skinny.c).
- * Kernels: AVX2 (+FMA, F16C) or portable C, picked at run time from the CPU
- * (attn_quant_kernel_name says which); ATTN_QUANT_KERNEL=portable|avx2|avx512vnni in the
- * environment forces one (if the CPU has it). The AVX-512 VNNI kernel is compiled but has not
- * been run on hardware yet, so it is used only when forced that way (or attn_quant_set_kernel).
- * Q5_0 / Q5_1 and the K-quants have AVX2 and portable kernels (the AVX2 one also serves when
- * avx512vnni is chosen; attn_quant_type_kernel_name says which runs for a type).
- * tests/test_quant_k.c checks the new types (dequantization equal to gguf.quants bit for bit,
+ * Kernels: AVX-512 VNNI (+BW, VL; vpdpbusd, tested on Zen 4), AVX2 (+FMA, F16C) or portable C,
+ * picked at run time from the CPU (attn_quant_kernel_name says which);
+ * ATTN_QUANT_KERNEL=portable|avx2|avx512vnni in the environment forces one (if the CPU has it).
+ * Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 have all three; the K-quants have AVX2 and portable kernels
+ * (the AVX2 one also serves when avx512vnni is chosen; attn_quant_type_kernel_name says which
+ * runs for a type). tests/test_quant_legacy.c checks the 32-value types on every kernel against
+ * portable; tests/test_quant_k.c the K-quants (dequantization equal to gguf.quants bit for bit,
  * products within the 8-bit activation bound, AVX2 vs portable).
  */
 #ifndef ATTN_QUANT_H
@@ -125,7 +125,7 @@ int attn_quant_set_kernel(attn_qkernel k);
 const char *attn_quant_kernel_name(void);
 /* attn_quant_type_kernel_name: the kernel attn_qmatmul uses for matrices of type t
  * ("avx2", "portable", "avx512vnni", "openblas" for F32, "f32-convert" for F16/BF16; the
- * Q5 and K-quant types have no AVX-512 kernel and use "avx2" when avx512vnni is chosen). */
+ * K-quant types have no AVX-512 kernel and use "avx2" when avx512vnni is chosen). */
 const char *attn_quant_type_kernel_name(attn_qtype t);
 
 /* attn_quantize_rows: dst = the n rows of x [n, cols] (float32, row-major) in type t:

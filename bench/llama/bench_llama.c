@@ -1,6 +1,7 @@
 /* attn side of bench/llama: prefill of a P-token prompt and decode of D tokens (greedy, one token
  * per forward, KV cache) for a GGUF model, T threads; best of R runs. Prints one line:
- *   attn threads=T prefill_tok_s=X decode_tok_s=Y kernel=K peak_rss_mib=R file_mib=F kv_cache_mib=C
+ *   attn threads=T prefill_tok_s=X decode_tok_s=Y kernel=K kq_kernel=KQ peak_rss_mib=R file_mib=F kv_cache_mib=C
+ * (K: the kernel of Q8_0 / Q4_x / Q5_x matrices, KQ: of the K-quants; attn_quant_type_kernel_name)
  * Usage: bench_llama MODEL.gguf PROMPT_IDS_FILE THREADS [P=256] [D=128] [R=3] */
 #include "attn.h"
 #include "attn_llama.h"
@@ -61,8 +62,8 @@ int main(int argc, char **argv) {
     stat(argv[1], &sb);
     const attn_llama_config *c = attn_llama_get_config(m);
     const double kv = 2.0 * 4.0 * (double)c->n_layers * (double)c->n_kv_heads * (double)c->head_dim * (double)(P + D + 8);
-    printf("attn threads=%d prefill_tok_s=%.1f decode_tok_s=%.1f kernel=%s peak_rss_mib=%.1f file_mib=%.1f kv_cache_mib=%.1f\n", T, best_p,
-           best_d, attn_quant_kernel_name(), (double)ru.ru_maxrss / 1024.0, (double)sb.st_size / 1048576.0, kv / 1048576.0);
+    printf("attn threads=%d prefill_tok_s=%.1f decode_tok_s=%.1f kernel=%s kq_kernel=%s peak_rss_mib=%.1f file_mib=%.1f kv_cache_mib=%.1f\n", T,
+           best_p, best_d, attn_quant_type_kernel_name(ATTN_QT_Q5_0), attn_quant_type_kernel_name(ATTN_QT_Q4_K), (double)ru.ru_maxrss / 1024.0, (double)sb.st_size / 1048576.0, kv / 1048576.0);
     attn_llama_state_free(st);
     attn_llama_free(m);
     free(lg);

@@ -164,6 +164,17 @@ static void qdot_portable(float *y, int64_t ldy, const attn__q8blk *xq, int64_t 
                 if (t == ATTN_QT_Q8_0) {
                     for (int j = 0; j < 32; j++) dot += (int32_t)(int8_t)blk[2 + j] * xb->q[j];
                     acc += (float)dot * (d * xb->d);
+                } else if (t == ATTN_QT_Q5_0 || t == ATTN_QT_Q5_1) {
+                    /* 5-bit values 0..31: nibble j (low for j < 16) | bit j of qh << 4 */
+                    const int one = t == ATTN_QT_Q5_1;
+                    uint32_t qh;
+                    memcpy(&qh, blk + 2 + 2 * one, 4);
+                    const uint8_t *qs = blk + 6 + 2 * one;
+                    for (int j = 0; j < 16; j++)
+                        dot += (int32_t)((qs[j] & 15) | ((qh >> j) & 1) << 4) * xb->q[j] +
+                               (int32_t)((qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4) * xb->q[j + 16];
+                    const float mm = one ? h2f(blk + 2) : -16.0f * d;
+                    acc += (float)dot * (d * xb->d) + mm * xb->s;
                 } else {
                     const uint8_t *qs = blk + (t == ATTN_QT_Q4_1 ? 4 : 2);
                     for (int j = 0; j < 16; j++) dot += (int32_t)(qs[j] & 15) * xb->q[j] + (int32_t)(qs[j] >> 4) * xb->q[j + 16];
@@ -174,6 +185,9 @@ static void qdot_portable(float *y, int64_t ldy, const attn__q8blk *xq, int64_t 
             y[m * ldy + r] = acc;
         }
 }
+
+/* Q5_0 / Q5_1 run in the kernels of this file (the legacy 32-value tiles), not quant_kq.c's */
+static inline int ext_kq(attn_qtype t) { return attn__qtype_ext(t) && t != ATTN_QT_Q5_0 && t != ATTN_QT_Q5_1; }
 
 /* ---------------------------------------------------------------- dispatch */
 
@@ -198,10 +212,11 @@ static attn_qkernel chosen = ATTN_QK_AUTO;
 
 static attn_qkernel auto_kernel(void) {
     if (chosen != ATTN_QK_AUTO) return chosen;
-    /* The AVX-512 VNNI kernel has never run on hardware (the machines it was written on have no
-     * AVX-512): it is used only when asked for (ATTN_QUANT_KERNEL=avx512vnni or
-     * attn_quant_set_kernel), never picked on its own, until it has been tested on such a CPU. */
-    attn_qkernel k = attn_qkernel_available(ATTN_QK_AVX2) ? ATTN_QK_AVX2 : ATTN_QK_PORTABLE;
+    /* AVX-512 VNNI (+BW, VL) where the CPU has it (tested on Zen 4 against the portable and AVX2
+     * kernels: tests/test_quant_rows.c, test_quant_legacy.c), else AVX2, else portable C */
+    attn_qkernel k = attn_qkernel_available(ATTN_QK_AVX512VNNI) ? ATTN_QK_AVX512VNNI
+                     : attn_qkernel_available(ATTN_QK_AVX2)     ? ATTN_QK_AVX2
+                                                                : ATTN_QK_PORTABLE;
     const char *e = getenv("ATTN_QUANT_KERNEL");
     if (e) {
         attn_qkernel f = strcmp(e, "portable") == 0 ? ATTN_QK_PORTABLE
@@ -250,6 +265,7 @@ void attn__quantize_row_q8(attn__q8blk *q, const float *x, int64_t nb, attn_qker
 const char *attn_quant_type_kernel_name(attn_qtype t) {
     if (t == ATTN_QT_F32) return "openblas";
     if (t == ATTN_QT_F16 || t == ATTN_QT_BF16) return "f32-convert";
+    if (t == ATTN_QT_Q5_0 || t == ATTN_QT_Q5_1) return attn_quant_kernel_name(); /* this file's kernels, as Q8_0 / Q4_x */
     if (attn_qtype_block(t) == 0) return "unknown";
     attn_qkernel k = auto_kernel();
     if (attn__qtype_ext(t) && k == ATTN_QK_AVX512VNNI) k = ATTN_QK_AVX2;
@@ -330,7 +346,7 @@ static void attn__rows_units(void *p, int64_t lo, int64_t hi, int tid) {
         if (r0 < r1) {
             const size_t rb = attn_qtype_row_bytes(j->w[i].type, j->w[i].cols);
             const uint8_t *W = (const uint8_t *)j->w[i].data;
-            if (attn__qtype_ext(j->w[i].type)) j->kfn(j->y[i], rows, j->xq, j->nb, j->M, W, rb, r0, r1, j->w[i].type);
+            if (ext_kq(j->w[i].type)) j->kfn(j->y[i], rows, j->xq, j->nb, j->M, W, rb, r0, r1, j->w[i].type);
             else j->fn(j->y[i], rows, (const attn__q8blk *)j->xq, j->nb, j->M, W, rb, r0, r1, j->w[i].type);
         }
         base += rows;
@@ -374,7 +390,7 @@ int attn_qmatmul_kernel(float *y, const float *x, const attn_qmatrix *w, int64_t
         if (!isfinite(x[i])) return attn_set_error(ATTN_E_RANGE, "qmatmul: x[%lld] is not finite", (long long)i);
     if (k == ATTN_QK_AUTO) k = auto_kernel();
     if (k == ATTN_QK_REFERENCE) return dequant_matmul(y, x, W, rb, w->type, M, N, K, nt, 1);
-    if (attn__qtype_ext(w->type)) return attn__qmatmul_ext(y, x, w, M, nt, k);
+    if (ext_kq(w->type)) return attn__qmatmul_ext(y, x, w, M, nt, k);
     /* decode (a few activation rows): the quantized row lives on the stack, no malloc per token */
     attn__q8blk xq_small[XQ_STACK_BLOCKS];
     attn__q8blk *xq = M * nb <= XQ_STACK_BLOCKS ? xq_small : (attn__q8blk *)malloc(sizeof(attn__q8blk) * (size_t)(M * nb));

@@ -13,6 +13,16 @@ static inline __m256i attn__dot_u8s8_avx2(__m256i u, __m256i s) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 }
 #define DOT_U8S8 attn__dot_u8s8_avx2
+/* Q5: bit j of the 32-bit qh (at p) to byte j as 16: byte j of the broadcast qh picked by a
+ * shuffle (qh byte j/8), all bits but bit j%8 set by an OR, compared with all-ones */
+static inline __m256i attn__q_avx2_q5hi(__m256i w, const uint8_t *p) {
+    uint32_t qh;
+    memcpy(&qh, p, 4);
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL,
+                                                                                                0x0303030303030303LL));
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_or_si256(spread, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfeLL)), _mm256_set1_epi8(-1));
+    return _mm256_or_si256(w, _mm256_and_si256(set, _mm256_set1_epi8(16)));
+}
 #include "ops/quant_simd_tmpl.h"
 
 /* One activation row to 8-bit blocks, bit-identical to quant.c's quantize_row: the same float32

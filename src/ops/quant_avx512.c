@@ -1,8 +1,12 @@
-/* AVX-512 VNNI quantized dot-product kernels (vpdpbusd on 256-bit lanes, AVX-512VL); the code is
- * in quant_simd_tmpl.h. Only used after attn__cpu_has (core/cpu.h) said avx512vnni, avx512vl, avx2,
- * fma and f16c (quant.c). */
+/* AVX-512 VNNI quantized dot-product kernels for Q8_0, Q4_0, Q4_1, Q5_0, Q5_1: decode and the
+ * tiles in quant_simd_tmpl.h (vpdpbusd on 256-bit lanes, AVX-512VL; Q5's 5th bits by a masked
+ * byte add, AVX-512BW), prefill in the 16-row strips below (512-bit vpdpbusd). Only used after
+ * attn__cpu_has (core/cpu.h) said avx512f, avx512vnni, avx512vl, avx512bw, avx2, fma and f16c
+ * (quant.c); the automatic choice there. Tested on Zen 4 (tests/test_quant_legacy.c,
+ * test_quant_rows.c) against the portable kernel. */
 #include "ops/quant_internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -17,6 +21,143 @@
 #define QNAME(x) attn__q_vnni_##x
 static inline __m256i attn__dot_u8s8_vnni(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
 #define DOT_U8S8 attn__dot_u8s8_vnni
+/* Q5: qh is the byte mask of the values that get 16 (one masked byte add) */
+static inline __m256i attn__q_vnni_q5hi(__m256i w, const uint8_t *p) {
+    uint32_t qh;
+    memcpy(&qh, p, 4);
+    return _mm256_mask_add_epi8(w, (__mmask32)qh, w, _mm256_set1_epi8(16));
+}
+
+/* Prefill (M >= 4 activation rows): weight rows in strips of 16, each strip's blocks unpacked once
+ * to u8 values (Q8_0: w + 128) and transposed so that lane i of vector c holds values 4c..4c+3 of
+ * row i (a 32 KiB strip buffer for up to 64 blocks); then per activation row and block, vpdpbusd
+ * (512-bit) with the activation's 4 bytes broadcast gives the 16 rows' integer dots in the 16
+ * lanes, no horizontal sums: 8 vpdpbusd per 512 multiply-adds. The float operations per output
+ * are those of the tiles in quant_tile_tmpl.h (values 0-15 and 16-31 summed apart, each scaled by
+ * d·d_x in an FMA, the offset m·s_x, -8d·s_x or -16d·s_x in a third FMA chain, then
+ * (lo + hi) + offset), so an output has the same bits in either (the rows-alone tests). Q8_0: the
+ * dots of w + 128 start from -128·Σx of each half, exact like vpsignb's. Returns 0 (the tiles
+ * run instead) for more than 64 blocks a row or when the Q8_0 sums find no memory. */
+#define STRIP_NB 64
+static inline __attribute__((always_inline)) int attn__q_vnni_strip(float *y, int64_t ldy, const attn__q8blk *xq, int64_t nb, int64_t M,
+                                                                    const uint8_t *W, size_t rb, int64_t r0, int64_t r1, const attn_qtype t) {
+    if (nb > STRIP_NB) return 0;
+    const size_t bs = t == ATTN_QT_Q8_0 ? 34 : t == ATTN_QT_Q4_0 ? 18 : t == ATTN_QT_Q4_1 ? 20 : t == ATTN_QT_Q5_0 ? 22 : 24;
+    const size_t qoff = t == ATTN_QT_Q8_0 ? 2 : t == ATTN_QT_Q4_0 ? 2 : t == ATTN_QT_Q4_1 ? 4 : t == ATTN_QT_Q5_0 ? 6 : 8;
+    const int q8 = t == ATTN_QT_Q8_0, q5 = t == ATTN_QT_Q5_0 || t == ATTN_QT_Q5_1, has_m = t == ATTN_QT_Q4_1 || t == ATTN_QT_Q5_1;
+    const float off = t == ATTN_QT_Q4_0 ? -8.0f : t == ATTN_QT_Q5_0 ? -16.0f : 0.0f;
+    /* Q8_0: -128·Σq of values 0-15 and 16-31 of each activation block */
+    int32_t sums_small[2 * 1024], *sums = NULL;
+    if (q8) {
+        sums = M * nb <= 1024 ? sums_small : (int32_t *)malloc(sizeof(int32_t) * 2 * (size_t)(M * nb));
+        if (!sums) return 0;
+        const __m256i flip = _mm256_set1_epi8((char)0x80);
+        for (int64_t i = 0; i < M * nb; i++) {
+            /* Σ(x + 128) of 8-byte groups, then minus 16·128 per half */
+            const __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)xq[i].q), flip), _mm256_setzero_si256());
+            const int64_t a = _mm256_extract_epi64(sad, 0) + _mm256_extract_epi64(sad, 1) - 2048;
+            const int64_t c = _mm256_extract_epi64(sad, 2) + _mm256_extract_epi64(sad, 3) - 2048;
+            sums[2 * i] = (int32_t)(-128 * a);
+            sums[2 * i + 1] = (int32_t)(-128 * c);
+        }
+    }
+    _Alignas(64) uint8_t T[STRIP_NB][8][64];
+    _Alignas(64) float D[STRIP_NB][16], O[STRIP_NB][16];
+    const __m256i lo4 = _mm256_set1_epi8(0x0F), nib_shift = _mm256_setr_epi64x(0, 0, 4, 4), flip = _mm256_set1_epi8((char)0x80);
+    for (int64_t r = r0; r < r1; r += 16) {
+        const int nr = r1 - r < 16 ? (int)(r1 - r) : 16;
+        const __mmask16 keep = (__mmask16)((1u << nr) - 1);
+        for (int half = 0; half < 2; half++) {
+            const uint8_t *rows[8];
+            for (int i = 0; i < 8; i++) {
+                const int ri = 8 * half + i;
+                rows[i] = W + (size_t)(r + (ri < nr ? ri : nr - 1)) * rb;
+            }
+            for (int64_t b = 0; b < nb; b++) {
+                __m256i a[8];
+                uint16_t hd[8], hm[8];
+                for (int i = 0; i < 8; i++) {
+                    const uint8_t *blk = rows[i] + (size_t)b * bs;
+                    if (q8) a[i] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 2)), flip);
+                    else {
+                        const __m256i raw2 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + qoff)));
+                        a[i] = _mm256_and_si256(_mm256_srlv_epi64(raw2, nib_shift), lo4);
+                        if (q5) a[i] = attn__q_vnni_q5hi(a[i], blk + (has_m ? 4 : 2));
+                    }
+                    memcpy(&hd[i], blk, 2);
+                    if (has_m) memcpy(&hm[i], blk + 2, 2);
+                }
+                /* 8 x 8 dword transpose */
+                const __m256i t0 = _mm256_unpacklo_epi32(a[0], a[1]), t1 = _mm256_unpackhi_epi32(a[0], a[1]);
+                const __m256i t2 = _mm256_unpacklo_epi32(a[2], a[3]), t3 = _mm256_unpackhi_epi32(a[2], a[3]);
+                const __m256i t4 = _mm256_unpacklo_epi32(a[4], a[5]), t5 = _mm256_unpackhi_epi32(a[4], a[5]);
+                const __m256i t6 = _mm256_unpacklo_epi32(a[6], a[7]), t7 = _mm256_unpackhi_epi32(a[6], a[7]);
+                const __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+                const __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+                const __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
+                const __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
+                uint8_t *o = &T[b][0][32 * half];
+                _mm256_store_si256((__m256i *)(o + 0 * 64), _mm256_permute2x128_si256(u0, u4, 0x20));
+                _mm256_store_si256((__m256i *)(o + 1 * 64), _mm256_permute2x128_si256(u1, u5, 0x20));
+                _mm256_store_si256((__m256i *)(o + 2 * 64), _mm256_permute2x128_si256(u2, u6, 0x20));
+                _mm256_store_si256((__m256i *)(o + 3 * 64), _mm256_permute2x128_si256(u3, u7, 0x20));
+                _mm256_store_si256((__m256i *)(o + 4 * 64), _mm256_permute2x128_si256(u0, u4, 0x31));
+                _mm256_store_si256((__m256i *)(o + 5 * 64), _mm256_permute2x128_si256(u1, u5, 0x31));
+                _mm256_store_si256((__m256i *)(o + 6 * 64), _mm256_permute2x128_si256(u2, u6, 0x31));
+                _mm256_store_si256((__m256i *)(o + 7 * 64), _mm256_permute2x128_si256(u3, u7, 0x31));
+                const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)hd));
+                _mm256_store_ps(D[b] + 8 * half, d8);
+                if (has_m) _mm256_store_ps(O[b] + 8 * half, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)hm)));
+                else _mm256_store_ps(O[b] + 8 * half, _mm256_mul_ps(d8, _mm256_set1_ps(off)));
+            }
+        }
+        int64_t m = 0;
+#define STRIP_ROWS(NA)                                                                                                          \
+    for (; m + NA <= M; m += NA) {                                                                                              \
+        __m512 lo[NA], hi[NA], mac[NA];                                                                                         \
+        for (int j = 0; j < NA; j++) lo[j] = hi[j] = mac[j] = _mm512_setzero_ps();                                              \
+        for (int64_t b = 0; b < nb; b++) {                                                                                      \
+            __m512i pl[NA], ph[NA];                                                                                             \
+            _Pragma("GCC unroll 8")                                                                                             \
+            for (int j = 0; j < NA; j++) {                                                                                      \
+                if (q8) {                                                                                                       \
+                    pl[j] = _mm512_set1_epi32(sums[2 * ((m + j) * nb + b)]);                                                    \
+                    ph[j] = _mm512_set1_epi32(sums[2 * ((m + j) * nb + b) + 1]);                                                \
+                } else pl[j] = ph[j] = _mm512_setzero_si512();                                                                  \
+            }                                                                                                                   \
+            _Pragma("GCC unroll 4")                                                                                             \
+            for (int c = 0; c < 4; c++) {                                                                                       \
+                const __m512i wl = _mm512_load_si512((const void *)T[b][c]), wh = _mm512_load_si512((const void *)T[b][c + 4]); \
+                _Pragma("GCC unroll 8")                                                                                         \
+                for (int j = 0; j < NA; j++) {                                                                                  \
+                    int32_t xl, xh;                                                                                             \
+                    memcpy(&xl, xq[(m + j) * nb + b].q + 4 * c, 4);                                                             \
+                    memcpy(&xh, xq[(m + j) * nb + b].q + 16 + 4 * c, 4);                                                        \
+                    pl[j] = _mm512_dpbusd_epi32(pl[j], wl, _mm512_set1_epi32(xl));                                              \
+                    ph[j] = _mm512_dpbusd_epi32(ph[j], wh, _mm512_set1_epi32(xh));                                              \
+                }                                                                                                               \
+            }                                                                                                                   \
+            const __m512 d16 = _mm512_load_ps(D[b]);                                                                            \
+            _Pragma("GCC unroll 8")                                                                                             \
+            for (int j = 0; j < NA; j++) {                                                                                      \
+                const attn__q8blk *xb = xq + (m + j) * nb + b;                                                                  \
+                const __m512 sc = _mm512_mul_ps(d16, _mm512_set1_ps(xb->d));                                                    \
+                lo[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pl[j]), sc, lo[j]);                                                  \
+                hi[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ph[j]), sc, hi[j]);                                                  \
+                if (!q8) mac[j] = _mm512_fmadd_ps(_mm512_load_ps(O[b]), _mm512_set1_ps(xb->s), mac[j]);                         \
+            }                                                                                                                   \
+        }                                                                                                                       \
+        for (int j = 0; j < NA; j++)                                                                                            \
+            _mm512_mask_storeu_ps(y + (m + j) * ldy + r, keep, _mm512_add_ps(_mm512_add_ps(lo[j], hi[j]), mac[j]));           \
+    }
+        STRIP_ROWS(4)
+        STRIP_ROWS(1)
+#undef STRIP_ROWS
+    }
+    if (sums && sums != sums_small) free(sums);
+    return 1;
+}
+#define QSTRIP attn__q_vnni_strip
 #include "ops/quant_simd_tmpl.h"
 
 #if defined(__clang__)

@@ -15,7 +15,7 @@ typedef struct {
 } attn__q8blk;
 
 /* y[m·ldy + r] = row r of W · row m of x for r in [r0, r1), m in [0, M); x is given as
- * M·nb quantized blocks (row m at xq + m·nb); W rows are rb bytes apart; t is Q8_0/Q4_0/Q4_1. */
+ * M·nb quantized blocks (row m at xq + m·nb); W rows are rb bytes apart; t is Q8_0/Q4_0/Q4_1/Q5_0/Q5_1. */
 typedef void (*attn__qdot_fn)(float *y, int64_t ldy, const attn__q8blk *xq, int64_t nb, int64_t M, const uint8_t *W,
                               size_t rb, int64_t r0, int64_t r1, attn_qtype t);
 

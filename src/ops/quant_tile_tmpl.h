@@ -6,8 +6,8 @@ static inline __attribute__((always_inline)) void TILE_NAME(float *y, int64_t ld
 #if MT == 4
     /* 4 activation rows (prefill): the 4 integer block dots of a weight row are reduced to one
      * vector [Σ0 Σ1 Σ2 Σ3 | Σ0 Σ1 Σ2 Σ3] (each half sums 4 of the 8 lanes) by two unpack+add
-     * rounds, then scaled by [d·d_x0 .. d·d_x3] and accumulated in one FMA; the Q4 offset term
-     * (m or -8d times Σq·d_x) goes into a 4-lane FMA. */
+     * rounds, then scaled by [d·d_x0 .. d·d_x3] and accumulated in one FMA; the Q4 / Q5 offset
+     * term (m, -8d or -16d times Σq·d_x) goes into a 4-lane FMA. */
     __m256 acc4[RT];
     __m128 mac4[RT];
     QUNROLL
@@ -17,7 +17,7 @@ static inline __attribute__((always_inline)) void TILE_NAME(float *y, int64_t ld
     }
     const __m256i lo4 = _mm256_set1_epi8(0x0F);
     const __m256i nib_shift = _mm256_setr_epi64x(0, 0, 4, 4);
-    const size_t bs = t == ATTN_QT_Q8_0 ? 34 : t == ATTN_QT_Q4_0 ? 18 : 20;
+    const size_t bs = QNAME(bsize)(t);
     const attn__q8blk *x0 = xq + m0 * nb, *x1 = x0 + nb, *x2 = x1 + nb, *x3 = x2 + nb;
     for (int64_t b = 0; b < nb; b++) {
         const __m256i xv0 = _mm256_loadu_si256((const __m256i *)x0[b].q), xv1 = _mm256_loadu_si256((const __m256i *)x1[b].q),
@@ -39,20 +39,21 @@ static inline __attribute__((always_inline)) void TILE_NAME(float *y, int64_t ld
                 p3 = DOT_U8S8(aw, _mm256_sign_epi8(xv3, w));
                 dm = _mm_set_ss(QNAME(h2f)(blk));
             } else {
-                const uint8_t *qs = blk + (t == ATTN_QT_Q4_1 ? 4 : 2);
+                const uint8_t *qs = blk + QNAME(qs_off)(t);
                 const __m256i raw2 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
-                const __m256i w = _mm256_and_si256(_mm256_srlv_epi64(raw2, nib_shift), lo4);
+                __m256i w = _mm256_and_si256(_mm256_srlv_epi64(raw2, nib_shift), lo4);
+                if (t == ATTN_QT_Q5_0 || t == ATTN_QT_Q5_1) w = QNAME(q5hi)(w, blk + (t == ATTN_QT_Q5_1 ? 4 : 2));
                 p0 = DOT_U8S8(w, xv0);
                 p1 = DOT_U8S8(w, xv1);
                 p2 = DOT_U8S8(w, xv2);
                 p3 = DOT_U8S8(w, xv3);
-                if (t == ATTN_QT_Q4_1) {
+                if (t == ATTN_QT_Q4_1 || t == ATTN_QT_Q5_1) {
                     uint32_t dm32;
                     memcpy(&dm32, blk, 4);
                     dm = _mm_cvtph_ps(_mm_cvtsi32_si128((int)dm32));
                 } else {
                     const float d = QNAME(h2f)(blk);
-                    dm = _mm_setr_ps(d, -8.0f * d, 0.0f, 0.0f);
+                    dm = _mm_setr_ps(d, (t == ATTN_QT_Q5_0 ? -16.0f : -8.0f) * d, 0.0f, 0.0f);
                 }
             }
             const __m256i t01 = _mm256_add_epi32(_mm256_unpacklo_epi32(p0, p1), _mm256_unpackhi_epi32(p0, p1));
@@ -79,7 +80,7 @@ static inline __attribute__((always_inline)) void TILE_NAME(float *y, int64_t ld
      * to one vector [Σlo0..3 | Σhi0..3] by the same unpack+add rounds. */
     const __m256i lo4 = _mm256_set1_epi8(0x0F);
     const __m256i nib_shift = _mm256_setr_epi64x(0, 0, 4, 4);
-    const size_t bs = t == ATTN_QT_Q8_0 ? 34 : t == ATTN_QT_Q4_0 ? 18 : 20;
+    const size_t bs = QNAME(bsize)(t);
     const attn__q8blk *x0 = xq + m0 * nb;
     /* the RT rows two tiles ahead are one contiguous range: a few of its cache lines per block */
     const uint8_t *pf_base = W + (size_t)(r + 2 * RT) * rb;
@@ -111,11 +112,13 @@ static inline __attribute__((always_inline)) void TILE_NAME(float *y, int64_t ld
                 const __m256i w = _mm256_loadu_si256((const __m256i *)(blk + 2));
                 p[i] = DOT_U8S8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xv, w));
             } else {
-                const uint8_t *qs = blk + (t == ATTN_QT_Q4_1 ? 4 : 2);
+                const uint8_t *qs = blk + QNAME(qs_off)(t);
                 const __m256i raw2 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
-                p[i] = DOT_U8S8(_mm256_and_si256(_mm256_srlv_epi64(raw2, nib_shift), lo4), xv);
+                __m256i w = _mm256_and_si256(_mm256_srlv_epi64(raw2, nib_shift), lo4);
+                if (t == ATTN_QT_Q5_0 || t == ATTN_QT_Q5_1) w = QNAME(q5hi)(w, blk + (t == ATTN_QT_Q5_1 ? 4 : 2));
+                p[i] = DOT_U8S8(w, xv);
             }
-            if (t == ATTN_QT_Q4_1) memcpy(&dm[i], blk, 4);
+            if (t == ATTN_QT_Q4_1 || t == ATTN_QT_Q5_1) memcpy(&dm[i], blk, 4);
             else {
                 uint16_t h;
                 memcpy(&h, blk, 2);
@@ -132,15 +135,16 @@ static inline __attribute__((always_inline)) void TILE_NAME(float *y, int64_t ld
         const __m128 d4 = _mm256_castps256_ps128(dmf);
         const __m128 sc = _mm_mul_ps(d4, _mm_set1_ps(xd));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set_m128(sc, sc), acc);
-        if (t == ATTN_QT_Q4_1) mac = _mm_fmadd_ps(_mm256_extractf128_ps(dmf, 1), _mm_set1_ps(xs), mac);
-        else if (t == ATTN_QT_Q4_0) mac = _mm_fmadd_ps(_mm_mul_ps(d4, _mm_set1_ps(-8.0f)), _mm_set1_ps(xs), mac);
+        if (t == ATTN_QT_Q4_1 || t == ATTN_QT_Q5_1) mac = _mm_fmadd_ps(_mm256_extractf128_ps(dmf, 1), _mm_set1_ps(xs), mac);
+        else if (t == ATTN_QT_Q4_0 || t == ATTN_QT_Q5_0)
+            mac = _mm_fmadd_ps(_mm_mul_ps(d4, _mm_set1_ps(t == ATTN_QT_Q5_0 ? -16.0f : -8.0f)), _mm_set1_ps(xs), mac);
 #else
         float dv[RT], mv[RT];
         QUNROLL
         for (int i = 0; i < RT; i++) {
             const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128((int)dm[i]));
             dv[i] = _mm_cvtss_f32(f);
-            mv[i] = t == ATTN_QT_Q4_1 ? _mm_cvtss_f32(_mm_movehdup_ps(f)) : -8.0f * dv[i];
+            mv[i] = t == ATTN_QT_Q4_1 || t == ATTN_QT_Q5_1 ? _mm_cvtss_f32(_mm_movehdup_ps(f)) : (t == ATTN_QT_Q5_0 ? -16.0f : -8.0f) * dv[i];
         }
         QUNROLL
         for (int i = 0; i < RT; i++) {

@@ -252,7 +252,7 @@ const char *attn_quant_type_kernel_name(attn_qtype t) {
     if (t == ATTN_QT_F16 || t == ATTN_QT_BF16) return "f32-convert";
     if (attn_qtype_block(t) == 0) return "unknown";
     attn_qkernel k = auto_kernel();
-    if (attn__qtype_ext(t) && k == ATTN_QK_AVX512VNNI) k = ATTN_QK_AVX2;
+    if (attn__qtype_ext(t) && k == ATTN_QK_AVX512VNNI && !attn__kq_vnni(t)) k = ATTN_QK_AVX2;
     return k == ATTN_QK_AVX512VNNI ? "avx512vnni" : k == ATTN_QK_AVX2 ? "avx2" : k == ATTN_QK_REFERENCE ? "reference" : "portable";
 }
 

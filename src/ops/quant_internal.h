@@ -64,6 +64,10 @@ int attn__qmatmul_ext(float *y, const float *x, const attn_qmatrix *w, int64_t M
 typedef void (*attn__kdot_fn)(float *y, int64_t ldy, const void *xq, int64_t nb, int64_t M, const uint8_t *W, size_t rb,
                               int64_t r0, int64_t r1, attn_qtype t);
 attn__kdot_fn attn__kdot_avx2(void); /* NULL when not compiled for x86 */
+/* K-quants with AVX-512 VNNI (Q5_0 / Q5_1 passed to the AVX2 kernel); NULL when not compiled for x86 */
+attn__kdot_fn attn__kdot_avx512vnni(void);
+/* 1 when kernel ATTN_QK_AVX512VNNI has its own code for t (the K-quants), 0: it runs the AVX2 one */
+int attn__kq_vnni(attn_qtype t);
 /* the products of kernel k (AUTO: the chosen one) for the ext types */
 attn__kdot_fn attn__kdot_for(attn_qkernel k);
 /* y[M, N] = x[M, K] · w[N, K]ᵀ with OpenBLAS (single-threaded calls), cut into pieces run on

@@ -294,10 +294,13 @@ static void kdot_portable(float *y, int64_t ldy, const void *xqv, int64_t nb, in
 
 /* ---------------------------------------------------------------- dispatch */
 
+int attn__kq_vnni(attn_qtype t) { return attn_qtype_block(t) == 256 && attn__kdot_avx512vnni() != NULL; }
+
 #define XQ_STACK_BYTES 12288
 
 attn__kdot_fn attn__kdot_for(attn_qkernel k) {
     k = attn__resolve_kernel(k);
+    if (k == ATTN_QK_AVX512VNNI && attn__kdot_avx512vnni()) return attn__kdot_avx512vnni();
     if ((k == ATTN_QK_AVX2 || k == ATTN_QK_AVX512VNNI) && attn__kdot_avx2()) return attn__kdot_avx2();
     return kdot_portable;
 }

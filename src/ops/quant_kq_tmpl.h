@@ -18,6 +18,12 @@
  *     scales, d, dm: attn__kblk, in L1) for all activation rows; each (row, 4 tokens, block) shares
  *     a value register across the 4 tokens and reduces its 4 + 4 integer vectors as decode does. */
 
+#if defined(__clang__)
+#define KQ_UNROLL _Pragma("unroll")
+#else
+#define KQ_UNROLL _Pragma("GCC unroll 8")
+#endif
+
 /* the 8 value chunks of one super-block of t (as attn__kunpack) */
 static inline __attribute__((always_inline)) void KQN(vals)(__m256i q[8], const uint8_t *blk, attn_qtype t) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(0x03), m1 = _mm256_set1_epi8(0x01);
@@ -26,8 +32,12 @@ static inline __attribute__((always_inline)) void KQN(vals)(__m256i q[8], const 
     case ATTN_QT_Q3_K: {
         const uint8_t *qs = blk + (t == ATTN_QT_Q2_K ? 16 : 32);
         const __m256i hm = _mm256_loadu_si256((const __m256i *)blk);
+        KQ_UNROLL
+
         for (int h = 0; h < 2; h++) {
             const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * h));
+            KQ_UNROLL
+
             for (int s = 0; s < 4; s++) {
                 __m256i x = _mm256_and_si256(_mm256_srli_epi16(v, 2 * s), m3);
                 if (t == ATTN_QT_Q3_K) /* + 4·hbit, hbit of value 32b + l is bit b of hmask[l] */
@@ -41,6 +51,8 @@ static inline __attribute__((always_inline)) void KQN(vals)(__m256i q[8], const 
     case ATTN_QT_Q5_K: {
         const uint8_t *qs = blk + (t == ATTN_QT_Q5_K ? 48 : 16);
         const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 16));
+        KQ_UNROLL
+
         for (int c = 0; c < 4; c++) {
             const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
             __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
@@ -55,6 +67,8 @@ static inline __attribute__((always_inline)) void KQN(vals)(__m256i q[8], const 
         return;
     }
     case ATTN_QT_Q6_K:
+        KQ_UNROLL
+
         for (int h = 0; h < 2; h++) {
             const __m256i a = _mm256_loadu_si256((const __m256i *)(blk + 64 * h));
             const __m256i b = _mm256_loadu_si256((const __m256i *)(blk + 64 * h + 32));
@@ -69,6 +83,8 @@ static inline __attribute__((always_inline)) void KQN(vals)(__m256i q[8], const 
         }
         return;
     default:
+        KQ_UNROLL
+
         for (int k = 0; k < 8; k++) q[k] = _mm256_setzero_si256();
         return;
     }
@@ -153,6 +169,8 @@ static inline __attribute__((always_inline)) void KQN(dec_tile)(float *y, const 
         const __m256i bsums = _mm256_loadu_si256((const __m256i *)xb->bsums);
         __m256i p[4], m[4];
         float dv[4], dmv[4];
+        KQ_UNROLL
+
         for (int i = 0; i < RT; i++) {
             const uint8_t *blk = W + (size_t)(r + i) * rb + (size_t)b * bs;
             __m256i q[8], sc, mn;
@@ -161,6 +179,8 @@ static inline __attribute__((always_inline)) void KQN(dec_tile)(float *y, const 
             const __m256i A = _mm256_permute2x128_si256(sc, sc, 0x00), B = _mm256_permute2x128_si256(sc, sc, 0x11);
             const __m256i mk[4] = {mk0, mk1, mk2, mk3};
             __m256i a = _mm256_setzero_si256();
+            KQ_UNROLL
+
             for (int k = 0; k < 8; k++) {
                 const __m256i pr = _mm256_maddubs_epi16(q[k], _mm256_loadu_si256((const __m256i *)(xb->q + 32 * k)));
                 a = KQ_ACC_SC(a, pr, _mm256_shuffle_epi8(k < 4 ? A : B, mk[k & 3]));
@@ -201,12 +221,16 @@ static void KQN(kdec)(float *y, const attn__q8k *xq, int64_t nb, const uint8_t *
 static inline __attribute__((always_inline)) void KQN(unpack_rows)(attn__kblk *u, const uint8_t *W, size_t rb, int64_t nb, int64_t r, int64_t G,
                                                                      attn_qtype t) {
     const size_t bs = attn__qtype_block_bytes(t);
+    KQ_UNROLL
+
     for (int64_t i = 0; i < G; i++)
         for (int64_t b = 0; b < nb; b++) {
             attn__kblk *o = u + i * nb + b;
             const uint8_t *blk = W + (size_t)(r + i) * rb + (size_t)b * bs;
             __m256i q[8], sc, mn;
             KQN(vals)(q, blk, t);
+            KQ_UNROLL
+
             for (int k = 0; k < 8; k++) _mm256_storeu_si256((__m256i *)(o->q + 32 * k), q[k]);
             KQN(scales)(&sc, &mn, &o->d, &o->dm, blk, t);
             _mm256_storeu_si256((__m256i *)o->sc, sc);
@@ -225,6 +249,8 @@ static inline __attribute__((always_inline)) void KQN(pre_tile)(float *y, int64_
         const __m256i A = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)w->sc));
         const __m256i B = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(w->sc + 8)));
         __m256i p[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+        KQ_UNROLL
+
         for (int k = 0; k < 8; k++) {
             const __m256i q = _mm256_loadu_si256((const __m256i *)(w->q + 32 * k));
             const __m256i s = _mm256_shuffle_epi8(k < 4 ? A : B, mk[k & 3]);
@@ -244,6 +270,8 @@ static inline __attribute__((always_inline)) void KQN(pre_tile)(float *y, int64_
     }
     float o[4];
     _mm_storeu_ps(o, acc);
+    KQ_UNROLL
+
     for (int j = 0; j < 4; j++) y[(m0 + j) * ldy + r] = o[j];
 }
 
@@ -283,3 +311,4 @@ static void KQN(kdot)(float *y, int64_t ldy, const attn__q8k *xq, int64_t nb, in
     /* the remaining activation rows one by one (also all of them when no scratch could be had) */
     for (int64_t m = m4; m < M; m++) KQN(kdec)(y + m * ldy, xq + m * nb, nb, W, rb, r0, r1, t);
 }
+#undef KQ_UNROLL

@@ -147,6 +147,54 @@ static inline int32_t attn__kq_avx2_hsum_i32(__m256i v) { return hsum_i32(v); }
 static inline float attn__kq_avx2_h2f(const uint8_t *p) { return h2f(p); }
 #include "ops/quant_kq_tmpl.h"
 
+/* ggml's quantize_row_q8_K, bit for bit the portable attn__quantize_q8k: the first value of the
+ * largest magnitude sets iscale = -127/max; vcvtps2dq rounds to nearest even as nearest_int does
+ * (|iscale·x| <= 127·(1 + 2^-23) here); the 16-value block sums from the int32 values. */
+static void quantize_q8k(attn__q8k *q, const float *x, int64_t nb) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t b = 0; b < nb; b++) {
+        const float *v = x + b * 256;
+        __m256 mx = _mm256_setzero_ps();
+        for (int k = 0; k < 32; k++) mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, _mm256_loadu_ps(v + 8 * k)));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        if (amax == 0.0f) {
+            memset(&q[b], 0, sizeof q[b]);
+            continue;
+        }
+        float max = 0.0f;
+        const __m256 va = _mm256_set1_ps(amax);
+        for (int k = 0; k < 32; k++) {
+            const int mask = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(v + 8 * k)), va, _CMP_EQ_OQ));
+            if (mask) {
+                max = v[8 * k + __builtin_ctz((unsigned)mask)];
+                break;
+            }
+        }
+        const float iscale = -127.0f / max;
+        const __m256 vi = _mm256_set1_ps(iscale);
+        const __m256i c127 = _mm256_set1_epi32(127), perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        __m128i gs[4];
+        for (int c = 0; c < 4; c++) { /* 64 values: 4 groups of 16 */
+            __m256i l[8];
+            for (int k = 0; k < 8; k++) l[k] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(vi, _mm256_loadu_ps(v + 64 * c + 8 * k))), c127);
+            for (int h = 0; h < 2; h++) {
+                const __m256i p8 = _mm256_packs_epi16(_mm256_packs_epi32(l[4 * h], l[4 * h + 1]), _mm256_packs_epi32(l[4 * h + 2], l[4 * h + 3]));
+                _mm256_storeu_si256((__m256i *)(q[b].q + 64 * c + 32 * h), _mm256_permutevar8x32_epi32(p8, perm));
+            }
+            const __m256i s0 = _mm256_add_epi32(l[0], l[1]), s1 = _mm256_add_epi32(l[2], l[3]), s2 = _mm256_add_epi32(l[4], l[5]),
+                          s3 = _mm256_add_epi32(l[6], l[7]);
+            const __m256i hh = _mm256_hadd_epi32(_mm256_hadd_epi32(s0, s1), _mm256_hadd_epi32(s2, s3));
+            gs[c] = _mm_add_epi32(_mm256_castsi256_si128(hh), _mm256_extracti128_si256(hh, 1));
+        }
+        _mm_storeu_si128((__m128i *)q[b].bsums, _mm_packs_epi32(gs[0], gs[1]));
+        _mm_storeu_si128((__m128i *)(q[b].bsums + 8), _mm_packs_epi32(gs[2], gs[3]));
+        q[b].d = 1.0f / iscale;
+    }
+}
+
 static void kdot(float *y, int64_t ldy, const void *xq, int64_t nb, int64_t M, const uint8_t *W, size_t rb, int64_t r0, int64_t r1,
                  attn_qtype t) {
     if (t == ATTN_QT_Q5_0 || t == ATTN_QT_Q5_1) q5_dot(y, ldy, (const attn__q8blk *)xq, nb, M, W, rb, r0, r1, t);
@@ -155,6 +203,8 @@ static void kdot(float *y, int64_t ldy, const void *xq, int64_t nb, int64_t M, c
 
 #include "core/target_avx2_end.h"
 attn__kdot_fn attn__kdot_avx2(void) { return kdot; }
+attn__quantize_q8k_fn attn__quantize_q8k_avx2(void) { return quantize_q8k; }
 #else
 attn__kdot_fn attn__kdot_avx2(void) { return NULL; }
+attn__quantize_q8k_fn attn__quantize_q8k_avx2(void) { return NULL; }
 #endif

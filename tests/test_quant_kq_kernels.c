@@ -174,6 +174,7 @@ int main(void) {
     test_q8k_simd();
     test_products(37, 1, 17, 1);
     test_products(21, 3, 17, 4);
+    test_products(35, 2, 40, 15); /* M = 24 .. 39: the AVX-512 kernel's 16-row strips, 3 rows left over */
     test_products(5, 7, 13, 4);
     test_products(3, 50, 6, 1);
     for (int i = 0; i < 5; i++)

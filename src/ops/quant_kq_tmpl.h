@@ -97,14 +97,14 @@ static inline __attribute__((always_inline)) void KQN(scales)(__m256i *sc, __m25
     switch (t) {
     case ATTN_QT_Q4_K:
     case ATTN_QT_Q5_K: {
-        /* 6-bit scales / mins of the 8 groups of 32 (get_scale_min_k4) with 32-bit masks */
-        uint32_t a[3], v[4];
-        memcpy(a, blk + 4, 12);
-        v[0] = a[0] & 0x3f3f3f3f;
-        v[1] = (a[2] & 0x0f0f0f0f) | ((a[0] >> 2) & 0x30303030);
-        v[2] = a[1] & 0x3f3f3f3f;
-        v[3] = ((a[2] >> 4) & 0x0f0f0f0f) | ((a[1] >> 2) & 0x30303030);
-        const __m128i b8 = _mm_loadu_si128((const __m128i *)v); /* sc[0..7], m[0..7] as bytes */
+        /* 6-bit scales / mins of the 8 groups of 32 (get_scale_min_k4) with 32-bit masks, in one
+         * register: the 12 bytes as a0 a1 a2 (the 4 bytes after them are not used);
+         * [a0 & 3f, (a2 & 0f) | (a0 >> 2 & 30), a1 & 3f, (a2 >> 4 & 0f) | (a1 >> 2 & 30)] */
+        const __m128i a = _mm_loadu_si128((const __m128i *)(blk + 4));
+        const __m128i x = _mm_srlv_epi32(_mm_shuffle_epi32(a, _MM_SHUFFLE(2, 1, 2, 0)), _mm_setr_epi32(0, 0, 0, 4));
+        const __m128i hi = _mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(a, _MM_SHUFFLE(1, 1, 0, 0)), 2),
+                                         _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+        const __m128i b8 = _mm_or_si128(_mm_and_si128(x, _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)), hi);
         const __m128i s16 = _mm_cvtepu8_epi16(b8), m16 = _mm_cvtepu8_epi16(_mm_srli_si128(b8, 8));
         /* each 32-group's value for its two 16-groups */
         *sc = _mm256_set_m128i(_mm_unpackhi_epi16(s16, s16), _mm_unpacklo_epi16(s16, s16));

@@ -3,12 +3,16 @@
  *   - ggml's Q8_K activation quantization: the AVX2 version equals the portable one bit for bit
  *     (ties, the sign of the largest value, a zero block);
  *   - for every kernel this CPU has (portable, avx2, avx512vnni), 1 and 2 threads, M = 1 .. 17
- *     activation rows (decode: M = 1 and the 1-3 rows left over by the 4-row prefill tile),
- *     odd row counts (the 4-row decode tile's remainder), 1, 3 and 7 super-blocks per row, and a
- *     row of 50 super-blocks (the prefill tile's scratch no longer fits on the stack):
- *       the output equals the portable kernel's bit for bit (the kernels use the same exact
- *       integer block sums and the same float32 operations, quant_kq_tmpl.h);
- *       each activation row equals that row multiplied alone (M = 1), bit for bit;
+ *     activation rows (the 1-3 rows left over by the 4-row prefill tile), 24 and 39 (the
+ *     AVX-512 kernel's 16-row strips), odd row counts (the 4-row tiles' remainder), 1, 2, 3 and 7
+ *     super-blocks per row, and a row of 50 super-blocks (the prefill scratch no longer fits on
+ *     the stack):
+ *       prefill (M > 1): the output equals the portable kernel's bit for bit (the same exact
+ *       integer block sums and float32 operations, quant_kq_tmpl.h);
+ *       decode (M = 1): the same integer block sums scaled in 8 float lanes and summed at the end:
+ *       within 1e-5·max|y| + 1e-6 of the portable output (the float32 sum of <= 2·nb terms in
+ *       another order: at most ~(2·nb + 8)·2^-24 of the sum of |terms|, |terms| <= ~max|y|·2 here);
+ *       each activation row of a batch within the same bound of that row multiplied alone;
  *       the portable output is within the 8-bit activation bound of the float64 product of the
  *       dequantized weights (dequantization: equal to gguf.quants, test_quant_k) with x. */
 #include "attn.h"
@@ -141,22 +145,24 @@ static void test_products(int64_t N, int64_t nb, int64_t Mmax, int64_t Mstep) {
                 for (int nt = 1; nt <= 2; nt++) {
                     memset(y1, 0xff, sizeof(float) * (size_t)(M * N));
                     CHECK_OK(attn_qmatmul_kernel(y1, x, &m, M, nt, ks[k]));
-                    const int same = memcmp(y0, y1, sizeof(float) * (size_t)(M * N)) == 0;
+                    const double mx = attn_test_max_abs(y0, (size_t)(M * N));
+                    const int same = M > 1 ? memcmp(y0, y1, sizeof(float) * (size_t)(M * N)) == 0
+                                           : attn_test_max_abs_diff(y0, y1, (size_t)N) <= 1e-5 * mx + 1e-6;
                     if (!same)
-                        CHECK(0, "%s N=%lld nb=%lld M=%lld kernel %d threads %d: equals portable bit for bit", attn_qtype_name(ty), (long long)N,
+                        CHECK(0, "%s N=%lld nb=%lld M=%lld kernel %d threads %d: equals portable (bit for bit when M > 1)", attn_qtype_name(ty), (long long)N,
                               (long long)nb, (long long)M, (int)ks[k], nt);
                     exact_all &= same;
                     for (int64_t i = 0; i < M; i++) {
                         CHECK_OK(attn_qmatmul_kernel(y2, x + i * K, &m, 1, nt, ks[k]));
-                        alone_all &= memcmp(y2, y1 + i * N, sizeof(float) * (size_t)N) == 0;
+                        alone_all &= attn_test_max_abs_diff(y2, y1 + i * N, (size_t)N) <= 1e-5 * mx + 1e-6;
                     }
                     runs++;
                 }
             }
         }
-        CHECK(exact_all && runs > 0, "%s N=%lld, %lld super-blocks a row, M=1..%lld: every kernel and thread count equals portable bit for bit (%d runs)",
+        CHECK(exact_all && runs > 0, "%s N=%lld, %lld super-blocks a row, M=1..%lld: every kernel and thread count equals portable (bit for bit for M > 1, decode within 1e-5) (%d runs)",
               attn_qtype_name(ty), (long long)N, (long long)nb, (long long)Mmax, runs);
-        CHECK(alone_all, "%s N=%lld nb=%lld: each activation row equals the row multiplied alone, bit for bit", attn_qtype_name(ty), (long long)N,
+        CHECK(alone_all, "%s N=%lld nb=%lld: each activation row within 1e-5 of the row multiplied alone", attn_qtype_name(ty), (long long)N,
               (long long)nb);
         CHECK(bound_all, "%s N=%lld nb=%lld: portable within the 8-bit activation bound of the float64 product (worst err/bound %.3f)",
               attn_qtype_name(ty), (long long)N, (long long)nb, worst);

@@ -3,17 +3,19 @@
  *   KQN(x)               the name of x in this copy,
  *   KQ_ACC_SC(a, p, s)   a + the int32 pair sums of the int16 vectors p·s (vpmaddwd + vpaddd, or
  *                        AVX-512 VNNI's vpdpwssd in one instruction).
- * Every output is the portable kernel's (quant_kq.c kdot_portable) bit for bit: per super-block the
- * exact integer sums isum = Σ_g sc[g]·Σ_{i in g} q[i]·x[i] and msum = Σ_g mn[g]·bsums[g], then
- * y += (d·d_x)·isum + (dm·d_x)·msum in float32, block after block, in the same order.
+ * Prefill (M > 1): every output is the portable kernel's (quant_kq.c kdot_portable) bit for bit: per
+ * super-block the exact integer sums isum = Σ_g sc[g]·Σ_{i in g} q[i]·x[i] and msum = Σ_g mn[g]·
+ * bsums[g], then y += (d·d_x)·isum + (dm·d_x)·msum in float32, block after block, in the same order.
+ * Decode (M = 1): the same integer vectors, scaled in 8 float lanes (FMA) and summed at the end
+ * (the earlier AVX2 kernel's arithmetic: within ~16·2^-24 of the sum of |terms| of the portable).
  *   values: a super-block's 256 unsigned values (0..63) rebuilt in 8 registers of 32 bytes
  *     (chunk k = values 32k .. 32k+31) from its bit planes; vpmaddubsw against the Q8_K bytes
  *     (|2·63·127| < 32767: no saturation); the 16-bit pair sums weighted by the group scales
  *     (chunk k: sc[2k] in the low 8 lanes, sc[2k+1] in the high 8, one vpshufb of the scales);
  *     the offset term is one vpmaddwd of the 16 group coefficients with the 16 Q8_K block sums.
- *   decode (one activation row): 4 weight rows at a time; their 4 + 4 integer vectors reduced to
- *     [isum0..3 | msum0..3] by unpack+add rounds, scaled by [d0..3 | dm0..3]·d_x in one multiply;
- *     the rows two tiles ahead are prefetched (the hardware prefetcher does not follow 4 streams).
+ *   one activation row: 4 weight rows at a time (prefill rows left over by the 4-row tile: their
+ *     4 + 4 integer vectors reduced to [isum0..3 | msum0..3] by unpack+add rounds, scaled by
+ *     [d0..3 | dm0..3]·d_x in one multiply); the rows two tiles ahead are prefetched (the hardware prefetcher does not follow 4 streams).
  *   prefill (4 activation rows at a time): a group of weight rows is unpacked once (values,
  *     scales, d, dm: attn__kblk, in L1) for all activation rows; each (row, 4 tokens, block) shares
  *     a value register across the 4 tokens and reduces its 4 + 4 integer vectors as decode does. */
@@ -154,15 +156,18 @@ static inline __m128 KQN(scale4)(__m256 ddx, __m256i s) {
     return _mm_add_ps(_mm256_castps256_ps128(p), _mm256_extractf128_ps(p, 1));
 }
 
-/* decode: y[r] for the rows [r, r + RT) (RT = 1 or 4) and one activation row xq[nb] */
+/* y[r] for the rows [r, r + RT) (RT = 1 or 4) and one activation row xq[nb]; exact: the portable
+ * kernel's float32 operations (prefill rows); else (decode, as the AVX2 kernel before) each row's
+ * integer vectors scaled in 8 float lanes by two FMAs per block, then one horizontal sum */
 static inline __attribute__((always_inline)) void KQN(dec_tile)(float *y, const attn__q8k *xq, int64_t nb, const uint8_t *W, size_t rb,
-                                                                  int64_t r, int RT, attn_qtype t) {
+                                                                  int64_t r, int RT, attn_qtype t, int exact) {
     const size_t bs = attn__qtype_block_bytes(t);
     const __m256i mk0 = KQN(scmask)(0), mk1 = KQN(scmask)(1), mk2 = KQN(scmask)(2), mk3 = KQN(scmask)(3);
     const uint8_t *pf_base = W + (size_t)(r + 2 * RT) * rb;
     const int64_t pf_per = ((int64_t)((size_t)RT * rb) + 64 * nb - 1) / (64 * nb);
     __m128 acc4 = _mm_setzero_ps();
     float acc1 = 0.0f;
+    __m256 facc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t b = 0; b < nb; b++) {
         const attn__q8k *xb = xq + b;
         for (int64_t l = b * pf_per; l < (b + 1) * pf_per; l++) _mm_prefetch((const char *)(pf_base + l * 64), _MM_HINT_T0);
@@ -188,24 +193,52 @@ static inline __attribute__((always_inline)) void KQN(dec_tile)(float *y, const 
             p[i] = a;
             m[i] = _mm256_madd_epi16(mn, bsums);
         }
-        if (RT == 4) {
+        if (!exact) {
+            KQ_UNROLL
+            for (int i = 0; i < RT; i++) {
+                facc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[i]), _mm256_set1_ps(dv[i] * xb->d), facc[i]);
+                facc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m[i]), _mm256_set1_ps(dmv[i] * xb->d), facc[i]);
+            }
+        } else if (RT == 4) {
             const __m256 ddx = _mm256_mul_ps(_mm256_setr_ps(dv[0], dv[1], dv[2], dv[3], dmv[0], dmv[1], dmv[2], dmv[3]), _mm256_set1_ps(xb->d));
             acc4 = _mm_add_ps(acc4, KQN(scale4)(ddx, KQN(reduce8)(p, m)));
         } else {
             acc1 += (dv[0] * xb->d) * (float)KQN(hsum_i32)(p[0]) + (dmv[0] * xb->d) * (float)KQN(hsum_i32)(m[0]);
         }
     }
-    if (RT == 4) _mm_storeu_ps(y + r, acc4);
+    if (!exact) {
+        KQ_UNROLL
+        for (int i = 0; i < RT; i++) {
+            __m128 h = _mm_add_ps(_mm256_castps256_ps128(facc[i]), _mm256_extractf128_ps(facc[i], 1));
+            h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+            y[r + i] = _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+        }
+    } else if (RT == 4) _mm_storeu_ps(y + r, acc4);
     else y[r] = acc1;
 }
 
-static void KQN(kdec)(float *y, const attn__q8k *xq, int64_t nb, const uint8_t *W, size_t rb, int64_t r0, int64_t r1, attn_qtype t) {
+static void KQN(kdec)(float *y, const attn__q8k *xq, int64_t nb, const uint8_t *W, size_t rb, int64_t r0, int64_t r1, attn_qtype t,
+                      int exact) {
     int64_t r = r0;
+    if (exact) switch (t) {
+#define KQ_DEC_CASE(T)                                                                                                                    \
+    case T:                                                                                                                               \
+        for (; r + 4 <= r1; r += 4) KQN(dec_tile)(y, xq, nb, W, rb, r, 4, T, 1);                                                         \
+        for (; r < r1; r++) KQN(dec_tile)(y, xq, nb, W, rb, r, 1, T, 1);                                                                 \
+        return;
+        KQ_DEC_CASE(ATTN_QT_Q2_K)
+        KQ_DEC_CASE(ATTN_QT_Q3_K)
+        KQ_DEC_CASE(ATTN_QT_Q4_K)
+        KQ_DEC_CASE(ATTN_QT_Q5_K)
+        KQ_DEC_CASE(ATTN_QT_Q6_K)
+#undef KQ_DEC_CASE
+    default: return;
+    }
     switch (t) { /* one copy per type: the unpacking is chosen at compile time */
 #define KQ_DEC_CASE(T)                                                                                                                    \
     case T:                                                                                                                               \
-        for (; r + 4 <= r1; r += 4) KQN(dec_tile)(y, xq, nb, W, rb, r, 4, T);                                                            \
-        for (; r < r1; r++) KQN(dec_tile)(y, xq, nb, W, rb, r, 1, T);                                                                    \
+        for (; r + 4 <= r1; r += 4) KQN(dec_tile)(y, xq, nb, W, rb, r, 4, T, 0);                                                         \
+        for (; r < r1; r++) KQN(dec_tile)(y, xq, nb, W, rb, r, 1, T, 0);                                                                 \
         return;
         KQ_DEC_CASE(ATTN_QT_Q2_K)
         KQ_DEC_CASE(ATTN_QT_Q3_K)
@@ -308,7 +341,8 @@ static void KQN(kdot)(float *y, int64_t ldy, const attn__q8k *xq, int64_t nb, in
             if (u != small) free(u);
         }
     }
-    /* the remaining activation rows one by one (also all of them when no scratch could be had) */
-    for (int64_t m = m4; m < M; m++) KQN(kdec)(y + m * ldy, xq + m * nb, nb, W, rb, r0, r1, t);
+    /* the remaining activation rows one by one (also all of them when no scratch could be had);
+     * decode (M = 1) in 8 float lanes */
+    for (int64_t m = m4; m < M; m++) KQN(kdec)(y + m * ldy, xq + m * nb, nb, W, rb, r0, r1, t, M > 1);
 }
 #undef KQ_UNROLL

@@ -268,7 +268,7 @@ const char *attn_quant_type_kernel_name(attn_qtype t) {
     if (t == ATTN_QT_Q5_0 || t == ATTN_QT_Q5_1) return attn_quant_kernel_name(); /* this file's kernels, as Q8_0 / Q4_x */
     if (attn_qtype_block(t) == 0) return "unknown";
     attn_qkernel k = auto_kernel();
-    if (attn__qtype_ext(t) && k == ATTN_QK_AVX512VNNI) k = ATTN_QK_AVX2;
+    if (attn__qtype_ext(t) && k == ATTN_QK_AVX512VNNI && !attn__kq_vnni(t)) k = ATTN_QK_AVX2;
     return k == ATTN_QK_AVX512VNNI ? "avx512vnni" : k == ATTN_QK_AVX2 ? "avx2" : k == ATTN_QK_REFERENCE ? "reference" : "portable";
 }
 

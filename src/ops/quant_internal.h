@@ -57,6 +57,10 @@ void attn__kunpack(attn__kblk *u, const uint8_t *blk, attn_qtype t);
 void attn__kscales(attn__kblk *u, const uint8_t *blk, attn_qtype t);
 /* x[nb·256] -> nb Q8_K blocks (ggml's quantize_row_q8_K: d = max/-127 of the largest |x|, nearest-even) */
 void attn__quantize_q8k(attn__q8k *q, const float *x, int64_t nb);
+/* the same with AVX2 (bit for bit; NULL when not compiled for x86), and the one kernel k uses */
+typedef void (*attn__quantize_q8k_fn)(attn__q8k *q, const float *x, int64_t nb);
+attn__quantize_q8k_fn attn__quantize_q8k_avx2(void);
+attn__quantize_q8k_fn attn__quantize_q8k_for(attn_qkernel k);
 /* products for the ext types: as attn_qmatmul_kernel (validated arguments, K > 0, x finite) */
 int attn__qmatmul_ext(float *y, const float *x, const attn_qmatrix *w, int64_t M, int nt, attn_qkernel k);
 /* the rows [r0, r1) of an ext-type W times M activation rows; xq is attn__q8blk (Q5_0/Q5_1, nb
@@ -64,6 +68,10 @@ int attn__qmatmul_ext(float *y, const float *x, const attn_qmatrix *w, int64_t M
 typedef void (*attn__kdot_fn)(float *y, int64_t ldy, const void *xq, int64_t nb, int64_t M, const uint8_t *W, size_t rb,
                               int64_t r0, int64_t r1, attn_qtype t);
 attn__kdot_fn attn__kdot_avx2(void); /* NULL when not compiled for x86 */
+/* K-quants with AVX-512 VNNI (Q5_0 / Q5_1 passed to the AVX2 kernel); NULL when not compiled for x86 */
+attn__kdot_fn attn__kdot_avx512vnni(void);
+/* 1 when kernel ATTN_QK_AVX512VNNI has its own code for t (the K-quants), 0: it runs the AVX2 one */
+int attn__kq_vnni(attn_qtype t);
 /* the products of kernel k (AUTO: the chosen one) for the ext types */
 attn__kdot_fn attn__kdot_for(attn_qkernel k);
 /* y[M, N] = x[M, K] · w[N, K]ᵀ with OpenBLAS (single-threaded calls), cut into pieces run on

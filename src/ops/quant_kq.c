@@ -294,10 +294,19 @@ static void kdot_portable(float *y, int64_t ldy, const void *xqv, int64_t nb, in
 
 /* ---------------------------------------------------------------- dispatch */
 
+attn__quantize_q8k_fn attn__quantize_q8k_for(attn_qkernel k) {
+    k = attn__resolve_kernel(k);
+    if ((k == ATTN_QK_AVX2 || k == ATTN_QK_AVX512VNNI) && attn__quantize_q8k_avx2()) return attn__quantize_q8k_avx2();
+    return attn__quantize_q8k;
+}
+
+int attn__kq_vnni(attn_qtype t) { return attn_qtype_block(t) == 256 && attn__kdot_avx512vnni() != NULL; }
+
 #define XQ_STACK_BYTES 12288
 
 attn__kdot_fn attn__kdot_for(attn_qkernel k) {
     k = attn__resolve_kernel(k);
+    if (k == ATTN_QK_AVX512VNNI && attn__kdot_avx512vnni()) return attn__kdot_avx512vnni();
     if ((k == ATTN_QK_AVX2 || k == ATTN_QK_AVX512VNNI) && attn__kdot_avx2()) return attn__kdot_avx2();
     return kdot_portable;
 }
@@ -308,7 +317,8 @@ int attn__qmatmul_n_k(float *const *y, const float *x, const attn_qmatrix *w, in
     const size_t need = (size_t)(M * nb) * sizeof(attn__q8k);
     attn__q8k *xq = need <= sizeof small ? (attn__q8k *)(void *)small : (attn__q8k *)malloc(need);
     if (!xq) return attn_set_error(ATTN_E_NOMEM, "qmatmul: out of memory");
-    for (int64_t m = 0; m < M; m++) attn__quantize_q8k(xq + m * nb, x + m * K, nb);
+    const attn__quantize_q8k_fn qf = attn__quantize_q8k_for(ATTN_QK_AUTO);
+    for (int64_t m = 0; m < M; m++) qf(xq + m * nb, x + m * K, nb);
     const attn__rows_job j = {count, y, w, xq, nb, M, NULL, attn__kdot_for(ATTN_QK_AUTO)};
     attn__rows_run(&j, nt);
     if ((void *)xq != (void *)small) free(xq);
@@ -322,12 +332,13 @@ int attn__qmatmul_ext(float *y, const float *x, const attn_qmatrix *w, int64_t M
     const size_t xbs = kq ? sizeof(attn__q8k) : sizeof(attn__q8blk);
     k = attn__resolve_kernel(k);
     attn__kdot_fn fn = attn__kdot_for(k);
+    const attn__quantize_q8k_fn qf = attn__quantize_q8k_for(k);
     _Alignas(32) unsigned char small[XQ_STACK_BYTES];
     const size_t need = (size_t)(M * nb) * xbs;
     void *xq = need <= sizeof small ? (void *)small : malloc(need);
     if (!xq) return attn_set_error(ATTN_E_NOMEM, "qmatmul: out of memory");
     for (int64_t m = 0; m < M; m++) {
-        if (kq) attn__quantize_q8k((attn__q8k *)xq + m * nb, x + m * K, nb);
+        if (kq) qf((attn__q8k *)xq + m * nb, x + m * K, nb);
         else attn__quantize_row_q8((attn__q8blk *)xq + m * nb, x + m * K, nb, k);
     }
     attn_qmatrix w1 = *w;

@@ -1,17 +1,14 @@
 /* AVX2 (+FMA, F16C) products for Q5_0, Q5_1 and the K-quants on their blocks (see quant_kq.c for
  * the portable ones: the same exact integer block sums; prefill (M > 1) of the K-quants also the
  * same float32 operations per block in the same order, so it equals the portable kernel bit for
- * bit; decode and Q5_0 / Q5_1 sum in 8 float lanes). Only used after quant.c found avx2 and fma.
+ * bit; Q5_0 / Q5_1 sum in 8 float lanes). Only used after quant.c found avx2 and fma.
  *   Q5_0 / Q5_1: the 32 5-bit values are rebuilt in one register (nibbles + the qh bits spread by
  *     a byte shuffle), then vpmaddubsw / vpmaddwd against the 8-bit activation block.
- *   K-quants: a super-block is unpacked once into 256 unsigned bytes (0..63) and 16 int16 group
- *     scales (attn__kblk, on the stack: the matrix is never expanded), then each activation row's
- *     Q8_K block is multiplied with vpmaddubsw (|63·127·2| < 32767, no saturation), the 16-bit
- *     pair sums weighted by the group scales with vpmaddwd; the min / offset term is one vpmaddwd
- *     of the group coefficients with the Q8_K block sums. Prefill (M > 1) unpacks each
- *     super-block once for all activation rows. */
+ *   K-quants: quant_kq_tmpl.h (values rebuilt in registers, exact integer block sums, the
+ *     portable kernel's float32 operations: equal to it bit for bit, decode and prefill). */
 #include "ops/quant_internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -144,151 +141,70 @@ static void q5_dot(float *y, int64_t ldy, const attn__q8blk *xq, int64_t nb, int
     }
 }
 
-/* unpack the values of one K-quant super-block into u->q (the scales: attn__kscales) */
-static inline void kunpack_q(attn__kblk *u, const uint8_t *blk, attn_qtype t) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(0x03), m1 = _mm256_set1_epi8(0x01);
-    switch (t) {
-    case ATTN_QT_Q2_K:
-    case ATTN_QT_Q3_K: {
-        const uint8_t *qs = blk + (t == ATTN_QT_Q2_K ? 16 : 32);
-        const __m256i hm = _mm256_loadu_si256((const __m256i *)blk);
-        for (int h = 0; h < 2; h++) {
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * h));
-            for (int s = 0; s < 4; s++) {
-                __m256i q = _mm256_and_si256(_mm256_srli_epi16(v, 2 * s), m3);
-                if (t == ATTN_QT_Q3_K) /* + 4·hbit, hbit of value 32b + l is bit b of hmask[l] */
-                    q = _mm256_or_si256(q, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + s), m1), 2));
-                _mm256_storeu_si256((__m256i *)(u->q + 128 * h + 32 * s), q);
-            }
-        }
-        return;
-    }
-    case ATTN_QT_Q4_K:
-    case ATTN_QT_Q5_K: {
-        const uint8_t *qs = blk + (t == ATTN_QT_Q5_K ? 48 : 16);
-        const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 16));
-        for (int c = 0; c < 4; c++) {
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-            __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-            if (t == ATTN_QT_Q5_K) {
-                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), m1), 4));
-                hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), m1), 4));
-            }
-            _mm256_storeu_si256((__m256i *)(u->q + 64 * c), lo);
-            _mm256_storeu_si256((__m256i *)(u->q + 64 * c + 32), hi);
-        }
-        return;
-    }
-    case ATTN_QT_Q6_K:
-        for (int h = 0; h < 2; h++) {
-            const __m256i a = _mm256_loadu_si256((const __m256i *)(blk + 64 * h));
-            const __m256i b = _mm256_loadu_si256((const __m256i *)(blk + 64 * h + 32));
-            const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
-            const __m256i lo[4] = {_mm256_and_si256(a, m4), _mm256_and_si256(b, m4), _mm256_and_si256(_mm256_srli_epi16(a, 4), m4),
-                                   _mm256_and_si256(_mm256_srli_epi16(b, 4), m4)};
-            for (int s = 0; s < 4; s++) {
-                const __m256i hb = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * s), m3), 4);
-                _mm256_storeu_si256((__m256i *)(u->q + 128 * h + 32 * s), _mm256_or_si256(lo[s], hb));
-            }
-        }
-        return;
-    default: return;
-    }
-}
+#define KQN(x) attn__kq_avx2_##x
+#define KQ_ACC_SC(a, p, s) _mm256_add_epi32((a), _mm256_madd_epi16((p), (s)))
+static inline int32_t attn__kq_avx2_hsum_i32(__m256i v) { return hsum_i32(v); }
+static inline float attn__kq_avx2_h2f(const uint8_t *p) { return h2f(p); }
+#include "ops/quant_kq_tmpl.h"
 
-/* the 16 group scales and offset coefficients of a K-quant super-block as int16 vectors, and
- * d, dm (as attn__kscales; in registers: no store / reload of 16-bit lanes; f16 through F16C) */
-static inline void kscales(__m256i *sc, __m256i *mn, float *d, float *dm, const uint8_t *blk, attn_qtype t) {
-    switch (t) {
-    case ATTN_QT_Q4_K:
-    case ATTN_QT_Q5_K: {
-        /* 6-bit scales / mins of the 8 groups of 32 (get_scale_min_k4) with 32-bit masks */
-        uint32_t a[3], v[4];
-        memcpy(a, blk + 4, 12);
-        v[0] = a[0] & 0x3f3f3f3f;
-        v[1] = (a[2] & 0x0f0f0f0f) | ((a[0] >> 2) & 0x30303030);
-        v[2] = a[1] & 0x3f3f3f3f;
-        v[3] = ((a[2] >> 4) & 0x0f0f0f0f) | ((a[1] >> 2) & 0x30303030);
-        const __m128i b8 = _mm_loadu_si128((const __m128i *)v); /* sc[0..7], m[0..7] as bytes */
-        const __m128i s16 = _mm_cvtepu8_epi16(b8), m16 = _mm_cvtepu8_epi16(_mm_srli_si128(b8, 8));
-        /* each 32-group's value for its two 16-groups */
-        *sc = _mm256_set_m128i(_mm_unpackhi_epi16(s16, s16), _mm_unpacklo_epi16(s16, s16));
-        *mn = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16)));
-        *d = h2f(blk);
-        *dm = h2f(blk + 2);
-        return;
-    }
-    case ATTN_QT_Q6_K:
-        *sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
-        *mn = _mm256_mullo_epi16(*sc, _mm256_set1_epi16(-32));
-        *d = *dm = h2f(blk + 208);
-        return;
-    default: {
-        _Alignas(32) attn__kblk u;
-        attn__kscales(&u, blk, t);
-        *sc = _mm256_load_si256((const __m256i *)u.sc);
-        *mn = _mm256_load_si256((const __m256i *)u.mn);
-        *d = u.d;
-        *dm = u.dm;
-        return;
-    }
-    }
-}
-
-static inline float hsum_ps(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-static void k_dot(float *y, int64_t ldy, const attn__q8k *xq, int64_t nb, int64_t M, const uint8_t *W, size_t rb, int64_t r0,
-                  int64_t r1, attn_qtype t) {
-    const size_t bs = attn__qtype_block_bytes(t);
-    _Alignas(32) attn__kblk u;
-    __m256i scv[8];
-    /* the group scales of 32 values 32k .. 32k+31: sc[2k] in the low 8 lanes, sc[2k+1] in the high */
-    const __m256i lohi = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
-    for (int64_t r = r0; r < r1; r++) {
-        __m256 acc1 = _mm256_setzero_ps(); /* decode: the row's sum in 8 float lanes */
-        if (M > 1)
-            for (int64_t m = 0; m < M; m++) y[m * ldy + r] = 0.0f;
-        for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *blk = W + (size_t)r * rb + (size_t)b * bs;
-            if (M == 1) _mm_prefetch((const char *)(blk + 2 * bs), _MM_HINT_T0);
-            __m256i sc, mn;
-            kscales(&sc, &mn, &u.d, &u.dm, blk, t);
-            kunpack_q(&u, blk, t);
-            for (int k = 0; k < 8; k++) scv[k] = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(sc, _mm256_set1_epi32(k)), lohi);
-            for (int64_t m = 0; m < M; m++) {
-                const attn__q8k *xb = xq + m * nb + b;
-                __m256i acc = _mm256_setzero_si256();
-                for (int k = 0; k < 8; k++) {
-                    const __m256i p = _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)(u.q + 32 * k)),
-                                                           _mm256_loadu_si256((const __m256i *)(xb->q + 32 * k)));
-                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, scv[k]));
-                }
-                const __m256i mv = _mm256_madd_epi16(mn, _mm256_loadu_si256((const __m256i *)xb->bsums));
-                if (M == 1) {
-                    acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(u.d * xb->d), acc1);
-                    acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mv), _mm256_set1_ps(u.dm * xb->d), acc1);
-                } else {
-                    y[m * ldy + r] += (u.d * xb->d) * (float)hsum_i32(acc) + (u.dm * xb->d) * (float)hsum_i32(mv);
-                }
+/* ggml's quantize_row_q8_K, bit for bit the portable attn__quantize_q8k: the first value of the
+ * largest magnitude sets iscale = -127/max; vcvtps2dq rounds to nearest even as nearest_int does
+ * (|iscale·x| <= 127·(1 + 2^-23) here); the 16-value block sums from the int32 values. */
+static void quantize_q8k(attn__q8k *q, const float *x, int64_t nb) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t b = 0; b < nb; b++) {
+        const float *v = x + b * 256;
+        __m256 mx = _mm256_setzero_ps();
+        for (int k = 0; k < 32; k++) mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, _mm256_loadu_ps(v + 8 * k)));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        if (amax == 0.0f) {
+            memset(&q[b], 0, sizeof q[b]);
+            continue;
+        }
+        float max = 0.0f;
+        const __m256 va = _mm256_set1_ps(amax);
+        for (int k = 0; k < 32; k++) {
+            const int mask = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(v + 8 * k)), va, _CMP_EQ_OQ));
+            if (mask) {
+                max = v[8 * k + __builtin_ctz((unsigned)mask)];
+                break;
             }
         }
-        if (M == 1) y[r] = hsum_ps(acc1);
+        const float iscale = -127.0f / max;
+        const __m256 vi = _mm256_set1_ps(iscale);
+        const __m256i c127 = _mm256_set1_epi32(127), perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        __m128i gs[4];
+        for (int c = 0; c < 4; c++) { /* 64 values: 4 groups of 16 */
+            __m256i l[8];
+            for (int k = 0; k < 8; k++) l[k] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(vi, _mm256_loadu_ps(v + 64 * c + 8 * k))), c127);
+            for (int h = 0; h < 2; h++) {
+                const __m256i p8 = _mm256_packs_epi16(_mm256_packs_epi32(l[4 * h], l[4 * h + 1]), _mm256_packs_epi32(l[4 * h + 2], l[4 * h + 3]));
+                _mm256_storeu_si256((__m256i *)(q[b].q + 64 * c + 32 * h), _mm256_permutevar8x32_epi32(p8, perm));
+            }
+            const __m256i s0 = _mm256_add_epi32(l[0], l[1]), s1 = _mm256_add_epi32(l[2], l[3]), s2 = _mm256_add_epi32(l[4], l[5]),
+                          s3 = _mm256_add_epi32(l[6], l[7]);
+            const __m256i hh = _mm256_hadd_epi32(_mm256_hadd_epi32(s0, s1), _mm256_hadd_epi32(s2, s3));
+            gs[c] = _mm_add_epi32(_mm256_castsi256_si128(hh), _mm256_extracti128_si256(hh, 1));
+        }
+        _mm_storeu_si128((__m128i *)q[b].bsums, _mm_packs_epi32(gs[0], gs[1]));
+        _mm_storeu_si128((__m128i *)(q[b].bsums + 8), _mm_packs_epi32(gs[2], gs[3]));
+        q[b].d = 1.0f / iscale;
     }
 }
 
 static void kdot(float *y, int64_t ldy, const void *xq, int64_t nb, int64_t M, const uint8_t *W, size_t rb, int64_t r0, int64_t r1,
                  attn_qtype t) {
     if (t == ATTN_QT_Q5_0 || t == ATTN_QT_Q5_1) q5_dot(y, ldy, (const attn__q8blk *)xq, nb, M, W, rb, r0, r1, t);
-    else k_dot(y, ldy, (const attn__q8k *)xq, nb, M, W, rb, r0, r1, t);
+    else attn__kq_avx2_kdot(y, ldy, (const attn__q8k *)xq, nb, M, W, rb, r0, r1, t);
 }
 
 #include "core/target_avx2_end.h"
 attn__kdot_fn attn__kdot_avx2(void) { return kdot; }
+attn__quantize_q8k_fn attn__quantize_q8k_avx2(void) { return quantize_q8k; }
 #else
 attn__kdot_fn attn__kdot_avx2(void) { return NULL; }
+attn__quantize_q8k_fn attn__quantize_q8k_avx2(void) { return NULL; }
 #endif

@@ -47,11 +47,12 @@
  * Kernels: AVX-512 VNNI (+BW, VL; vpdpbusd, tested on Zen 4), AVX2 (+FMA, F16C) or portable C,
  * picked at run time from the CPU (attn_quant_kernel_name says which);
  * ATTN_QUANT_KERNEL=portable|avx2|avx512vnni in the environment forces one (if the CPU has it).
- * Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 have all three; the K-quants have AVX2 and portable kernels
- * (the AVX2 one also serves when avx512vnni is chosen; attn_quant_type_kernel_name says which
- * runs for a type). tests/test_quant_legacy.c checks the 32-value types on every kernel against
- * portable; tests/test_quant_k.c the K-quants (dequantization equal to gguf.quants bit for bit,
- * products within the 8-bit activation bound, AVX2 vs portable).
+ * Every type has all three (the K-quants' AVX-512 VNNI kernel: vpdpwssd for decode, 16-row
+ * strips with vpdpbusd for prefill from 24 rows of x; attn_quant_type_kernel_name says which runs
+ * for a type). tests/test_quant_legacy.c checks the 32-value types on every kernel against
+ * portable; tests/test_quant_kq_kernels.c the K-quants (prefill bit for bit portable, decode
+ * within 1e-5, float64 product bound); tests/test_quant_k.c K-quant dequantization equal to
+ * gguf.quants bit for bit and products within the 8-bit activation bound.
  */
 #ifndef ATTN_QUANT_H
 #define ATTN_QUANT_H
@@ -124,8 +125,7 @@ int attn_quant_set_kernel(attn_qkernel k);
 /* attn_quant_kernel_name: the kernel attn_qmatmul uses here ("avx512vnni", "avx2", "portable"). */
 const char *attn_quant_kernel_name(void);
 /* attn_quant_type_kernel_name: the kernel attn_qmatmul uses for matrices of type t
- * ("avx2", "portable", "avx512vnni", "openblas" for F32, "f32-convert" for F16/BF16; the
- * K-quant types have no AVX-512 kernel and use "avx2" when avx512vnni is chosen). */
+ * ("avx512vnni", "avx2", "portable", "openblas" for F32, "f32-convert" for F16/BF16). */
 const char *attn_quant_type_kernel_name(attn_qtype t);
 
 /* attn_quantize_rows: dst = the n rows of x [n, cols] (float32, row-major) in type t:

@@ -9,6 +9,13 @@
 
 int cli_mpi_launched(void) { return 0; }
 
+int cli_mpi_unbuilt_ranks(void) {
+    const char *n = getenv("OMPI_COMM_WORLD_SIZE");
+    if (!n) n = getenv("PMI_SIZE");
+    const int P = n ? atoi(n) : 0;
+    return P > 1 ? P : 0;
+}
+
 int cli_sdpa_ring(const char *qp, const char *kp, const char *vp, int layout, const attn_sdpa_params *p,
                   cli_outputs *outs) {
     return cli_outputs_finish(outs, cli_error("--ring needs an attn built with MPI; this one was built without it "
@@ -39,6 +46,8 @@ void cli_mpi_batch_range(int64_t n, int64_t batch, int P, int r, int64_t *s0, in
 }
 
 #ifdef ATTN_HAVE_MPI
+
+int cli_mpi_unbuilt_ranks(void) { return 0; }
 
 #include "attn_bert.h"
 #include "attn_mpi.h"

@@ -12,6 +12,11 @@
  * launcher (OMPI_COMM_WORLD_SIZE, PMIX_RANK or PMI_SIZE in the environment), else 0. */
 int cli_mpi_launched(void);
 
+/* cli_mpi_unbuilt_ranks: in an attn built WITHOUT MPI, the rank count (> 1) of the mpirun / MPI
+ * launcher that started it (OMPI_COMM_WORLD_SIZE or PMI_SIZE), else 0; always 0 with MPI built
+ * in. main refuses to run any verb then: every rank would run the whole job alone. */
+int cli_mpi_unbuilt_ranks(void);
+
 /* cli_sdpa_ring: attn sdpa --ring: every rank maps q, k, v (float32 .npy, [B, H, L, D],
  * [H, L, D] or [L, D]) and views its shard (layout 0 contiguous, 1 striped), runs
  * attn_sdpa_ring on MPI_COMM_WORLD, rank 0 gathers the rows and writes OUT through outs (output

@@ -161,11 +161,7 @@ static int run_verb(int argc, char **argv) {
         if (verb[0] == '-') return cli_usage_error(NULL, "unknown option '%s'", verb);
         return cli_usage_error(NULL, "unknown verb '%s'", verb);
     }
-    const int P = cli_mpi_unbuilt_ranks();
-    if (P > 1)
-        return cli_error("started by mpirun with %d ranks, but this attn was built without MPI, so every rank would run the "
-                         "whole job alone; run it without mpirun, or install libopenmpi-dev and openmpi-bin and rebuild "
-                         "(`make MPI=1`)",
-                         P);
+    const int mr = cli_mpi_check_verb(argc, argv); /* under mpirun: only the verbs that split their work */
+    if (mr != CLI_OK) return mr;
     return c->run(argc - 1, argv + 1);
 }

@@ -9,13 +9,6 @@
 
 int cli_mpi_launched(void) { return 0; }
 
-int cli_mpi_unbuilt_ranks(void) {
-    const char *n = getenv("OMPI_COMM_WORLD_SIZE");
-    if (!n) n = getenv("PMI_SIZE");
-    const int P = n ? atoi(n) : 0;
-    return P > 1 ? P : 0;
-}
-
 int cli_sdpa_ring(const char *qp, const char *kp, const char *vp, int layout, const attn_sdpa_params *p,
                   cli_outputs *outs) {
     return cli_outputs_finish(outs, cli_error("--ring needs an attn built with MPI; this one was built without it "
@@ -45,9 +38,42 @@ void cli_mpi_batch_range(int64_t n, int64_t batch, int P, int r, int64_t *s0, in
     *s1 = b < n ? b : n;
 }
 
-#ifdef ATTN_HAVE_MPI
+/* the rank count the MPI launcher put in the environment, 0 when none */
+static int env_ranks(void) {
+    const char *n = getenv("OMPI_COMM_WORLD_SIZE");
+    if (!n) n = getenv("PMI_SIZE");
+    return n ? atoi(n) : 0;
+}
 
-int cli_mpi_unbuilt_ranks(void) { return 0; }
+int cli_mpi_check_verb(int argc, char **argv) {
+    const int P = env_ranks();
+    if (P <= 1) return CLI_OK;
+#ifndef ATTN_HAVE_MPI
+    (void)argc, (void)argv;
+    return cli_error("started by mpirun with %d ranks, but this attn was built without MPI, so every rank would run the "
+                     "whole job alone; run it without mpirun, or install libopenmpi-dev and openmpi-bin and rebuild "
+                     "(`make MPI=1`)",
+                     P);
+#else
+    const char *verb = argc > 1 ? argv[1] : "";
+    int split = !strcmp(verb, "embed") || !strcmp(verb, "translate") || !strcmp(verb, "transcribe") || !strcmp(verb, "train"),
+        ring = 0, eval = 0, help = 0;
+    for (int i = 2; i < argc; i++) {
+        ring |= !strcmp(argv[i], "--ring");
+        eval |= !strcmp(argv[i], "--eval");
+        help |= !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
+        if (!strcmp(argv[i], "--")) break;
+    }
+    split |= (!strcmp(verb, "sdpa") && ring) || (!strcmp(verb, "classify") && eval);
+    if (split || help || !*verb) return CLI_OK;
+    return cli_usage_error(verb, "started by mpirun with %d ranks, but this does not split its work across ranks (every rank "
+                                 "would run it alone); run it without mpirun. Under mpirun: sdpa --ring, embed, classify "
+                                 "--eval, translate, transcribe and train vit",
+                           P);
+#endif
+}
+
+#ifdef ATTN_HAVE_MPI
 
 #include "attn_bert.h"
 #include "attn_mpi.h"

@@ -12,10 +12,13 @@
  * launcher (OMPI_COMM_WORLD_SIZE, PMIX_RANK or PMI_SIZE in the environment), else 0. */
 int cli_mpi_launched(void);
 
-/* cli_mpi_unbuilt_ranks: in an attn built WITHOUT MPI, the rank count (> 1) of the mpirun / MPI
- * launcher that started it (OMPI_COMM_WORLD_SIZE or PMI_SIZE), else 0; always 0 with MPI built
- * in. main refuses to run any verb then: every rank would run the whole job alone. */
-int cli_mpi_unbuilt_ranks(void);
+/* cli_mpi_check_verb: main's check of `attn VERB ARGS` (argv[1] the verb) started by mpirun /
+ * an MPI launcher with more than one rank (OMPI_COMM_WORLD_SIZE or PMI_SIZE > 1): CLI_OK for the
+ * verbs that split their work (sdpa --ring, embed, classify --eval, translate, transcribe, train)
+ * and for --help; otherwise a message and CLI_USAGE (each rank would run the whole job alone and
+ * print it once more), or CLI_FAIL in an attn built without MPI (any verb). CLI_OK without a
+ * launcher or with one rank. */
+int cli_mpi_check_verb(int argc, char **argv);
 
 /* cli_sdpa_ring: attn sdpa --ring: every rank maps q, k, v (float32 .npy, [B, H, L, D],
  * [H, L, D] or [L, D]) and views its shard (layout 0 contiguous, 1 striped), runs

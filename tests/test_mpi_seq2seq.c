@@ -13,6 +13,7 @@
  *    and with --timestamps at P = 2: identical; one file at P = 3; standard input ('-') after a
  *    file at P = 2; a file that is not audio: exit 1 with its message, once, nothing printed;
  *    a rank killed (SIGKILL) mid-job: the job ends within 60 s, not 0, nothing printed. */
+#include "attn_audio.h"
 #include "testutil.h"
 
 #include <dirent.h>
@@ -222,6 +223,31 @@ static void killed_rank(const char *model, const char *const *files, int nf) {
           "transcribe rank %d killed: mpirun exit %d after %.1f s, stdout '%s', stderr: %s", (int)victim, rc, secs, o, e);
 }
 
+/* `src` resampled to 16 kHz mono, written as a 16-bit PCM WAV at `dst`: Front_Center.wav (48 kHz,
+ * 137 kB) becomes 46 kB, under the 64 kB pipe Open MPI 4's mpirun forwards standard input
+ * through (it can crash once that pipe fills, open-mpi/ompi#7483; attn enlarges the pipe, but
+ * only once it runs, and this test checks attn, not that race) */
+static int write_wav16k(const char *dst, const char *src) {
+    float *x = NULL;
+    int64_t n = 0;
+    if (attn_audio_load(&x, &n, src, 16000) < 0) return -1;
+    FILE *f = fopen(dst, "wb");
+    const uint32_t data = (uint32_t)(n * 2), riff = 36 + data, fmt_len = 16, rate = 16000, bps = 32000;
+    const uint16_t pcm = 1, ch = 1, align = 2, bits = 16;
+    int ok = f && fwrite("RIFF", 1, 4, f) == 4 && fwrite(&riff, 4, 1, f) && fwrite("WAVEfmt ", 1, 8, f) == 8 &&
+             fwrite(&fmt_len, 4, 1, f) && fwrite(&pcm, 2, 1, f) && fwrite(&ch, 2, 1, f) && fwrite(&rate, 4, 1, f) &&
+             fwrite(&bps, 4, 1, f) && fwrite(&align, 2, 1, f) && fwrite(&bits, 2, 1, f) && fwrite("data", 1, 4, f) == 4 &&
+             fwrite(&data, 4, 1, f);
+    for (int64_t i = 0; ok && i < n; i++) {
+        float v = x[i] * 32767.0f;
+        int16_t s = (int16_t)(v > 32767.0f ? 32767.0f : v < -32768.0f ? -32768.0f : v);
+        ok = fwrite(&s, 2, 1, f) == 1;
+    }
+    free(x);
+    if (f && fclose(f) != 0) ok = 0;
+    return ok ? 0 : -1;
+}
+
 static void transcribe(void) {
     const char *model = "models/whisper-tiny.en";
     struct stat st;
@@ -251,8 +277,9 @@ static void transcribe(void) {
     CHECK(rc == 0 && !strcmp(out, "/usr/share/sounds/alsa/Front_Center.wav: front, center.\n"),
           "transcribe one file -np 3: exit %d, '%s': %s", rc, out, err);
     /* standard input among the files: rank 0 reads it */
+    CHECK(write_wav16k(path("fc16k.wav"), fc) == 0, "writing %s: %s", path("fc16k.wav"), attn_last_error());
     const char *c[] = {"transcribe", "--model", model, "--threads", "1", si, "-", NULL};
-    rc = mpirun(2, fc, c);
+    rc = mpirun(2, path("fc16k.wav"), c);
     CHECK(rc == 0 && !strcmp(out, "tests/fixtures/whisper/silence_1s.wav: \n-: front, center.\n"),
           "transcribe - -np 2: exit %d, '%s': %s", rc, out, err);
     /* a file that is not audio, on the last rank: the job fails with its message, nothing printed */

@@ -233,8 +233,9 @@ static int transcribe_mpi(const transcribe_opts *t, const attn_whisper_opts *o) 
         if (attn_audio_load(&audio[i], &len[i], t->files[i], ATTN_WHISPER_RATE) < 0) rc = cli_lib_error(NULL);
         else if (len[i] == 0) rc = cli_error("%s: the audio is empty (no samples)", t->files[i]);
     }
-    /* standard input read to its end: mpirun (Open MPI 4) forwards it to rank 0 and crashes when
-     * that rank exits before mpirun met its end (seen here 1 run in 12; open-mpi/ompi#7483) */
+    /* standard input read to its end (the audio loader reads a duplicate of descriptor 0 and
+     * stops at the data's end): mpirun forwards it to rank 0, which must not close its end of the
+     * pipe before mpirun met the input's end (open-mpi/ompi#7483; see cli_mpi_check_verb) */
     if (last_stdin >= 0 && me == 0) {
         char sink[65536];
         while (read(0, sink, sizeof sink) > 0) {

@@ -93,6 +93,29 @@ static void attn__quiet_end(int saved) {
     pthread_mutex_unlock(&attn__quiet_lock);
 }
 
+/* "-" is standard input, read through a duplicate of descriptor 0 that libsndfile may not close:
+ * sf_open("-") closes descriptor 0 in sf_close, and the caller may still read standard input
+ * (transcribe under mpirun drains it to its end: Open MPI 4's mpirun crashes in its stdin
+ * forwarding when rank 0's end of the pipe is closed before mpirun met the input's end). */
+static SNDFILE *audio_open(const char *path, SF_INFO *info, int *fd) {
+    *fd = -1;
+    if (strcmp(path, "-") != 0) return sf_open(path, SFM_READ, info);
+    if ((*fd = fcntl(0, F_DUPFD_CLOEXEC, 3)) < 0) return NULL;
+    SNDFILE *sf = sf_open_fd(*fd, SFM_READ, info, SF_FALSE);
+    if (!sf) {
+        int e = errno;
+        close(*fd);
+        *fd = -1;
+        errno = e;
+    }
+    return sf;
+}
+
+static void audio_close(SNDFILE *sf, int fd) {
+    sf_close(sf);
+    if (fd >= 0) close(fd);
+}
+
 int attn_audio_load(float **samples, int64_t *n, const char *path, int rate) {
     if (!samples || !n || !path || rate <= 0) return attn_set_error(ATTN_E_INVALID, "audio_load: bad argument");
     *samples = NULL;
@@ -104,33 +127,35 @@ int attn_audio_load(float **samples, int64_t *n, const char *path, int rate) {
     const int regular = stat(path, &st) == 0 && S_ISREG(st.st_mode);
     const int quiet = regular && attn__looks_mpeg(path);
     int saved = quiet ? attn__quiet_begin() : -1;
-    SNDFILE *sf = sf_open(path, SFM_READ, &info);
+    int in_fd;
+    SNDFILE *sf = audio_open(path, &info, &in_fd);
     if (!sf) {
         int e = errno;
         char why[256];
         snprintf(why, sizeof why, "%s", sf_strerror(NULL));
         if (quiet) attn__quiet_end(saved);
-        if (access(path, R_OK) != 0) return attn_set_error(ATTN_E_IO, "%s: cannot read as audio: %s", path, strerror(errno ? errno : e));
+        const int std_in = strcmp(path, "-") == 0;
+        if (!std_in && access(path, R_OK) != 0) return attn_set_error(ATTN_E_IO, "%s: cannot read as audio: %s", path, strerror(errno ? errno : e));
         /* a readable file libsndfile cannot decode; its own text then blames pipes ("File does
          * not exist or is not a regular file (possibly a pipe?)") for bytes mpg123 rejected */
-        if (regular)
+        if (regular || std_in)
             return attn_set_error(ATTN_E_IO, "%s: cannot read as audio: not a recognised audio file (libsndfile reads WAV, FLAC, "
                                              "OGG/Vorbis/Opus, MP3, AIFF, ...)", path);
         return attn_set_error(ATTN_E_IO, "%s: cannot read as audio: %s", path, why);
     }
     if (info.channels <= 0 || info.samplerate <= 0) {
-        sf_close(sf);
+        audio_close(sf, in_fd);
         if (quiet) attn__quiet_end(saved);
         return attn_set_error(ATTN_E_FORMAT, "%s: %d channels at %d Hz", path, info.channels, info.samplerate);
     }
     if (!attn__rate_ok(info.samplerate, rate)) {
-        sf_close(sf);
+        audio_close(sf, in_fd);
         if (quiet) attn__quiet_end(saved);
         return attn_set_error(ATTN_E_FORMAT, "%s: a sample rate of %d Hz is out of range: %.0f to %.0f Hz can be resampled to %d Hz", path,
                               info.samplerate, ceil(rate / ATTN_SRC_MAX_RATIO), rate * ATTN_SRC_MAX_RATIO, rate);
     }
     if (info.frames < 0 || info.frames > ((sf_count_t)1 << 34) / info.channels) {
-        sf_close(sf);
+        audio_close(sf, in_fd);
         if (quiet) attn__quiet_end(saved);
         return attn_set_error(ATTN_E_FORMAT, "%s: %lld frames is too long", path, (long long)info.frames);
     }
@@ -140,12 +165,12 @@ int attn_audio_load(float **samples, int64_t *n, const char *path, int rate) {
     if (!buf || !mono) {
         free(buf);
         free(mono);
-        sf_close(sf);
+        audio_close(sf, in_fd);
         if (quiet) attn__quiet_end(saved);
         return attn_set_error(ATTN_E_NOMEM, "%s: out of memory", path);
     }
     sf_count_t got = frames > 0 ? sf_readf_float(sf, buf, frames) : 0;
-    sf_close(sf);
+    audio_close(sf, in_fd);
     if (quiet) attn__quiet_end(saved);
     for (int64_t i = 0; i < got; i++) {
         double s = 0;

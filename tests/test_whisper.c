@@ -14,6 +14,7 @@
 #include "attn_whisper.h"
 #include "testutil.h"
 
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -750,7 +751,34 @@ static void test_short_audio(attn_whisper *m) {
  * Audio-MPEG-Header ..." on stderr and libsndfile answer "... (possibly a pipe?)"; a 1 Hz WAV
  * gave libsamplerate's "SRC ratio outside [1/256, 256] range". Now one line each that says what
  * is wrong. */
+/* attn_audio_load("-") reads standard input and leaves descriptor 0 open (libsndfile's own "-"
+ * closed it, and transcribe under mpirun drains it afterwards): the same samples as the file */
+static void test_audio_stdin(void) {
+    const char *fc = "/usr/share/sounds/alsa/Front_Center.wav";
+    float *a = NULL, *b = NULL;
+    int64_t na = 0, nb = 0;
+    int saved = dup(0), in = open(fc, O_RDONLY);
+    if (saved < 0 || in < 0 || dup2(in, 0) < 0) {
+        CHECK(0, "redirecting standard input from %s", fc);
+        return;
+    }
+    close(in);
+    int rc = attn_audio_load(&b, &nb, "-", ATTN_WHISPER_RATE);
+    char c;
+    const int open0 = fcntl(0, F_GETFD) != -1;
+    const ssize_t rest = read(0, &c, 1);
+    dup2(saved, 0);
+    close(saved);
+    CHECK_OK(attn_audio_load(&a, &na, fc, ATTN_WHISPER_RATE));
+    CHECK(rc == 0 && a && b && na == nb && na > 20000 && !memcmp(a, b, sizeof(float) * (size_t)na),
+          "'-' from %s: %lld samples, the file: %lld (%s)", fc, (long long)nb, (long long)na, rc ? attn_last_error() : "");
+    CHECK(open0 && rest == 0, "after attn_audio_load(\"-\"): descriptor 0 %s, read gave %zd (the input's end expected)",
+          open0 ? "open" : "closed", rest);
+    free(a), free(b);
+}
+
 static void test_audio_messages(void) {
+    test_audio_stdin();
     if (!tmpdir[0]) return;
     char p[512];
     snprintf(p, sizeof p, "%s/mpeg_like.bin", tmpdir);

@@ -39,6 +39,81 @@ static inline __m256i attn__q_vnni_q5hi(__m256i w, const uint8_t *p) {
  * dots of w + 128 start from -128·Σx of each half, exact like vpsignb's. Returns 0 (the tiles
  * run instead) for more than 64 blocks a row or when the Q8_0 sums find no memory. */
 #define STRIP_NB 64
+
+/* The strip's unpacking for Q8_0, Q4_0 and Q4_1 (decode batches of 4-16 rows unpack a strip for
+ * few activation rows, so its cost counts): rows r..r+15 (row r+nr-1 repeated past the end), per
+ * block the 16 rows' weight bytes loaded four (Q4) or two (Q8_0) rows to a 512-bit register and
+ * transposed in registers (dword c of row i to lane i of vector c: the layout of T above, Q4
+ * nibbles split after the transpose), the 16 blocks' d (and m) by one gather of their first
+ * dwords. The same T, D and O as the per-row unpacking (Q5 keeps it). With `ahead`, the next
+ * strip's bytes (the 16 rows after, one contiguous range) are fetched into L2 while this one is
+ * unpacked: a decode batch streams the weights from memory once per step. */
+static inline __attribute__((always_inline)) void attn__q_vnni_unpack16(uint8_t (*T)[8][64], float (*D)[16], float (*O)[16], const uint8_t *W,
+                                                                       size_t rb, int64_t r, int nr, int64_t nb, int ahead, const attn_qtype t) {
+    const size_t bs = t == ATTN_QT_Q8_0 ? 34 : t == ATTN_QT_Q4_0 ? 18 : 20;
+    const size_t qoff = t == ATTN_QT_Q8_0 ? 2 : t == ATTN_QT_Q4_0 ? 2 : 4;
+    const uint8_t *rp[16];
+    int32_t ro[16];
+    for (int i = 0; i < 16; i++) {
+        ro[i] = (int32_t)((size_t)(i < nr ? i : nr - 1) * rb);
+        rp[i] = W + (size_t)r * rb + (size_t)ro[i];
+    }
+    const __m512i vidx = _mm512_loadu_si512((const void *)ro);
+    const uint8_t *pf = W + (size_t)(r + 16) * rb;
+    const int64_t pf_per = ahead ? ((int64_t)(16 * rb) + 64 * nb - 1) / (64 * nb) : 0;
+    const __m512i lo4 = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8((char)0x80);
+    const __m512i sel_lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), sel_hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    for (int64_t b = 0; b < nb; b++) {
+        const size_t bo = (size_t)b * bs;
+        for (int64_t l = b * pf_per; l < (b + 1) * pf_per; l++) _mm_prefetch((const char *)(pf + l * 64), _MM_HINT_T1);
+        const __m512i g = _mm512_i32gather_epi32(vidx, (const void *)(W + (size_t)r * rb + bo), 1);
+        const __m512 d16 = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
+        _mm512_store_ps(D[b], d16);
+        if (t == ATTN_QT_Q4_1) _mm512_store_ps(O[b], _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16))));
+        else if (t == ATTN_QT_Q4_0) _mm512_store_ps(O[b], _mm512_mul_ps(d16, _mm512_set1_ps(-8.0f)));
+        if (t == ATTN_QT_Q8_0) {
+            /* z[k] = [row k | row k+8]; an 8 x 8 dword transpose in each 256-bit half */
+            __m512i z[8];
+            for (int k = 0; k < 8; k++)
+                z[k] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(rp[k] + bo + qoff))),
+                                          _mm256_loadu_si256((const __m256i *)(rp[k + 8] + bo + qoff)), 1);
+            const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+            const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+            const __m512i t4 = _mm512_unpacklo_epi32(z[4], z[5]), t5 = _mm512_unpackhi_epi32(z[4], z[5]);
+            const __m512i t6 = _mm512_unpacklo_epi32(z[6], z[7]), t7 = _mm512_unpackhi_epi32(z[6], z[7]);
+            const __m512i u0 = _mm512_unpacklo_epi64(t0, t2), u1 = _mm512_unpackhi_epi64(t0, t2);
+            const __m512i u2 = _mm512_unpacklo_epi64(t1, t3), u3 = _mm512_unpackhi_epi64(t1, t3);
+            const __m512i u4 = _mm512_unpacklo_epi64(t4, t6), u5 = _mm512_unpackhi_epi64(t4, t6);
+            const __m512i u6 = _mm512_unpacklo_epi64(t5, t7), u7 = _mm512_unpackhi_epi64(t5, t7);
+            _mm512_store_si512((void *)T[b][0], _mm512_xor_si512(_mm512_permutex2var_epi64(u0, sel_lo, u4), flip));
+            _mm512_store_si512((void *)T[b][1], _mm512_xor_si512(_mm512_permutex2var_epi64(u1, sel_lo, u5), flip));
+            _mm512_store_si512((void *)T[b][2], _mm512_xor_si512(_mm512_permutex2var_epi64(u2, sel_lo, u6), flip));
+            _mm512_store_si512((void *)T[b][3], _mm512_xor_si512(_mm512_permutex2var_epi64(u3, sel_lo, u7), flip));
+            _mm512_store_si512((void *)T[b][4], _mm512_xor_si512(_mm512_permutex2var_epi64(u0, sel_hi, u4), flip));
+            _mm512_store_si512((void *)T[b][5], _mm512_xor_si512(_mm512_permutex2var_epi64(u1, sel_hi, u5), flip));
+            _mm512_store_si512((void *)T[b][6], _mm512_xor_si512(_mm512_permutex2var_epi64(u2, sel_hi, u6), flip));
+            _mm512_store_si512((void *)T[b][7], _mm512_xor_si512(_mm512_permutex2var_epi64(u3, sel_hi, u7), flip));
+        } else {
+            /* z[k] = [row k | row k+4 | row k+8 | row k+12] (16 nibble bytes each); a 4 x 4 dword
+             * transpose in each 128-bit lane; then low nibbles (values 4c..4c+3) and high ones */
+            __m512i z[4];
+            for (int k = 0; k < 4; k++) {
+                __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(rp[k] + bo + qoff)));
+                v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(rp[k + 4] + bo + qoff)), 1);
+                v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(rp[k + 8] + bo + qoff)), 2);
+                z[k] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(rp[k + 12] + bo + qoff)), 3);
+            }
+            const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+            const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+            const __m512i c[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2), _mm512_unpacklo_epi64(t1, t3),
+                                  _mm512_unpackhi_epi64(t1, t3)};
+            for (int k = 0; k < 4; k++) {
+                _mm512_store_si512((void *)T[b][k], _mm512_and_si512(c[k], lo4));
+                _mm512_store_si512((void *)T[b][k + 4], _mm512_and_si512(_mm512_srli_epi16(c[k], 4), lo4));
+            }
+        }
+    }
+}
 static inline __attribute__((always_inline)) int attn__q_vnni_strip(float *y, int64_t ldy, const attn__q8blk *xq, int64_t nb, int64_t M,
                                                                     const uint8_t *W, size_t rb, int64_t r0, int64_t r1, const attn_qtype t) {
     if (nb > STRIP_NB) return 0;
@@ -67,6 +142,9 @@ static inline __attribute__((always_inline)) int attn__q_vnni_strip(float *y, in
     for (int64_t r = r0; r < r1; r += 16) {
         const int nr = r1 - r < 16 ? (int)(r1 - r) : 16;
         const __mmask16 keep = (__mmask16)((1u << nr) - 1);
+        if (!q5) {
+            attn__q_vnni_unpack16(T, D, O, W, rb, r, nr, nb, r + 16 < r1, t);
+        } else
         for (int half = 0; half < 2; half++) {
             const uint8_t *rows[8];
             for (int i = 0; i < 8; i++) {

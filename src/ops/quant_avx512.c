@@ -28,7 +28,7 @@ static inline __m256i attn__q_vnni_q5hi(__m256i w, const uint8_t *p) {
     return _mm256_mask_add_epi8(w, (__mmask32)qh, w, _mm256_set1_epi8(16));
 }
 
-/* Prefill (M >= 4 activation rows): weight rows in strips of 16, each strip's blocks unpacked once
+/* Prefill and decode batches (M >= 4 activation rows; Q8_0 / Q4_x from M = 2): weight rows in strips of 16, each strip's blocks unpacked once
  * to u8 values (Q8_0: w + 128) and transposed so that lane i of vector c holds values 4c..4c+3 of
  * row i (a 32 KiB strip buffer for up to 64 blocks); then per activation row and block, vpdpbusd
  * (512-bit) with the activation's 4 bytes broadcast gives the 16 rows' integer dots in the 16
@@ -37,7 +37,8 @@ static inline __m256i attn__q_vnni_q5hi(__m256i w, const uint8_t *p) {
  * d·d_x in an FMA, the offset m·s_x, -8d·s_x or -16d·s_x in a third FMA chain, then
  * (lo + hi) + offset), so an output has the same bits in either (the rows-alone tests). Q8_0: the
  * dots of w + 128 start from -128·Σx of each half, exact like vpsignb's. Returns 0 (the tiles
- * run instead) for more than 64 blocks a row or when the Q8_0 sums find no memory. */
+ * run instead) for more than 64 blocks a row, for Q5 below 4 rows, or when the Q8_0 sums find no
+ * memory. */
 #define STRIP_NB 64
 
 /* The strip's unpacking for Q8_0, Q4_0 and Q4_1 (decode batches of 4-16 rows unpack a strip for
@@ -116,7 +117,9 @@ static inline __attribute__((always_inline)) void attn__q_vnni_unpack16(uint8_t 
 }
 static inline __attribute__((always_inline)) int attn__q_vnni_strip(float *y, int64_t ldy, const attn__q8blk *xq, int64_t nb, int64_t M,
                                                                     const uint8_t *W, size_t rb, int64_t r0, int64_t r1, const attn_qtype t) {
-    if (nb > STRIP_NB) return 0;
+    /* 2-3 rows: only where the unpacking is the fast one below (Q5's per-row one costs more than
+     * the tiles save) */
+    if (nb > STRIP_NB || (M < 4 && (t == ATTN_QT_Q5_0 || t == ATTN_QT_Q5_1))) return 0;
     const size_t bs = t == ATTN_QT_Q8_0 ? 34 : t == ATTN_QT_Q4_0 ? 18 : t == ATTN_QT_Q4_1 ? 20 : t == ATTN_QT_Q5_0 ? 22 : 24;
     const size_t qoff = t == ATTN_QT_Q8_0 ? 2 : t == ATTN_QT_Q4_0 ? 2 : t == ATTN_QT_Q4_1 ? 4 : t == ATTN_QT_Q5_0 ? 6 : 8;
     const int q8 = t == ATTN_QT_Q8_0, q5 = t == ATTN_QT_Q5_0 || t == ATTN_QT_Q5_1, has_m = t == ATTN_QT_Q4_1 || t == ATTN_QT_Q5_1;
@@ -229,6 +232,7 @@ static inline __attribute__((always_inline)) int attn__q_vnni_strip(float *y, in
             _mm512_mask_storeu_ps(y + (m + j) * ldy + r, keep, _mm512_add_ps(_mm512_add_ps(lo[j], hi[j]), mac[j]));           \
     }
         STRIP_ROWS(4)
+        STRIP_ROWS(2)
         STRIP_ROWS(1)
 #undef STRIP_ROWS
     }

@@ -61,7 +61,7 @@ static inline __attribute__((always_inline)) void QNAME(qdot_t)(float *y, int64_
         return;
     }
 #ifdef QSTRIP
-    if (M >= 4 && QSTRIP(y, ldy, xq, nb, M, W, rb, r0, r1, t)) return;
+    if (M >= 2 && QSTRIP(y, ldy, xq, nb, M, W, rb, r0, r1, t)) return;
 #endif
     /* several activation rows: 2 weight rows x 4 activation rows per tile, weight rows in
      * groups of 16 so that they stay in L1 while every activation row passes */

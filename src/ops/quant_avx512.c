@@ -46,11 +46,11 @@ static inline __m256i attn__q_vnni_q5hi(__m256i w, const uint8_t *p) {
  * block the 16 rows' weight bytes loaded four (Q4) or two (Q8_0) rows to a 512-bit register and
  * transposed in registers (dword c of row i to lane i of vector c: the layout of T above, Q4
  * nibbles split after the transpose), the 16 blocks' d (and m) by one gather of their first
- * dwords. The same T, D and O as the per-row unpacking (Q5 keeps it). With `ahead`, the next
- * strip's bytes (the 16 rows after, one contiguous range) are fetched into L2 while this one is
- * unpacked: a decode batch streams the weights from memory once per step. */
+ * dwords. The same T, D and O as the per-row unpacking (Q5 keeps it). The `ahead` (0-16) rows
+ * after the strip (one contiguous range) are fetched into L2 while this one is unpacked: a
+ * decode batch streams the weights from memory once per step. */
 static inline __attribute__((always_inline)) void attn__q_vnni_unpack16(uint8_t (*T)[8][64], float (*D)[16], float (*O)[16], const uint8_t *W,
-                                                                       size_t rb, int64_t r, int nr, int64_t nb, int ahead, const attn_qtype t) {
+                                                                       size_t rb, int64_t r, int nr, int64_t nb, int64_t ahead, const attn_qtype t) {
     const size_t bs = t == ATTN_QT_Q8_0 ? 34 : t == ATTN_QT_Q4_0 ? 18 : 20;
     const size_t qoff = t == ATTN_QT_Q8_0 ? 2 : t == ATTN_QT_Q4_0 ? 2 : 4;
     const uint8_t *rp[16];
@@ -61,7 +61,7 @@ static inline __attribute__((always_inline)) void attn__q_vnni_unpack16(uint8_t 
     }
     const __m512i vidx = _mm512_loadu_si512((const void *)ro);
     const uint8_t *pf = W + (size_t)(r + 16) * rb;
-    const int64_t pf_per = ahead ? ((int64_t)(16 * rb) + 64 * nb - 1) / (64 * nb) : 0;
+    const int64_t pf_per = ((int64_t)ahead * (int64_t)rb + 64 * nb - 1) / (64 * nb);
     const __m512i lo4 = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8((char)0x80);
     const __m512i sel_lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), sel_hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
     for (int64_t b = 0; b < nb; b++) {
@@ -146,7 +146,7 @@ static inline __attribute__((always_inline)) int attn__q_vnni_strip(float *y, in
         const int nr = r1 - r < 16 ? (int)(r1 - r) : 16;
         const __mmask16 keep = (__mmask16)((1u << nr) - 1);
         if (!q5) {
-            attn__q_vnni_unpack16(T, D, O, W, rb, r, nr, nb, r + 16 < r1, t);
+            attn__q_vnni_unpack16(T, D, O, W, rb, r, nr, nb, r1 - r - 16 < 0 ? 0 : r1 - r - 16 < 16 ? r1 - r - 16 : 16, t);
         } else
         for (int half = 0; half < 2; half++) {
             const uint8_t *rows[8];

@@ -7,6 +7,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #include "core/target_avx2_begin.h"
+#include "ops/quant_simd_x86.h"
 
 #define QNAME(x) attn__q_avx2_##x
 static inline __m256i attn__dot_u8s8_avx2(__m256i u, __m256i s) {
@@ -36,10 +37,7 @@ static void attn__q_avx2_quantize(attn__q8blk *q, const float *x, int64_t nb) {
         for (int k = 0; k < 4; k++) a[k] = _mm256_loadu_ps(v + 8 * k);
         __m256 mx = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, a[0]), _mm256_andnot_ps(sign, a[1])),
                                   _mm256_max_ps(_mm256_andnot_ps(sign, a[2]), _mm256_andnot_ps(sign, a[3])));
-        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-        const float amax = _mm_cvtss_f32(m4);
+        const float amax = attn__x86_hmax_ps(mx);
         const float d = amax / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
         const __m256 vid = _mm256_set1_ps(id);
         __m256i qi[4], sum = _mm256_setzero_si256();
@@ -55,11 +53,8 @@ static void attn__q_avx2_quantize(attn__q8blk *q, const float *x, int64_t nb) {
         const __m256i p16a = _mm256_packs_epi32(qi[0], qi[1]), p16b = _mm256_packs_epi32(qi[2], qi[3]);
         const __m256i p8 = _mm256_packs_epi16(p16a, p16b);
         _mm256_storeu_si256((__m256i *)q[b].q, _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
-        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
-        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
-        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
         q[b].d = d;
-        q[b].s = d * (float)_mm_cvtsi128_si32(s4);
+        q[b].s = d * (float)attn__x86_hsum_i32(sum);
     }
 }
 

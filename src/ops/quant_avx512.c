@@ -17,6 +17,7 @@
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx512bw,avx512vnni,avx2,fma,f16c")
 #endif
+#include "ops/quant_simd_x86.h"
 
 #define QNAME(x) attn__q_vnni_##x
 static inline __m256i attn__dot_u8s8_vnni(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }

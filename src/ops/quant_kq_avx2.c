@@ -14,19 +14,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #include "core/target_avx2_begin.h"
-
-static inline int32_t hsum_i32(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-    return _mm_cvtsi128_si32(s);
-}
-
-static inline float h2f(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return _cvtsh_ss(h);
-}
+#include "ops/quant_simd_x86.h"
 
 /* the 32 5-bit values of a Q5_0 / Q5_1 block (qs: 16 bytes of nibbles, qh: 32 high bits) */
 static inline __m256i q5_values(const uint8_t *qs, uint32_t qh) {
@@ -71,7 +59,7 @@ static inline __attribute__((always_inline)) void q5_tile(float *y, const attn__
             } else {
                 const __m256i qs = _mm256_sub_epi8(q, sixteen);
                 const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(qs, qs), _mm256_sign_epi8(xv, qs)), ones);
-                acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(h2f(blk) * xb->d), acc[i]);
+                acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(attn__x86_h2f(blk) * xb->d), acc[i]);
             }
         }
     }
@@ -99,7 +87,7 @@ static inline __attribute__((always_inline)) void q5_tile_m4(float *y, int64_t l
             sq = _mm256_sub_epi8(q, sixteen);
             q = _mm256_sign_epi8(sq, sq);
         }
-        const float d = h2f(blk), mm = one ? h2f(blk + 2) : 0.0f;
+        const float d = attn__x86_h2f(blk), mm = one ? attn__x86_h2f(blk + 2) : 0.0f;
         for (int j = 0; j < 4; j++) {
             const attn__q8blk *xb = xq + (m0 + j) * nb + b;
             __m256i xv = _mm256_loadu_si256((const __m256i *)xb->q);
@@ -143,8 +131,6 @@ static void q5_dot(float *y, int64_t ldy, const attn__q8blk *xq, int64_t nb, int
 
 #define KQN(x) attn__kq_avx2_##x
 #define KQ_ACC_SC(a, p, s) _mm256_add_epi32((a), _mm256_madd_epi16((p), (s)))
-static inline int32_t attn__kq_avx2_hsum_i32(__m256i v) { return hsum_i32(v); }
-static inline float attn__kq_avx2_h2f(const uint8_t *p) { return h2f(p); }
 #include "ops/quant_kq_tmpl.h"
 
 /* ggml's quantize_row_q8_K, bit for bit the portable attn__quantize_q8k: the first value of the
@@ -156,10 +142,7 @@ static void quantize_q8k(attn__q8k *q, const float *x, int64_t nb) {
         const float *v = x + b * 256;
         __m256 mx = _mm256_setzero_ps();
         for (int k = 0; k < 32; k++) mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, _mm256_loadu_ps(v + 8 * k)));
-        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-        const float amax = _mm_cvtss_f32(m4);
+        const float amax = attn__x86_hmax_ps(mx);
         if (amax == 0.0f) {
             memset(&q[b], 0, sizeof q[b]);
             continue;

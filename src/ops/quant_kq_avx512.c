@@ -19,19 +19,7 @@
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx512bw,avx512vnni,avx2,fma,f16c")
 #endif
-
-static inline int32_t attn__kq_vnni_hsum_i32(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-    return _mm_cvtsi128_si32(s);
-}
-
-static inline float attn__kq_vnni_h2f(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return _cvtsh_ss(h);
-}
+#include "ops/quant_simd_x86.h"
 
 #define KQN(x) attn__kq_vnni_##x
 #define KQ_ACC_SC(a, p, s) _mm256_dpwssd_epi32((a), (p), (s))

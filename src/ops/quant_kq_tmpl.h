@@ -1,6 +1,7 @@
 /* The K-quant (Q2_K .. Q6_K) products on their super-blocks, for 256-bit integer SIMD; included by
  * quant_kq_avx2.c (AVX2) and quant_kq_avx512.c (AVX-512 VNNI + VL) inside their target blocks, with
  *   KQN(x)               the name of x in this copy,
+ *   (and ops/quant_simd_x86.h included: attn__x86_h2f, attn__x86_hsum_i32)
  *   KQ_ACC_SC(a, p, s)   a + the int32 pair sums of the int16 vectors p·s (vpmaddwd + vpaddd, or
  *                        AVX-512 VNNI's vpdpwssd in one instruction).
  * Prefill (M > 1): every output is the portable kernel's (quant_kq.c kdot_portable) bit for bit: per
@@ -111,14 +112,14 @@ static inline __attribute__((always_inline)) void KQN(scales)(__m256i *sc, __m25
         /* each 32-group's value for its two 16-groups */
         *sc = _mm256_set_m128i(_mm_unpackhi_epi16(s16, s16), _mm_unpacklo_epi16(s16, s16));
         *mn = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16)));
-        *d = KQN(h2f)(blk);
-        *dm = KQN(h2f)(blk + 2);
+        *d = attn__x86_h2f(blk);
+        *dm = attn__x86_h2f(blk + 2);
         return;
     }
     case ATTN_QT_Q6_K:
         *sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
         *mn = _mm256_mullo_epi16(*sc, _mm256_set1_epi16(-32));
-        *d = *dm = KQN(h2f)(blk + 208);
+        *d = *dm = attn__x86_h2f(blk + 208);
         return;
     default: {
         _Alignas(32) attn__kblk u;
@@ -203,7 +204,7 @@ static inline __attribute__((always_inline)) void KQN(dec_tile)(float *y, const 
             const __m256 ddx = _mm256_mul_ps(_mm256_setr_ps(dv[0], dv[1], dv[2], dv[3], dmv[0], dmv[1], dmv[2], dmv[3]), _mm256_set1_ps(xb->d));
             acc4 = _mm_add_ps(acc4, KQN(scale4)(ddx, KQN(reduce8)(p, m)));
         } else {
-            acc1 += (dv[0] * xb->d) * (float)KQN(hsum_i32)(p[0]) + (dmv[0] * xb->d) * (float)KQN(hsum_i32)(m[0]);
+            acc1 += (dv[0] * xb->d) * (float)attn__x86_hsum_i32(p[0]) + (dmv[0] * xb->d) * (float)attn__x86_hsum_i32(m[0]);
         }
     }
     if (!exact) {

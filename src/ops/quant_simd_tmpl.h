@@ -17,12 +17,6 @@ static inline float QNAME(hsum)(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-static inline float QNAME(h2f)(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return _cvtsh_ss(h);
-}
-
 /* block bytes and offset of the 16 nibble bytes of the legacy types (t is a constant in each
  * kernel below, so these fold away) */
 static inline size_t QNAME(bsize)(attn_qtype t) {

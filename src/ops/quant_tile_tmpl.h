@@ -37,7 +37,7 @@ static inline __attribute__((always_inline)) void TILE_NAME(float *y, int64_t ld
                 p1 = DOT_U8S8(aw, _mm256_sign_epi8(xv1, w));
                 p2 = DOT_U8S8(aw, _mm256_sign_epi8(xv2, w));
                 p3 = DOT_U8S8(aw, _mm256_sign_epi8(xv3, w));
-                dm = _mm_set_ss(QNAME(h2f)(blk));
+                dm = _mm_set_ss(attn__x86_h2f(blk));
             } else {
                 const uint8_t *qs = blk + QNAME(qs_off)(t);
                 const __m256i raw2 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
@@ -52,7 +52,7 @@ static inline __attribute__((always_inline)) void TILE_NAME(float *y, int64_t ld
                     memcpy(&dm32, blk, 4);
                     dm = _mm_cvtph_ps(_mm_cvtsi32_si128((int)dm32));
                 } else {
-                    const float d = QNAME(h2f)(blk);
+                    const float d = attn__x86_h2f(blk);
                     dm = _mm_setr_ps(d, (t == ATTN_QT_Q5_0 ? -16.0f : -8.0f) * d, 0.0f, 0.0f);
                 }
             }

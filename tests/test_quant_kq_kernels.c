@@ -17,6 +17,7 @@
  *       dequantized weights (dequantization: equal to gguf.quants, test_quant_k) with x. */
 #include "attn.h"
 #include "attn_quant.h"
+#include "quant_check.h"
 #include "testutil.h"
 #include "ops/quant_internal.h"
 
@@ -93,32 +94,6 @@ static void test_q8k_simd(void) {
     CHECK(ties, "Q8_K: ties round to even (ggml nearest_int)");
 }
 
-/* max |y - exact| check of the portable kernel against the float64 product of the dequantized
- * weights; the bound: each activation moves by at most d_x/2 (d_x = max|x|/127 of its 256-value
- * block), so |y - exact| <= Σ|w|·d_x/2; the float32 block sums add ~2^-24·(nb + 4)·Σ|w·x|
- * (1e-6·Σ|w·x| allowed) */
-static int within_bound(const float *y, const float *x, const float *wd, int64_t M, int64_t N, int64_t K, double *worst) {
-    int ok = 1;
-    for (int64_t i = 0; i < M; i++)
-        for (int64_t r = 0; r < N; r++) {
-            double exact = 0, bound = 0, sabs = 0;
-            for (int64_t b = 0; b < K / 256; b++) {
-                double amax = 0, sw = 0;
-                for (int j = 0; j < 256; j++) amax = fmax(amax, fabs(x[i * K + b * 256 + j]));
-                for (int j = 0; j < 256; j++) sw += fabs(wd[r * K + b * 256 + j]);
-                bound += sw * (amax / 127.0) / 2.0;
-            }
-            for (int64_t k = 0; k < K; k++) {
-                exact += (double)wd[r * K + k] * x[i * K + k];
-                sabs += fabs((double)wd[r * K + k] * x[i * K + k]);
-            }
-            const double err = fabs(y[i * N + r] - exact), lim = bound * 1.0001 + 1e-6 * sabs + 1e-9;
-            if (!(err <= lim)) ok = 0;
-            if (bound > 0) *worst = fmax(*worst, err / bound);
-        }
-    return ok;
-}
-
 static void test_products(int64_t N, int64_t nb, int64_t Mmax, int64_t Mstep) {
     const int64_t K = 256 * nb;
     uint64_t seed = 1234 + (uint64_t)(N * 131 + nb);
@@ -139,7 +114,7 @@ static void test_products(int64_t N, int64_t nb, int64_t Mmax, int64_t Mstep) {
         double worst = 0;
         for (int64_t M = 1; M <= Mmax; M += (M < 9 ? 1 : Mstep)) {
             CHECK_OK(attn_qmatmul_kernel(y0, x, &m, M, 1, ATTN_QK_PORTABLE));
-            bound_all &= within_bound(y0, x, wd, M, N, K, &worst);
+            bound_all &= quant_within_bound(y0, x, wd, M, N, K, 256, &worst); /* the 256-value Q8_K blocks */
             for (int k = 0; k < 3; k++) {
                 if (!attn_qkernel_available(ks[k])) continue;
                 for (int nt = 1; nt <= 2; nt++) {
@@ -152,10 +127,7 @@ static void test_products(int64_t N, int64_t nb, int64_t Mmax, int64_t Mstep) {
                         CHECK(0, "%s N=%lld nb=%lld M=%lld kernel %d threads %d: equals portable (bit for bit when M > 1)", attn_qtype_name(ty), (long long)N,
                               (long long)nb, (long long)M, (int)ks[k], nt);
                     exact_all &= same;
-                    for (int64_t i = 0; i < M; i++) {
-                        CHECK_OK(attn_qmatmul_kernel(y2, x + i * K, &m, 1, nt, ks[k]));
-                        alone_all &= attn_test_max_abs_diff(y2, y1 + i * N, (size_t)N) <= 1e-5 * mx + 1e-6;
-                    }
+                    alone_all &= quant_rows_alone(y2, y1, x, &m, M, nt, ks[k], 1e-5 * mx + 1e-6) < 0;
                     runs++;
                 }
             }

@@ -12,6 +12,7 @@
  *   - each activation row's result equals the row computed alone (M = 1), bit for bit, on every
  *     kernel and 1 or 2 threads (batched decoding gets the logits of a sequence alone). */
 #include "attn_quant.h"
+#include "quant_check.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -71,23 +72,7 @@ int main(void) {
                     /* portable vs the float64 product: each x moves by at most d_x/2 on its 8-bit grid
                      * (d_x = max|x|/127 of its 32-value block), so |y - exact| <= Σ_b Σ|w|·d_x/2; the
                      * float32 sums add at most ~2^-24·(nb + 4)·Σ|w·x| (1e-6·Σ|w·x| allowed) */
-                    for (int64_t m = 0; m < M; m++)
-                        for (int64_t r = 0; r < N; r++) {
-                            double exact = 0, bound = 0, sabs = 0;
-                            for (int64_t b = 0; b < K / 32; b++) {
-                                double amax = 0, sw = 0;
-                                for (int j = 0; j < 32; j++) amax = fmax(amax, fabs(x[m * K + b * 32 + j]));
-                                for (int j = 0; j < 32; j++) sw += fabs(wd[r * K + b * 32 + j]);
-                                bound += sw * (amax / 127.0) / 2.0;
-                            }
-                            for (int64_t k = 0; k < K; k++) {
-                                exact += (double)wd[r * K + k] * x[m * K + k];
-                                sabs += fabs((double)wd[r * K + k] * x[m * K + k]);
-                            }
-                            const double err = fabs(y0[m * N + r] - exact);
-                            if (!(err <= bound * 1.0001 + 1e-6 * sabs + 1e-9)) bound_ok = 0;
-                            if (bound > 0) worst_bound = fmax(worst_bound, err / bound);
-                        }
+                    if (!quant_within_bound(y0, x, wd, M, N, K, 32, &worst_bound)) bound_ok = 0;
                     for (int ki = 0; ki < 3; ki++) {
                         if (!attn_qkernel_available(kernels[ki])) continue;
                         for (int nt = 1; nt <= 2; nt++) {
@@ -98,14 +83,12 @@ int main(void) {
                                 if (!(d <= 1e-5 * mx + 1e-6)) simd_ok = 0;
                                 if (mx > 0) worst_simd = fmax(worst_simd, d / mx);
                             }
-                            for (int64_t m = 0; m < M; m++) {
-                                CHECK_OK(attn_qmatmul_kernel(one, x + m * K, &W, 1, nt, kernels[ki]));
-                                if (memcmp(one, y1 + m * N, sizeof(float) * (size_t)N) != 0) {
-                                    if (rows_ok)
-                                        printf("quant_legacy: %s kernel %d N=%lld K=%lld M=%lld row %lld differs from the row alone\n", attn_qtype_name(ty),
-                                               (int)kernels[ki], (long long)N, (long long)K, (long long)M, (long long)m);
-                                    rows_ok = 0;
-                                }
+                            const int64_t m = quant_rows_alone(one, y1, x, &W, M, nt, kernels[ki], -1); /* bit for bit */
+                            if (m >= 0) {
+                                if (rows_ok)
+                                    printf("quant_legacy: %s kernel %d N=%lld K=%lld M=%lld row %lld differs from the row alone\n", attn_qtype_name(ty),
+                                           (int)kernels[ki], (long long)N, (long long)K, (long long)M, (long long)m);
+                                rows_ok = 0;
                             }
                         }
                     }

@@ -10,6 +10,7 @@
 #include "attn_gguf.h"
 #include "attn_npy.h"
 #include "attn_quant.h"
+#include "quant_check.h"
 #include "testutil.h"
 #include "ops/quant_internal.h"
 
@@ -143,25 +144,8 @@ static void test_products(void) {
              * activation block (32 values for Q5_0/Q5_1, 256 for the K-quants), so each x moves by
              * at most d_x/2 and |y - exact| <= Σ|w|·d_x/2; the float32 sums of the per-block
              * products add at most ~2^-24·(nb + 4) relative to Σ|w·x| (1e-6·Σ|w·x| allowed). */
-            int within = 1;
             double worst = 0;
-            for (int64_t i = 0; i < M; i++)
-                for (int64_t r = 0; r < N; r++) {
-                    double exact = 0, bound = 0, sabs = 0;
-                    for (int64_t b = 0; b < K / bl; b++) {
-                        double amax = 0, sw = 0;
-                        for (int j = 0; j < bl; j++) amax = fmax(amax, fabs(x[i * K + b * bl + j]));
-                        for (int j = 0; j < bl; j++) sw += fabs(wd[r * K + b * bl + j]);
-                        bound += sw * (amax / 127.0) / 2.0;
-                    }
-                    for (int64_t k = 0; k < K; k++) {
-                        exact += (double)wd[r * K + k] * x[i * K + k];
-                        sabs += fabs((double)wd[r * K + k] * x[i * K + k]);
-                    }
-                    double err = fabs(y0[i * N + r] - exact), lim = bound * 1.0001 + 1e-6 * sabs + 1e-9;
-                    if (!(err <= lim)) within = 0;
-                    if (bound > 0) worst = fmax(worst, err / bound);
-                }
+            const int within = quant_within_bound(y0, x, wd, M, N, K, (int)bl, &worst);
             CHECK(within, "%s M=%lld: error vs float64 dequantized product within the 8-bit activation bound (worst err/bound %.3f)",
                   attn_qtype_name(ty), (long long)M, worst);
             /* the reference kernel (float64 on the dequantized rows) against the same exact product */

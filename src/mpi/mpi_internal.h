@@ -28,4 +28,31 @@ int attn__ring_check_local(const char *who, const attn_tensor *out, const attn_t
 int attn__ring_check_global(const char *who, const int64_t *all, int P, attn_ring_layout layout, int64_t *Lq,
                             int64_t *Lk);
 
+/* attn__ring_shard_size: from all[P][D_N], *maxk the longest key/value shard (keys) and *per_key
+ * the floats one key carries (B·Hkv·(D + Dv)); ATTN_E_UNSUPPORTED naming `who` when a shard
+ * (maxk·per_key floats) exceeds one MPI message (INT_MAX elements), else ATTN_OK. */
+int attn__ring_shard_size(const char *who, const int64_t *all, int P, int64_t *maxk, int64_t *per_key);
+
+/* One collective ring call (attn_sdpa_ring, attn_sdpa_ring_backward), between
+ * attn__ring_begin and attn__ring_end. */
+typedef struct {
+    MPI_Comm comm;         /* a duplicate of the caller's (errors returned), MPI_COMM_NULL if none */
+    int me, P;             /* this rank, the ranks */
+    int64_t *all;          /* [P][D_N], every rank's attn__ring_check_local record */
+    int64_t Lq, Lk;        /* the global lengths */
+    double t_start;        /* MPI_Wtime() at the start */
+    attn_ring_stats stats; /* zeroed; the run fills it */
+} attn__ring_call;
+
+/* attn__ring_begin: duplicates comm, and when st (the caller's own checks so far) is ATTN_OK,
+ * runs attn__ring_check_local on (out, q, k, v, p), exchanges the records and runs
+ * attn__ring_check_global: the same verdict on every rank (errors name `who`). Call
+ * attn__ring_end with its result in every case. */
+int attn__ring_begin(attn__ring_call *rc, MPI_Comm comm, const char *who, int st, const attn_tensor *out,
+                     const attn_tensor *q, const attn_tensor *k, const attn_tensor *v, const attn_ring_params *p);
+
+/* attn__ring_end: frees what attn__ring_begin made; when st is ATTN_OK and p->stats is set, copies
+ * rc->stats there with total_s since the start. Returns st. */
+int attn__ring_end(attn__ring_call *rc, int st, const attn_ring_params *p);
+
 #endif

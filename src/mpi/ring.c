@@ -159,6 +159,55 @@ int attn__ring_check_global(const char *who, const int64_t *all, int P, attn_rin
     return ATTN_OK;
 }
 
+int attn__ring_shard_size(const char *who, const int64_t *all, int P, int64_t *maxk, int64_t *per_key) {
+    *maxk = 0;
+    for (int r = 0; r < P; r++)
+        if (all[r * D_N + D_LK] > *maxk) *maxk = all[r * D_N + D_LK];
+    *per_key = all[D_B] * all[D_HKV] * (all[D_D] + all[D_DV]);
+    if (*per_key > 0 && *maxk > INT_MAX / *per_key)
+        return attn_set_error(ATTN_E_UNSUPPORTED, "%s: a key/value shard of %lld x %lld floats exceeds one MPI message "
+                                                  "(INT_MAX elements); use more ranks",
+                              who, (long long)*maxk, (long long)*per_key);
+    return ATTN_OK;
+}
+
+int attn__ring_begin(attn__ring_call *rc, MPI_Comm comm, const char *who, int st, const attn_tensor *out,
+                     const attn_tensor *q, const attn_tensor *k, const attn_tensor *v, const attn_ring_params *p) {
+    memset(rc, 0, sizeof *rc);
+    rc->comm = MPI_COMM_NULL;
+    rc->t_start = MPI_Wtime();
+    int mrc = MPI_Comm_dup(comm, &rc->comm);
+    if (mrc != MPI_SUCCESS) {
+        rc->comm = MPI_COMM_NULL;
+        return attn__mpi_error(mrc, "MPI_Comm_dup");
+    }
+    MPI_Comm_set_errhandler(rc->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(rc->comm, &rc->me);
+    MPI_Comm_size(rc->comm, &rc->P);
+    int64_t desc[D_N] = {0};
+    if (st == ATTN_OK) st = attn__ring_check_local(who, out, q, k, v, p, desc);
+    rc->all = calloc((size_t)rc->P * D_N, sizeof *rc->all);
+    if (st == ATTN_OK && !rc->all) st = attn_set_error(ATTN_E_NOMEM, "%s: out of memory", who);
+    st = attn_mpi_agree(rc->comm, st);
+    if (st == ATTN_OK) {
+        mrc = MPI_Allgather(desc, D_N, MPI_INT64_T, rc->all, D_N, MPI_INT64_T, rc->comm);
+        if (mrc != MPI_SUCCESS) st = attn__mpi_error(mrc, "MPI_Allgather");
+    }
+    if (st == ATTN_OK) st = attn__ring_check_global(who, rc->all, rc->P, p->layout, &rc->Lq, &rc->Lk); /* the same verdict on every rank */
+    return st;
+}
+
+int attn__ring_end(attn__ring_call *rc, int st, const attn_ring_params *p) {
+    free(rc->all);
+    rc->all = NULL;
+    if (rc->comm != MPI_COMM_NULL) MPI_Comm_free(&rc->comm);
+    if (st == ATTN_OK && p->stats) {
+        rc->stats.total_s = MPI_Wtime() - rc->t_start;
+        *p->stats = rc->stats;
+    }
+    return st;
+}
+
 typedef struct {
     int64_t B, H, Hkv, D, Dv, nq;
     const attn_tensor *q;
@@ -282,15 +331,8 @@ static int ring_run(MPI_Comm comm, int me, int P, const int64_t *all, int64_t Lq
     const int64_t B = all[D_B], H = all[D_H], Hkv = all[D_HKV], D = all[D_D], Dv = all[D_DV];
     const int64_t nq = all[me * D_N + D_LQ];
     const int causal = p->sdpa.is_causal != 0;
-    int64_t maxk = 0;
-    for (int r = 0; r < P; r++)
-        if (all[r * D_N + D_LK] > maxk) maxk = all[r * D_N + D_LK];
-    const int64_t per_key = B * Hkv * (D + Dv);
-    int st = ATTN_OK;
-    if (per_key > 0 && maxk > INT_MAX / per_key)
-        st = attn_set_error(ATTN_E_UNSUPPORTED, "attn_sdpa_ring: a key/value shard of %lld x %lld floats exceeds one MPI "
-                                                "message (INT_MAX elements); use more ranks",
-                            (long long)maxk, (long long)per_key);
+    int64_t maxk, per_key;
+    int st = attn__ring_shard_size("attn_sdpa_ring", all, P, &maxk, &per_key);
     /* the global key lengths, identical on every rank and within 0..Lk */
     int64_t *kl = calloc((size_t)B + 1, sizeof *kl), *klmin = calloc((size_t)B + 1, sizeof *klmin);
     int64_t *klocal = calloc((size_t)B + 1, sizeof *klocal), *ks = calloc((size_t)P + 1, sizeof *ks);
@@ -419,37 +461,11 @@ done:
 
 int attn_sdpa_ring(MPI_Comm comm, attn_tensor *out, const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                    const attn_ring_params *p) {
-    double t_start = 0;
     ATTN_TRY(attn__mpi_ready(comm, "attn_sdpa_ring"));
-    t_start = MPI_Wtime();
     attn_ring_params def = attn_ring_params_default();
     if (!p) p = &def;
-    MPI_Comm c;
-    int rc = MPI_Comm_dup(comm, &c);
-    if (rc != MPI_SUCCESS) return attn__mpi_error(rc, "MPI_Comm_dup");
-    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
-    int me, P;
-    MPI_Comm_rank(c, &me);
-    MPI_Comm_size(c, &P);
-    int64_t desc[D_N] = {0};
-    int st = attn__ring_check_local("attn_sdpa_ring", out, q, k, v, p, desc);
-    int64_t *all = calloc((size_t)P * D_N, sizeof *all);
-    if (st == ATTN_OK && !all) st = attn_set_error(ATTN_E_NOMEM, "attn_sdpa_ring: out of memory");
-    st = attn_mpi_agree(c, st);
-    if (st == ATTN_OK) {
-        rc = MPI_Allgather(desc, D_N, MPI_INT64_T, all, D_N, MPI_INT64_T, c);
-        if (rc != MPI_SUCCESS) st = attn__mpi_error(rc, "MPI_Allgather");
-    }
-    int64_t Lq = 0, Lk = 0;
-    if (st == ATTN_OK) st = attn__ring_check_global("attn_sdpa_ring", all, P, p->layout, &Lq, &Lk); /* the same verdict on every rank */
-    attn_ring_stats stats;
-    memset(&stats, 0, sizeof stats);
-    if (st == ATTN_OK) st = ring_run(c, me, P, all, Lq, Lk, out, q, k, v, p, &stats);
-    free(all);
-    MPI_Comm_free(&c);
-    if (st == ATTN_OK && p->stats) {
-        stats.total_s = MPI_Wtime() - t_start;
-        *p->stats = stats;
-    }
-    return st;
+    attn__ring_call rc;
+    int st = attn__ring_begin(&rc, comm, "attn_sdpa_ring", ATTN_OK, out, q, k, v, p);
+    if (st == ATTN_OK) st = ring_run(rc.comm, rc.me, rc.P, rc.all, rc.Lq, rc.Lk, out, q, k, v, p, &rc.stats);
+    return attn__ring_end(&rc, st, p);
 }

@@ -169,15 +169,8 @@ static int ring_bw_run(MPI_Comm comm, int me, int P, const int64_t *all, int64_t
     const int64_t B = all[D_B], H = all[D_H], Hkv = all[D_HKV], D = all[D_D], Dv = all[D_DV];
     const int64_t nq = all[me * D_N + D_LQ], nkme = all[me * D_N + D_LK];
     const int causal = p->sdpa.is_causal != 0;
-    int64_t maxk = 0;
-    for (int r = 0; r < P; r++)
-        if (all[r * D_N + D_LK] > maxk) maxk = all[r * D_N + D_LK];
-    const int64_t per_key = B * Hkv * (D + Dv);
-    int st = ATTN_OK;
-    if (per_key > 0 && maxk > INT_MAX / per_key)
-        st = attn_set_error(ATTN_E_UNSUPPORTED, "%s: a key/value shard of %lld x %lld floats exceeds one MPI message "
-                                                "(INT_MAX elements); use more ranks",
-                            WHO, (long long)maxk, (long long)per_key);
+    int64_t maxk, per_key;
+    int st = attn__ring_shard_size(WHO, all, P, &maxk, &per_key);
     const size_t kvn = (size_t)(maxk * per_key), on = (size_t)(B * H * nq);
     int64_t *kl = calloc((size_t)B + 1, sizeof *kl), *klmin = calloc((size_t)B + 1, sizeof *klmin);
     int64_t *klocal = calloc((size_t)B + 1, sizeof *klocal), *ks = calloc((size_t)P + 1, sizeof *ks);
@@ -326,38 +319,13 @@ int attn_sdpa_ring_backward(MPI_Comm comm, attn_tensor *dq, attn_tensor *dk, att
                             const attn_tensor *k, const attn_tensor *v, const attn_tensor *out, const attn_tensor *lse,
                             const attn_tensor *dout, const attn_ring_params *p) {
     ATTN_TRY(attn__mpi_ready(comm, WHO));
-    double t_start = MPI_Wtime();
     attn_ring_params def = attn_ring_params_default();
     if (!p) p = &def;
     attn_ring_params pp = *p; /* lse is the argument: checked as the forward checks its lse output */
     pp.sdpa.lse = (attn_tensor *)lse; /* only read: its shape and dtype are checked */
-    MPI_Comm c;
-    int rc = MPI_Comm_dup(comm, &c);
-    if (rc != MPI_SUCCESS) return attn__mpi_error(rc, "MPI_Comm_dup");
-    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
-    int me, P;
-    MPI_Comm_rank(c, &me);
-    MPI_Comm_size(c, &P);
-    int64_t desc[D_N] = {0};
-    int st = check_bw(dq, dk, dv, q, k, v, out, lse, dout);
-    if (st == ATTN_OK) st = attn__ring_check_local(WHO, out, q, k, v, &pp, desc);
-    int64_t *all = calloc((size_t)P * D_N, sizeof *all);
-    if (st == ATTN_OK && !all) st = attn_set_error(ATTN_E_NOMEM, "%s: out of memory", WHO);
-    st = attn_mpi_agree(c, st);
-    if (st == ATTN_OK) {
-        rc = MPI_Allgather(desc, D_N, MPI_INT64_T, all, D_N, MPI_INT64_T, c);
-        if (rc != MPI_SUCCESS) st = attn__mpi_error(rc, "MPI_Allgather");
-    }
-    int64_t Lq = 0, Lk = 0;
-    if (st == ATTN_OK) st = attn__ring_check_global(WHO, all, P, p->layout, &Lq, &Lk);
-    attn_ring_stats stats;
-    memset(&stats, 0, sizeof stats);
-    if (st == ATTN_OK) st = ring_bw_run(c, me, P, all, Lq, Lk, dq, dk, dv, q, k, v, out, lse, dout, &pp, &stats);
-    free(all);
-    MPI_Comm_free(&c);
-    if (st == ATTN_OK && p->stats) {
-        stats.total_s = MPI_Wtime() - t_start;
-        *p->stats = stats;
-    }
-    return st;
+    attn__ring_call rc;
+    int st = attn__ring_begin(&rc, comm, WHO, check_bw(dq, dk, dv, q, k, v, out, lse, dout), out, q, k, v, &pp);
+    if (st == ATTN_OK)
+        st = ring_bw_run(rc.comm, rc.me, rc.P, rc.all, rc.Lq, rc.Lk, dq, dk, dv, q, k, v, out, lse, dout, &pp, &rc.stats);
+    return attn__ring_end(&rc, st, &pp);
 }

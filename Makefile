@@ -93,7 +93,7 @@ $(BUILD)/bench/bench_ring: bench/mpi/bench_ring.c $(BUILD)/libattn.a $(MPI_LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(MPI_CFLAGS) $(LDFLAGS) -o $@ $< $(MPI_LIBA) $(BUILD)/libattn.a $(MPI_LIBS) $(LDLIBS)
 
-$(BUILD)/tests/test_mpi%: tests/test_mpi%.c $(TESTUTIL) $(BUILD)/libattn.a $(MPI_LIBA) tests/testutil.h
+$(BUILD)/tests/test_mpi%: tests/test_mpi%.c $(TESTUTIL) $(BUILD)/libattn.a $(MPI_LIBA) tests/testutil.h tests/mpirun_util.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(TESTUTIL) $(MPI_LIBA) $(BUILD)/libattn.a $(MPI_LIBS) $(LDLIBS)
 

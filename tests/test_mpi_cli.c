@@ -11,6 +11,7 @@
  *    one process, in input order; JSON lines too; a bad sentence held by one rank fails the job
  *    with that rank's message and leaves the output untouched. */
 #include "attn_npy.h"
+#include "mpirun_util.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -25,28 +26,13 @@
 #include <time.h>
 #include <unistd.h>
 
-extern char **environ;
-
 static char dir[256], out[1 << 16], err[1 << 16];
 
-static const char *path(const char *name) {
-    static char buf[8][512];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
-    return buf[k];
-}
+static const char *path(const char *name) { return attn_test_path_in(dir, name); }
 
 /* timeout 60 mpirun ... -np P ATTN ARGS... (args NULL-terminated); stdin from in (or NULL) */
 static int mpirun(int P, const char *in, const char *const *args) {
-    char np[16];
-    snprintf(np, sizeof np, "%d", P);
-    const char *argv[64] = {"60", "mpirun", "--oversubscribe", "--allow-run-as-root", "--mca", "btl", "self,vader,tcp",
-                            "-np", np, attn_test_cli_path()};
-    int n = 10;
-    for (int i = 0; args[i] && n < 62; i++) argv[n++] = args[i];
-    argv[n] = NULL;
-    return attn_test_run_stdin("/usr/bin/timeout", dir, in, out, sizeof out, err, sizeof err, argv);
+    return attn_test_mpirun("60", P, dir, in, out, sizeof out, err, sizeof err, args);
 }
 
 static int run1(const char *in, const char *const *args) {
@@ -205,33 +191,6 @@ static void embed(void) {
           "embed with a bad sentence: exit %d, output '%s', stderr: %s", rc, kept, err);
 }
 
-/* the pid of a running `attn sdpa --ring ... -o OUT` rank (argv[0] ending in "attn"), or 0 */
-static pid_t find_rank(const char *outp) {
-    DIR *d = opendir("/proc");
-    struct dirent *e;
-    pid_t found = 0;
-    while (d && !found && (e = readdir(d))) {
-        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-        char fn[300], cl[4096];
-        snprintf(fn, sizeof fn, "/proc/%s/cmdline", e->d_name);
-        FILE *f = fopen(fn, "r");
-        if (!f) continue;
-        size_t n = fread(cl, 1, sizeof cl - 1, f);
-        fclose(f);
-        cl[n] = 0;
-        size_t a0 = strlen(cl);
-        if (a0 < 4 || strcmp(cl + a0 - 4, "attn") != 0) continue;
-        int ring = 0, out = 0;
-        for (size_t i = 0; i < n; i += strlen(cl + i) + 1) {
-            ring |= !strcmp(cl + i, "--ring");
-            out |= !strcmp(cl + i, outp);
-        }
-        if (ring && out) found = (pid_t)atoi(e->d_name);
-    }
-    if (d) closedir(d);
-    return found;
-}
-
 /* a rank killed mid-job: mpirun ends the job with a clear message in bounded time, no output */
 static void killed_rank(void) {
     uint64_t seed = 3;
@@ -244,29 +203,11 @@ static void killed_rank(void) {
     const char *argv[] = {"timeout", "60", "mpirun", "--oversubscribe", "--allow-run-as-root", "-np", "2",
                           attn_test_cli_path(), "sdpa", "--ring", "--causal", "--threads", "1", "-q", path("kq.npy"), "-k",
                           path("kq.npy"), "-v", path("kq.npy"), "-o", outp, NULL};
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, path("kstdout.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, path("kstderr.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    int sp = posix_spawn(&pid, "/usr/bin/timeout", &fa, NULL, (char *const *)argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    CHECK(sp == 0, "spawn mpirun");
-    if (sp != 0) return;
     pid_t victim = 0;
-    for (int i = 0; i < 200 && !victim; i++) { /* up to 10 s for the ranks to start */
-        victim = find_rank(outp);
-        if (!victim) usleep(50000);
-    }
-    usleep(300000); /* into the computation */
-    if (victim) kill(victim, SIGKILL);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    double secs = 0;
+    int rc = attn_test_mpirun_kill(argv, path("kstdout.txt"), path("kstderr.txt"), outp, "--ring", 300000, &victim, &secs);
+    CHECK(rc != -1, "spawn mpirun");
+    if (rc == -1) return;
     char kept[16], e[4096];
     attn_test_read_file(outp, kept, sizeof kept);
     attn_test_read_file(path("kstderr.txt"), e, sizeof e);

@@ -14,6 +14,7 @@
  *    file at P = 2; a file that is not audio: exit 1 with its message, once, nothing printed;
  *    a rank killed (SIGKILL) mid-job: the job ends within 60 s, not 0, nothing printed. */
 #include "attn_audio.h"
+#include "mpirun_util.h"
 #include "testutil.h"
 
 #include <dirent.h>
@@ -28,28 +29,13 @@
 #include <time.h>
 #include <unistd.h>
 
-extern char **environ;
-
 static char dir[256], out[1 << 18], err[1 << 16];
 
-static const char *path(const char *name) {
-    static char buf[8][512];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
-    return buf[k];
-}
+static const char *path(const char *name) { return attn_test_path_in(dir, name); }
 
 /* timeout 120 mpirun ... -np P ATTN ARGS... (args NULL-terminated); stdin from in (or NULL) */
 static int mpirun(int P, const char *in, const char *const *args) {
-    char np[16];
-    snprintf(np, sizeof np, "%d", P);
-    const char *argv[64] = {"120", "mpirun", "--oversubscribe", "--allow-run-as-root", "--mca", "btl", "self,vader,tcp",
-                            "-np", np, attn_test_cli_path()};
-    int n = 10;
-    for (int i = 0; args[i] && n < 62; i++) argv[n++] = args[i];
-    argv[n] = NULL;
-    return attn_test_run_stdin("/usr/bin/timeout", dir, in, out, sizeof out, err, sizeof err, argv);
+    return attn_test_mpirun("120", P, dir, in, out, sizeof out, err, sizeof err, args);
 }
 
 static int run1(const char *in, const char *const *args) {
@@ -155,29 +141,6 @@ static void translate(void) {
           "translate --attention, a bad sentence -np 2: exit %d, the file '%s': %s", rc, kept, err);
 }
 
-/* the pid of a running attn rank (argv[0] ending in "attn") with the argument marker, or 0 */
-static pid_t find_rank(const char *marker) {
-    DIR *d = opendir("/proc");
-    struct dirent *e;
-    pid_t found = 0;
-    while (d && !found && (e = readdir(d))) {
-        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-        char fn[300], cl[4096];
-        snprintf(fn, sizeof fn, "/proc/%s/cmdline", e->d_name);
-        FILE *f = fopen(fn, "r");
-        if (!f) continue;
-        size_t n = fread(cl, 1, sizeof cl - 1, f);
-        fclose(f);
-        cl[n] = 0;
-        size_t a0 = strlen(cl);
-        if (a0 < 4 || strcmp(cl + a0 - 4, "attn") != 0) continue;
-        for (size_t i = 0; i < n; i += strlen(cl + i) + 1)
-            if (!strcmp(cl + i, marker)) found = (pid_t)atoi(e->d_name);
-    }
-    if (d) closedir(d);
-    return found;
-}
-
 /* a transcribe rank killed mid-job: mpirun ends the job in bounded time, nothing printed */
 static void killed_rank(const char *model, const char *const *files, int nf) {
     char marker[600], abs[4096];
@@ -186,36 +149,19 @@ static void killed_rank(const char *model, const char *const *files, int nf) {
         CHECK(0, "cannot link %s to %s", marker, files[0]);
         return;
     }
-    const char *argv[40] = {"timeout", "120", "mpirun", "--oversubscribe", "--allow-run-as-root", "--mca", "btl",
-                            "self,vader,tcp", "-np", "2", attn_test_cli_path(), "transcribe", "--model", model,
-                            "--threads", "1", marker};
-    int n = 17;
+    const char *args[40] = {"transcribe", "--model", model, "--threads", "1", marker};
+    int n = 6;
     for (int r = 0; r < 2; r++)
-        for (int i = 0; i < nf; i++) argv[n++] = files[i];
-    argv[n] = NULL;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, path("kstdout.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, path("kstderr.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    int sp = posix_spawn(&pid, "/usr/bin/timeout", &fa, NULL, (char *const *)argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    CHECK(sp == 0, "spawn mpirun");
-    if (sp != 0) return;
+        for (int i = 0; i < nf; i++) args[n++] = files[i];
+    args[n] = NULL;
+    const char *argv[65] = {"timeout"};
+    attn_test_mpirun_argv(argv + 1, "120", "2", args);
     pid_t victim = 0;
-    for (int i = 0; i < 200 && !victim; i++) { /* up to 10 s for the ranks to start */
-        victim = find_rank(marker);
-        if (!victim) usleep(50000);
-    }
-    usleep(500000); /* into the work (13 files: seconds per rank) */
-    if (victim) kill(victim, SIGKILL);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    double secs = 0;
+    /* 500 ms into the work (13 files: seconds per rank) */
+    int rc = attn_test_mpirun_kill(argv, path("kstdout.txt"), path("kstderr.txt"), marker, NULL, 500000, &victim, &secs);
+    CHECK(rc != -1, "spawn mpirun");
+    if (rc == -1) return;
     char o[256], e[4096];
     attn_test_read_file(path("kstdout.txt"), o, sizeof o);
     attn_test_read_file(path("kstderr.txt"), e, sizeof e);

@@ -33,6 +33,19 @@ int attn__ring_check_global(const char *who, const int64_t *all, int P, attn_rin
  * (maxk·per_key floats) exceeds one MPI message (INT_MAX elements), else ATTN_OK. */
 int attn__ring_shard_size(const char *who, const int64_t *all, int P, int64_t *maxk, int64_t *per_key);
 
+/* attn__ring_key_lengths: kl[B] = the global key lengths (p->sdpa.key_lengths, else Lk each),
+ * checked to be the same on every rank (MPI_Allreduce max and min; klmin[B]: scratch) and within
+ * 0..Lk: the same verdict on every rank (collective; errors name `who`). */
+int attn__ring_key_lengths(MPI_Comm comm, const char *who, const attn_ring_params *p, int64_t B, int64_t Lk, int64_t *kl,
+                           int64_t *klmin);
+
+/* attn__ring_block_offset: rank me's queries (the first at global position qs in the contiguous
+ * layout) against the shard of rank src (nk keys; ks[src] its first global key, contiguous):
+ * returns the causal offset c (local key jl visible to local query il iff jl <= il + c) and fills
+ * klocal[B], the shard's keys within the global key lengths kl[B]. */
+int64_t attn__ring_block_offset(attn_ring_layout layout, int me, int src, int P, int64_t Lq, int64_t Lk, int64_t qs,
+                                const int64_t *ks, int64_t nk, int64_t B, const int64_t *kl, int64_t *klocal);
+
 /* One collective ring call (attn_sdpa_ring, attn_sdpa_ring_backward), between
  * attn__ring_begin and attn__ring_end. */
 typedef struct {

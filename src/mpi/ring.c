@@ -159,6 +159,34 @@ int attn__ring_check_global(const char *who, const int64_t *all, int P, attn_rin
     return ATTN_OK;
 }
 
+int attn__ring_key_lengths(MPI_Comm comm, const char *who, const attn_ring_params *p, int64_t B, int64_t Lk, int64_t *kl,
+                           int64_t *klmin) {
+    for (int64_t b = 0; b < B; b++) kl[b] = klmin[b] = p->sdpa.key_lengths ? p->sdpa.key_lengths[b] : Lk;
+    if (B == 0) return ATTN_OK;
+    int rc1 = MPI_Allreduce(MPI_IN_PLACE, kl, (int)B, MPI_INT64_T, MPI_MAX, comm);
+    int rc2 = MPI_Allreduce(MPI_IN_PLACE, klmin, (int)B, MPI_INT64_T, MPI_MIN, comm);
+    if (rc1 != MPI_SUCCESS || rc2 != MPI_SUCCESS) return attn__mpi_error(rc1 != MPI_SUCCESS ? rc1 : rc2, "MPI_Allreduce");
+    for (int64_t b = 0; b < B; b++) {
+        if (kl[b] != klmin[b])
+            return attn_set_error(ATTN_E_INVALID, "%s: ranks disagree on key_lengths[%lld] (%lld .. %lld)", who, (long long)b,
+                                  (long long)klmin[b], (long long)kl[b]);
+        if (kl[b] < 0 || kl[b] > Lk)
+            return attn_set_error(ATTN_E_INVALID, "%s: key_lengths[%lld] = %lld is outside 0..Lk = %lld", who, (long long)b,
+                                  (long long)kl[b], (long long)Lk);
+    }
+    return ATTN_OK;
+}
+
+int64_t attn__ring_block_offset(attn_ring_layout layout, int me, int src, int P, int64_t Lq, int64_t Lk, int64_t qs,
+                                const int64_t *ks, int64_t nk, int64_t B, const int64_t *kl, int64_t *klocal) {
+    if (layout == ATTN_RING_STRIPED) {
+        for (int64_t b = 0; b < B; b++) klocal[b] = kl[b] - src <= 0 ? 0 : clamp64((kl[b] - src + P - 1) / P, 0, nk);
+        return floordiv(me - src + Lk - Lq, P);
+    }
+    for (int64_t b = 0; b < B; b++) klocal[b] = clamp64(kl[b] - ks[src], 0, nk);
+    return qs - ks[src] + Lk - Lq;
+}
+
 int attn__ring_shard_size(const char *who, const int64_t *all, int P, int64_t *maxk, int64_t *per_key) {
     *maxk = 0;
     for (int r = 0; r < P; r++)
@@ -351,31 +379,10 @@ static int ring_run(MPI_Comm comm, int me, int P, const int64_t *all, int64_t Lq
     if (st == ATTN_OK && (!kl || !klmin || !klocal || !ks || !buf[0] || !buf[1] || !s.bo || !s.blse || !s.acc || !s.m || !s.s))
         st = attn_set_error(ATTN_E_NOMEM, "attn_sdpa_ring: out of memory (%lld bytes of shards and accumulators)",
                             (long long)(2 * kvn * 4 + on * (Dv * 12 + 20)));
-    if (st == ATTN_OK) {
-        for (int64_t b = 0; b < B; b++) kl[b] = klmin[b] = p->sdpa.key_lengths ? p->sdpa.key_lengths[b] : Lk;
-    }
     st = attn_mpi_agree(comm, st);
     if (st < 0) goto done;
-    if (B > 0) {
-        int rc1 = MPI_Allreduce(MPI_IN_PLACE, kl, (int)B, MPI_INT64_T, MPI_MAX, comm);
-        int rc2 = MPI_Allreduce(MPI_IN_PLACE, klmin, (int)B, MPI_INT64_T, MPI_MIN, comm);
-        if (rc1 != MPI_SUCCESS || rc2 != MPI_SUCCESS) {
-            st = attn__mpi_error(rc1 != MPI_SUCCESS ? rc1 : rc2, "MPI_Allreduce");
-            goto done;
-        }
-        for (int64_t b = 0; b < B; b++) {
-            if (kl[b] != klmin[b]) {
-                st = attn_set_error(ATTN_E_INVALID, "attn_sdpa_ring: ranks disagree on key_lengths[%lld] (%lld .. %lld)",
-                                    (long long)b, (long long)klmin[b], (long long)kl[b]);
-                goto done;
-            }
-            if (kl[b] < 0 || kl[b] > Lk) {
-                st = attn_set_error(ATTN_E_INVALID, "attn_sdpa_ring: key_lengths[%lld] = %lld is outside 0..Lk = %lld",
-                                    (long long)b, (long long)kl[b], (long long)Lk);
-                goto done;
-            }
-        }
-    }
+    st = attn__ring_key_lengths(comm, "attn_sdpa_ring", p, B, Lk, kl, klmin);
+    if (st < 0) goto done;
     for (size_t i = 0; i < on; i++) s.m[i] = -INFINITY;
     s.sp = p->sdpa;
     pack_kv(buf[0], k, v);
@@ -407,14 +414,7 @@ static int ring_run(MPI_Comm comm, int me, int P, const int64_t *all, int64_t Lq
         double t0 = MPI_Wtime();
         if (local_st == ATTN_OK) {
             /* causal offset c and this shard's key lengths, from the global positions */
-            int64_t c = 0;
-            if (p->layout == ATTN_RING_STRIPED) {
-                c = floordiv(me - src + Lk - Lq, P);
-                for (int64_t b = 0; b < B; b++) klocal[b] = kl[b] - src <= 0 ? 0 : clamp64((kl[b] - src + P - 1) / P, 0, nk);
-            } else {
-                c = qs - ks[src] + Lk - Lq;
-                for (int64_t b = 0; b < B; b++) klocal[b] = clamp64(kl[b] - ks[src], 0, nk);
-            }
+            const int64_t c = attn__ring_block_offset(p->layout, me, src, P, Lq, Lk, qs, ks, nk, B, kl, klocal);
             local_st = block_compute(&s, buf[cur], nk, causal, c, klocal, poll_reqs, &rq);
         }
         double t1 = MPI_Wtime();

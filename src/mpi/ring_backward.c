@@ -30,7 +30,6 @@
 
 static const char *const WHO = "attn_sdpa_ring_backward";
 
-static int64_t floordiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 static int64_t clamp64(int64_t x, int64_t lo, int64_t hi) { return x < lo ? lo : x > hi ? hi : x; }
 
 /* rows [r0, r0 + n) of batch row b of a 4-D tensor, or of a 3-D one (lse) */
@@ -190,30 +189,10 @@ static int ring_bw_run(MPI_Comm comm, int me, int P, const int64_t *all, int64_t
     if (st == ATTN_OK && (!kl || !klmin || !klocal || !ks || !buf[0] || !buf[1] || !part[0] || !part[1] || !acc_in ||
                           !s.dqacc || !s.tdq || !s.tdk || !s.tdv))
         st = attn_set_error(ATTN_E_NOMEM, "%s: out of memory (%lld bytes of shards and accumulators)", WHO, (long long)scratch);
-    if (st == ATTN_OK)
-        for (int64_t b = 0; b < B; b++) kl[b] = klmin[b] = p->sdpa.key_lengths ? p->sdpa.key_lengths[b] : Lk;
     st = attn_mpi_agree(comm, st);
     if (st < 0) goto done;
-    if (B > 0) { /* the global key lengths: identical on every rank and within 0..Lk */
-        int rc1 = MPI_Allreduce(MPI_IN_PLACE, kl, (int)B, MPI_INT64_T, MPI_MAX, comm);
-        int rc2 = MPI_Allreduce(MPI_IN_PLACE, klmin, (int)B, MPI_INT64_T, MPI_MIN, comm);
-        if (rc1 != MPI_SUCCESS || rc2 != MPI_SUCCESS) {
-            st = attn__mpi_error(rc1 != MPI_SUCCESS ? rc1 : rc2, "MPI_Allreduce");
-            goto done;
-        }
-        for (int64_t b = 0; b < B; b++) {
-            if (kl[b] != klmin[b]) {
-                st = attn_set_error(ATTN_E_INVALID, "%s: ranks disagree on key_lengths[%lld] (%lld .. %lld)", WHO,
-                                    (long long)b, (long long)klmin[b], (long long)kl[b]);
-                goto done;
-            }
-            if (kl[b] < 0 || kl[b] > Lk) {
-                st = attn_set_error(ATTN_E_INVALID, "%s: key_lengths[%lld] = %lld is outside 0..Lk = %lld", WHO,
-                                    (long long)b, (long long)kl[b], (long long)Lk);
-                goto done;
-            }
-        }
-    }
+    st = attn__ring_key_lengths(comm, WHO, p, B, Lk, kl, klmin); /* the global key lengths */
+    if (st < 0) goto done;
     s.sp = p->sdpa;
     {
         attn_tensor kc = *k, vc = *v;
@@ -249,14 +228,8 @@ static int ring_bw_run(MPI_Comm comm, int me, int P, const int64_t *all, int64_t
         memset(pt, 0, (size_t)cnt * 4);
         double t0 = MPI_Wtime();
         if (local_st == ATTN_OK) {
-            int64_t c; /* causal offset and this shard's key lengths, from the global positions (as ring.c) */
-            if (p->layout == ATTN_RING_STRIPED) {
-                c = floordiv(me - src + Lk - Lq, P);
-                for (int64_t b = 0; b < B; b++) klocal[b] = kl[b] - src <= 0 ? 0 : clamp64((kl[b] - src + P - 1) / P, 0, nk);
-            } else {
-                c = qs - ks[src] + Lk - Lq;
-                for (int64_t b = 0; b < B; b++) klocal[b] = clamp64(kl[b] - ks[src], 0, nk);
-            }
+            /* causal offset and this shard's key lengths, from the global positions (as ring.c) */
+            const int64_t c = attn__ring_block_offset(p->layout, me, src, P, Lq, Lk, qs, ks, nk, B, kl, klocal);
             local_st = block_compute(&s, buf[cur], pt, nk, causal, c, klocal, rq, 4);
         }
         double t1 = MPI_Wtime();

@@ -28,6 +28,16 @@ int attn__ring_check_local(const char *who, const attn_tensor *out, const attn_t
 int attn__ring_check_global(const char *who, const int64_t *all, int P, attn_ring_layout layout, int64_t *Lq,
                             int64_t *Lk);
 
+/* attn__ring_rows_view: rows [r0, r0 + n) of batch row b of a 4-D tensor, or of a 3-D one (lse):
+ * a view (shape[0] = 1, shape[2] = n, the same strides) */
+static inline attn_tensor attn__ring_rows_view(const attn_tensor *t, int64_t b, int64_t r0, int64_t n) {
+    attn_tensor v = *t;
+    v.data = (float *)t->data + b * t->stride[0] + r0 * t->stride[2];
+    v.shape[0] = 1;
+    v.shape[2] = n;
+    return v;
+}
+
 /* attn__ring_shard_size: from all[P][D_N], *maxk the longest key/value shard (keys) and *per_key
  * the floats one key carries (B·Hkv·(D + Dv)); ATTN_E_UNSUPPORTED naming `who` when a shard
  * (maxk·per_key floats) exceeds one MPI message (INT_MAX elements), else ATTN_OK. */
@@ -45,6 +55,11 @@ int attn__ring_key_lengths(MPI_Comm comm, const char *who, const attn_ring_param
  * klocal[B], the shard's keys within the global key lengths kl[B]. */
 int64_t attn__ring_block_offset(attn_ring_layout layout, int me, int src, int P, int64_t Lq, int64_t Lk, int64_t qs,
                                 const int64_t *ks, int64_t nk, int64_t B, const int64_t *kl, int64_t *klocal);
+
+/* attn__ring_step_wait: the end of a ring step whose computation began at t0 (MPI_Wtime): waits
+ * for the n requests (MPI_Waitall); stats, when not NULL, gets the computation time (t0 until
+ * the wait), the wait time and one step. ATTN_OK, or ATTN_E_IO when the wait failed. */
+int attn__ring_step_wait(int n, MPI_Request *req, double t0, attn_ring_stats *stats);
 
 /* One collective ring call (attn_sdpa_ring, attn_sdpa_ring_backward), between
  * attn__ring_begin and attn__ring_end. */

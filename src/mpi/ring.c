@@ -187,6 +187,17 @@ int64_t attn__ring_block_offset(attn_ring_layout layout, int me, int src, int P,
     return qs - ks[src] + Lk - Lq;
 }
 
+int attn__ring_step_wait(int n, MPI_Request *req, double t0, attn_ring_stats *stats) {
+    double t1 = MPI_Wtime();
+    int rw = n ? MPI_Waitall(n, req, MPI_STATUSES_IGNORE) : MPI_SUCCESS;
+    if (stats) {
+        stats->compute_s += t1 - t0;
+        stats->wait_s += MPI_Wtime() - t1;
+        stats->steps++;
+    }
+    return rw != MPI_SUCCESS ? attn__mpi_error(rw, "MPI_Waitall") : ATTN_OK;
+}
+
 int attn__ring_shard_size(const char *who, const int64_t *all, int P, int64_t *maxk, int64_t *per_key) {
     *maxk = 0;
     for (int r = 0; r < P; r++)
@@ -245,15 +256,6 @@ typedef struct {
     int64_t pairs;
 } ring_state;
 
-/* rows [r0, r0 + n) of batch row b of a 4-D tensor (a view) */
-static attn_tensor rows_view(const attn_tensor *t, int64_t b, int64_t r0, int64_t n) {
-    attn_tensor v = *t;
-    v.data = (float *)t->data + b * t->stride[0] + r0 * t->stride[2];
-    v.shape[0] = 1;
-    v.shape[2] = n;
-    return v;
-}
-
 /* merge rows [r0, r0 + n) of batch row b of the block result into the accumulator */
 static void merge_rows(ring_state *st, int64_t b, int64_t r0, int64_t n) {
     const int64_t nq = st->nq, Dv = st->Dv;
@@ -281,13 +283,13 @@ static void merge_rows(ring_state *st, int64_t b, int64_t r0, int64_t n) {
 static int block_call(ring_state *st, const float *kvbuf, int64_t nk, int64_t b, int64_t r0, int64_t n, int64_t nkv,
                       int64_t kl, int causal) {
     const int64_t B = st->B, H = st->H, Hkv = st->Hkv, D = st->D, Dv = st->Dv, nq = st->nq;
-    attn_tensor qv = rows_view(st->q, b, r0, n);
+    attn_tensor qv = attn__ring_rows_view(st->q, b, r0, n);
     attn_tensor kv = attn_tensor_f32_4d((float *)kvbuf, B, Hkv, nk, D), vv;
     vv = attn_tensor_f32_4d((float *)kvbuf + B * Hkv * nk * D, B, Hkv, nk, Dv);
-    kv = rows_view(&kv, b, 0, nkv);
-    vv = rows_view(&vv, b, 0, nkv);
+    kv = attn__ring_rows_view(&kv, b, 0, nkv);
+    vv = attn__ring_rows_view(&vv, b, 0, nkv);
     attn_tensor ov = attn_tensor_f32_4d(st->bo, B, H, nq, Dv);
-    ov = rows_view(&ov, b, r0, n);
+    ov = attn__ring_rows_view(&ov, b, r0, n);
     attn_tensor lv = attn_tensor_f32_3d(st->blse + b * H * nq + r0, 1, H, n);
     lv.stride[0] = H * nq;
     lv.stride[1] = nq;
@@ -417,17 +419,8 @@ static int ring_run(MPI_Comm comm, int me, int P, const int64_t *all, int64_t Lq
             const int64_t c = attn__ring_block_offset(p->layout, me, src, P, Lq, Lk, qs, ks, nk, B, kl, klocal);
             local_st = block_compute(&s, buf[cur], nk, causal, c, klocal, poll_reqs, &rq);
         }
-        double t1 = MPI_Wtime();
-        int rw = rq.n ? MPI_Waitall(rq.n, rq.req, MPI_STATUSES_IGNORE) : MPI_SUCCESS;
-        if (stats) {
-            stats->compute_s += t1 - t0;
-            stats->wait_s += MPI_Wtime() - t1;
-            stats->steps++;
-        }
-        if (rw != MPI_SUCCESS) {
-            mpi_st = attn__mpi_error(rw, "MPI_Waitall");
-            break;
-        }
+        mpi_st = attn__ring_step_wait(rq.n, rq.req, t0, stats);
+        if (mpi_st < 0) break;
         cur = 1 - cur;
     }
     if (mpi_st < 0) { /* the ring itself broke: the communicator cannot be trusted for agreement */

@@ -32,15 +32,6 @@ static const char *const WHO = "attn_sdpa_ring_backward";
 
 static int64_t clamp64(int64_t x, int64_t lo, int64_t hi) { return x < lo ? lo : x > hi ? hi : x; }
 
-/* rows [r0, r0 + n) of batch row b of a 4-D tensor, or of a 3-D one (lse) */
-static attn_tensor rows_view(const attn_tensor *t, int64_t b, int64_t r0, int64_t n) {
-    attn_tensor v = *t;
-    v.data = (float *)t->data + b * t->stride[0] + r0 * t->stride[2];
-    v.shape[0] = 1;
-    v.shape[2] = n;
-    return v;
-}
-
 /* the backward's own checks (besides attn__ring_check_local's), before anything is exchanged */
 static int check_bw(attn_tensor *dq, attn_tensor *dk, attn_tensor *dv, const attn_tensor *q, const attn_tensor *k,
                     const attn_tensor *v, const attn_tensor *out, const attn_tensor *lse, const attn_tensor *dout) {
@@ -80,12 +71,13 @@ static int block_call(bw_state *st, const float *kvbuf, float *part, int64_t nk,
                       int64_t nkv, int64_t kl, int causal) {
     const int64_t B = st->B, H = st->H, Hkv = st->Hkv, D = st->D, Dv = st->Dv, nq = st->nq;
     if (kl <= 0) return ATTN_OK; /* no visible key: nothing to add */
-    attn_tensor qv = rows_view(st->q, b, r0, n), ov = rows_view(st->out, b, r0, n), gv = rows_view(st->dout, b, r0, n);
-    attn_tensor lv = rows_view(st->lse, b, r0, n);
+    attn_tensor qv = attn__ring_rows_view(st->q, b, r0, n), ov = attn__ring_rows_view(st->out, b, r0, n);
+    attn_tensor gv = attn__ring_rows_view(st->dout, b, r0, n);
+    attn_tensor lv = attn__ring_rows_view(st->lse, b, r0, n);
     attn_tensor kv = attn_tensor_f32_4d((float *)kvbuf, B, Hkv, nk, D);
     attn_tensor vv = attn_tensor_f32_4d((float *)kvbuf + B * Hkv * nk * D, B, Hkv, nk, Dv);
-    kv = rows_view(&kv, b, 0, nkv);
-    vv = rows_view(&vv, b, 0, nkv);
+    kv = attn__ring_rows_view(&kv, b, 0, nkv);
+    vv = attn__ring_rows_view(&vv, b, 0, nkv);
     attn_tensor tdq = attn_tensor_f32_4d(st->tdq, 1, H, n, D), tdk = attn_tensor_f32_4d(st->tdk, 1, Hkv, nkv, D);
     attn_tensor tdv = attn_tensor_f32_4d(st->tdv, 1, Hkv, nkv, Dv);
     attn_sdpa_params sp = st->sp;
@@ -232,17 +224,8 @@ static int ring_bw_run(MPI_Comm comm, int me, int P, const int64_t *all, int64_t
             const int64_t c = attn__ring_block_offset(p->layout, me, src, P, Lq, Lk, qs, ks, nk, B, kl, klocal);
             local_st = block_compute(&s, buf[cur], pt, nk, causal, c, klocal, rq, 4);
         }
-        double t1 = MPI_Wtime();
-        int rw = MPI_Waitall(4, rq, MPI_STATUSES_IGNORE);
-        if (stats) {
-            stats->compute_s += t1 - t0;
-            stats->wait_s += MPI_Wtime() - t1;
-            stats->steps++;
-        }
-        if (rw != MPI_SUCCESS) {
-            mpi_st = attn__mpi_error(rw, "MPI_Waitall");
-            break;
-        }
+        mpi_st = attn__ring_step_wait(4, rq, t0, stats);
+        if (mpi_st < 0) break;
         if (step > 0)
             for (int i = 0; i < cnt; i++) pt[i] += acc_in[i];
         int r4 = MPI_Isend(pt, cnt, MPI_FLOAT, right, 8, comm, &prev_send);

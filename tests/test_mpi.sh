@@ -31,26 +31,23 @@ esac
 note() { # note OK|FAIL message
   if [ "$1" = OK ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL test_mpi: $2"; fi
 }
+result() { # result NAME RC OUTPUT: prints OUTPUT but its RESULT lines and adds the last one's counts;
+  # no RESULT line, or a non-zero exit status with no failed check, is one failure more
+  printf '%s\n' "$3" | grep -v '^RESULT '
+  line=$(printf '%s\n' "$3" | grep '^RESULT ' | tail -n 1)
+  if [ -z "$line" ]; then note FAIL "$1 exited $2 without a RESULT line"; return; fi
+  p=$(echo "$line" | sed 's/.*passed=\([0-9]*\).*/\1/'); f=$(echo "$line" | sed 's/.*failed=\([0-9]*\).*/\1/')
+  passed=$((passed + p)); failed=$((failed + f))
+  [ "$2" -ne 0 ] && [ "$f" -eq 0 ] && note FAIL "$1 exited $2"
+}
 for t in "$ring" "$build/tests/test_mpi_ring_backward"; do
 for P in 1 2 3 4; do
   out=$(timeout 60 $MPIRUN -np $P "$t" 2>&1); rc=$?
-  printf '%s\n' "$out" | grep -v '^RESULT '
-  line=$(printf '%s\n' "$out" | grep '^RESULT ' | tail -n 1)
-  if [ -z "$line" ]; then note FAIL "$(basename "$t") -np $P exited $rc without a RESULT line"; continue; fi
-  p=$(echo "$line" | sed 's/.*passed=\([0-9]*\).*/\1/'); f=$(echo "$line" | sed 's/.*failed=\([0-9]*\).*/\1/')
-  passed=$((passed + p)); failed=$((failed + f))
-  [ $rc -ne 0 ] && [ "$f" -eq 0 ] && note FAIL "$(basename "$t") -np $P exited $rc"
+  result "$(basename "$t") -np $P" $rc "$out"
 done
 done
 out=$(env $cli_env timeout 300 "$build/tests/test_mpi_cli" 2>&1); rc=$?
-printf '%s\n' "$out" | grep -v '^RESULT '
-line=$(printf '%s\n' "$out" | grep '^RESULT ' | tail -n 1)
-if [ -z "$line" ]; then note FAIL "test_mpi_cli exited $rc without a RESULT line"
-else
-  p=$(echo "$line" | sed 's/.*passed=\([0-9]*\).*/\1/'); f=$(echo "$line" | sed 's/.*failed=\([0-9]*\).*/\1/')
-  passed=$((passed + p)); failed=$((failed + f))
-  [ $rc -ne 0 ] && [ "$f" -eq 0 ] && note FAIL "test_mpi_cli exited $rc"
-fi
+result test_mpi_cli $rc "$out"
 # data-parallel training (tools/mpi_train.c): P = 2 ranks with --batch 4 against one process with
 # --batch 8 (same seed, 100 images, 2 epochs = 26 AdamW steps, the last global batch of 4 images
 # all on rank 0; --max-norm 0, since clipping to a fixed norm and AdamW's m/sqrt(v) would both hide
@@ -114,23 +111,9 @@ out=$(env $cli_env timeout 120 $MPIRUN -np 1 $bin generate --model models/SmolLM
 if [ $rc -eq 0 ] && [ -n "$out" ]; then note OK; else note FAIL "generate under mpirun -np 1 (rc $rc)"; fi
 # translate and transcribe under mpirun (tests/test_mpi_seq2seq.c)
 out=$(env $cli_env timeout 500 "$build/tests/test_mpi_seq2seq" 2>&1); rc=$?
-printf '%s\n' "$out" | grep -v '^RESULT '
-line=$(printf '%s\n' "$out" | grep '^RESULT ' | tail -n 1)
-if [ -z "$line" ]; then note FAIL "test_mpi_seq2seq exited $rc without a RESULT line"
-else
-  p=$(echo "$line" | sed 's/.*passed=\([0-9]*\).*/\1/'); f=$(echo "$line" | sed 's/.*failed=\([0-9]*\).*/\1/')
-  passed=$((passed + p)); failed=$((failed + f))
-  [ $rc -ne 0 ] && [ "$f" -eq 0 ] && note FAIL "test_mpi_seq2seq exited $rc"
-fi
+result test_mpi_seq2seq $rc "$out"
 # the same ring and a data-parallel job between two network namespaces over TCP (needs root)
 out=$(timeout 240 sh tests/test_mpi_netns.sh 2>&1); rc=$?
-printf '%s\n' "$out" | grep -v '^RESULT '
-line=$(printf '%s\n' "$out" | grep '^RESULT ' | tail -n 1)
-if [ -z "$line" ]; then note FAIL "test_mpi_netns.sh exited $rc without a RESULT line"
-else
-  p=$(echo "$line" | sed 's/.*passed=\([0-9]*\).*/\1/'); f=$(echo "$line" | sed 's/.*failed=\([0-9]*\).*/\1/')
-  passed=$((passed + p)); failed=$((failed + f))
-  [ $rc -ne 0 ] && [ "$f" -eq 0 ] && note FAIL "test_mpi_netns.sh exited $rc"
-fi
+result test_mpi_netns.sh $rc "$out"
 echo "RESULT test_mpi passed=$passed failed=$failed"
 [ "$failed" -eq 0 ]

@@ -66,6 +66,13 @@ static void check_verb(const char *verb, const char *in_path, const char *const 
     CHECK(rc == 0 && strstr(err_text, bar) == NULL, "%s --no-progress: exit %d, no bar: '%s'", verb, rc, err_text);
 }
 
+/* removes tmpdir and all in it (main's, made by mkdtemp) */
+static void remove_tmpdir(void) {
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0) printf("cli_progress: could not remove %s\n", tmpdir);
+}
+
 int main(void) {
     attn_test_name = "cli_progress";
     attn_bin = attn_test_cli_path();
@@ -76,6 +83,7 @@ int main(void) {
     }
     if (access(attn_bin, X_OK) != 0) {
         CHECK(0, "%s is not an executable (set ATTN_BIN)", attn_bin);
+        remove_tmpdir();
         return attn_test_finish();
     }
     /* embed: 40 sentences, batches of 8 (the library's per-batch callback) */
@@ -125,5 +133,6 @@ int main(void) {
     } else {
         CHECK(0, "%s missing", TINY);
     }
+    remove_tmpdir();
     return attn_test_finish();
 }

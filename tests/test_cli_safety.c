@@ -300,6 +300,13 @@ static void test_library(void) {
     CHECK(access(lost, F_OK) != 0, "the aborted target does not exist");
 }
 
+/* removes tmpdir and all in it (main's, made by mkdtemp) */
+static void remove_tmpdir(void) {
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0) printf("cli_safety: could not remove %s\n", tmpdir);
+}
+
 int main(void) {
     attn_test_name = "cli_safety";
     attn_bin = attn_test_cli_path();
@@ -310,6 +317,7 @@ int main(void) {
     }
     if (access(attn_bin, X_OK) != 0) {
         CHECK(0, "%s is not an executable (set ATTN_BIN)", attn_bin);
+        remove_tmpdir();
         return attn_test_finish();
     }
     char td[400];
@@ -325,5 +333,6 @@ int main(void) {
     } else {
         CHECK(0, "%s or %s missing (scripts/setup.sh)", VIT, FMNIST);
     }
+    remove_tmpdir();
     return attn_test_finish();
 }

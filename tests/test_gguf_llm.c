@@ -658,6 +658,10 @@ static void test_llamacpp_kquants(void) {
         if (rc == 0) llamacpp_greedy(path, fixtures[i], types[i], LLAMACPP_KQUANT_LOGIT_TOL);
         unlink(path);
     }
+    for (int i = 0; i < 2; i++) { /* attn_test_run's captures */
+        snprintf(path, sizeof path, "%s/%s", dir, i ? "stderr.txt" : "stdout.txt");
+        unlink(path);
+    }
     rmdir(dir);
 }
 

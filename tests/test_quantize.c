@@ -359,8 +359,11 @@ int main(void) {
     test_quantize_f32();
     test_quantize_smollm2();
     char p[300];
-    snprintf(p, sizeof p, "%s/w.gguf", dir);
-    unlink(p);
+    const char *made[] = {"w.gguf", "stdout.txt", "stderr.txt"}; /* the model, attn_test_run's captures */
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, made[i]);
+        unlink(p);
+    }
     rmdir(dir);
     return attn_test_finish();
 }

@@ -440,6 +440,9 @@ static void test_cli(void) {
     write_file(p, "<s>\n</s>\na\n", 11);
     EXPECT_FAIL(1, "vocabulary", "vocabulary size", "translate", "--model", dir, "م");
     write_file(p, "not a vocabulary", 0);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0) printf("translate: could not remove %s\n", tmpdir);
 }
 
 /* issue 23 item 13: a model directory with model.bin but no vocabulary named only

@@ -535,7 +535,10 @@ static void write_wav_f32_nan(const char *path, int n) {
 
 static void test_cli(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/attn_test_whisper_XXXXXX");
-    if (!mkdtemp(tmpdir)) return;
+    if (!mkdtemp(tmpdir)) {
+        tmpdir[0] = 0; /* none made: nothing to use or remove */
+        return;
+    }
     int rc = run_attn("transcribe", "--model", MODEL, "/usr/share/sounds/alsa/Front_Center.wav", "tests/fixtures/whisper/espeak_3.wav",
                       (const char *)NULL);
     CHECK(rc == 0, "transcribe: exit %d (%s)", rc, err_text);
@@ -878,5 +881,10 @@ int main(void) {
     test_cli();
     test_audio_messages();
     test_config_syntax();
+    if (tmpdir[0]) { /* test_cli's directory, also used by test_audio_messages */
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+        if (system(cmd) != 0) printf("whisper: could not remove %s\n", tmpdir);
+    }
     return attn_test_finish();
 }

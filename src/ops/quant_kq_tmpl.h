@@ -164,14 +164,20 @@ static inline __attribute__((always_inline)) void KQN(dec_tile)(float *y, const 
                                                                   int64_t r, int RT, attn_qtype t, int exact) {
     const size_t bs = attn__qtype_block_bytes(t);
     const __m256i mk0 = KQN(scmask)(0), mk1 = KQN(scmask)(1), mk2 = KQN(scmask)(2), mk3 = KQN(scmask)(3);
-    const uint8_t *pf_base = W + (size_t)(r + 2 * RT) * rb;
-    const int64_t pf_per = ((int64_t)((size_t)RT * rb) + 64 * nb - 1) / (64 * nb);
+    /* the next tile's range into L1 and ATTN__PF_FAR bytes further into L2, one line per 64 bytes
+     * read (as the legacy types' decode tile, quant_tile_tmpl.h) */
+    const char *pf = (const char *)(W + (size_t)(r + RT) * rb);
+    const int64_t pf_lines = (int64_t)((size_t)RT * rb + 63) / 64;
+    int64_t pf_acc = 0;
     __m128 acc4 = _mm_setzero_ps();
     float acc1 = 0.0f;
     __m256 facc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t b = 0; b < nb; b++) {
         const attn__q8k *xb = xq + b;
-        for (int64_t l = b * pf_per; l < (b + 1) * pf_per; l++) _mm_prefetch((const char *)(pf_base + l * 64), _MM_HINT_T0);
+        for (pf_acc += pf_lines; pf_acc >= nb; pf_acc -= nb, pf += 64) {
+            _mm_prefetch(pf, _MM_HINT_T0);
+            _mm_prefetch(pf + ATTN__PF_FAR, _MM_HINT_T1);
+        }
         const __m256i bsums = _mm256_loadu_si256((const __m256i *)xb->bsums);
         __m256i p[4], m[4];
         float dv[4], dmv[4];

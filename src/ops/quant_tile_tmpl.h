@@ -82,9 +82,13 @@ static inline __attribute__((always_inline)) void TILE_NAME(float *y, int64_t ld
     const __m256i nib_shift = _mm256_setr_epi64x(0, 0, 4, 4);
     const size_t bs = QNAME(bsize)(t);
     const attn__q8blk *x0 = xq + m0 * nb;
-    /* the RT rows two tiles ahead are one contiguous range: a few of its cache lines per block */
-    const uint8_t *pf_base = W + (size_t)(r + 2 * RT) * rb;
-    const int64_t pf_per = ((int64_t)(RT * rb) + 64 * nb - 1) / (64 * nb);
+    /* the weights stream from memory once per token, and the hardware prefetcher does not follow
+     * RT interleaved row streams: a linear software prefetch, one cache line per 64 bytes the
+     * tile reads, of the next tile's range (RT rows are contiguous) into L1 and, ATTN__PF_FAR
+     * bytes further, into L2 (L1 alone holds too few misses in flight to reach memory speed) */
+    const char *pf = (const char *)(W + (size_t)(r + RT) * rb);
+    const int64_t pf_lines = (int64_t)(RT * rb + 63) / 64;
+    int64_t pf_acc = 0;
 #if RT == 4
     __m256 acc = _mm256_setzero_ps();
     __m128 mac = _mm_setzero_ps();
@@ -100,9 +104,10 @@ static inline __attribute__((always_inline)) void TILE_NAME(float *y, int64_t ld
     for (int64_t b = 0; b < nb; b++) {
         const __m256i xv = _mm256_loadu_si256((const __m256i *)x0[b].q);
         const float xd = x0[b].d, xs = x0[b].s;
-        /* decode streams the weights from memory once per token: fetch the rows two tiles ahead
-         * (the hardware prefetcher does not follow RT interleaved row streams far enough) */
-        for (int64_t l = b * pf_per; l < (b + 1) * pf_per; l++) _mm_prefetch((const char *)(pf_base + l * 64), _MM_HINT_T0);
+        for (pf_acc += pf_lines; pf_acc >= nb; pf_acc -= nb, pf += 64) {
+            _mm_prefetch(pf, _MM_HINT_T0);
+            _mm_prefetch(pf + ATTN__PF_FAR, _MM_HINT_T1);
+        }
         __m256i p[RT];
         uint32_t dm[RT]; /* the block's f16 d (low half) and, for Q4_1, m (high half) */
         QUNROLL

@@ -340,12 +340,23 @@ static void attn__q8_rows(void *p, int64_t lo, int64_t hi, int tid) {
 static void attn__rows_units(void *p, int64_t lo, int64_t hi, int tid) {
     const attn__rows_job *j = (const attn__rows_job *)p;
     int64_t a = lo * 16, b = hi * 16, base = 0;
+    /* decode on several threads: a chunk after the first starts where no tile's software
+     * prefetch (quant_tile_tmpl.h) has run ahead of it, so its first 4-row tile is fetched into L1
+     * and the ATTN__PF_FAR bytes after it into L2 at once (the results do not change) */
+    int cold = j->M == 1 && lo > 0;
     for (int i = 0; i < j->count && a < b; i++) {
         const int64_t rows = j->w[i].rows;
         const int64_t r0 = a > base ? a - base : 0, r1 = b - base < rows ? b - base : rows;
         if (r0 < r1) {
             const size_t rb = attn_qtype_row_bytes(j->w[i].type, j->w[i].cols);
             const uint8_t *W = (const uint8_t *)j->w[i].data;
+            if (cold) {
+                const char *c = (const char *)(W + (size_t)r0 * rb);
+                const size_t near = (size_t)(r1 - r0 < 4 ? r1 - r0 : 4) * rb, end = (size_t)(r1 - r0) * rb;
+                for (size_t o = 0; o < near; o += 64) __builtin_prefetch(c + o, 0, 3);
+                for (size_t o = near; o < near + ATTN__PF_FAR && o < end; o += 64) __builtin_prefetch(c + o, 0, 2);
+                cold = 0;
+            }
             if (ext_kq(j->w[i].type)) j->kfn(j->y[i], rows, j->xq, j->nb, j->M, W, rb, r0, r1, j->w[i].type);
             else j->fn(j->y[i], rows, (const attn__q8blk *)j->xq, j->nb, j->M, W, rb, r0, r1, j->w[i].type);
         }

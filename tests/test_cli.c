@@ -1004,6 +1004,43 @@ static void test_llm_verbs(void) {
                 tmp_path("missing.txt"));
 }
 
+/* Every message reaches stderr in a single write(2) (message and usage hint together): under
+ * mpirun the ranks share stderr, and the old three writes ("attn: error: ", text, "\n") of two
+ * ranks interleaved into "attn: error: attn: error: ..." (new-user finding). Checked with strace
+ * (skipped, with a note, where strace cannot trace). */
+static void test_one_write_messages(void) {
+    if (system("strace -qq -e trace=none true >/dev/null 2>&1") != 0) {
+        printf("test_cli: strace cannot run here; single-write messages not checked\n");
+        return;
+    }
+    static const struct {
+        const char *args, *what;
+    } cases[] = {
+        {"sdpa --bogus", "usage error"},                                              /* cli_usage_error */
+        {"quantize models/SmolLM2-135M-Instruct.Q4_1.gguf /tmp q4_0", "cli_error"},    /* OUT is a directory */
+        {"classify --model /nonexistent-model-dir --eval a b", "library error"}};     /* cli_lib_error */
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char cmd[1024], log[600];
+        snprintf(log, sizeof log, "%s", tmp_path("strace.txt"));
+        snprintf(cmd, sizeof cmd, "strace -f -qq -s 1000 -e trace=write -o '%s' '%s' %s </dev/null >/dev/null 2>/dev/null",
+                 log, attn_bin, cases[c].args);
+        int st = system(cmd);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) != 0, "%s: attn %s fails", cases[c].what, cases[c].args);
+        FILE *f = fopen(log, "r");
+        int writes = 0, whole = 0;
+        char line[4096];
+        while (f && fgets(line, sizeof line, f)) {
+            const char *w = strstr(line, "write(2, \"");
+            if (!w) continue;
+            writes++;
+            whole += strstr(w, "\"attn: error: ") == w + 9 && strstr(w, "\\n") != NULL;
+        }
+        if (f) fclose(f);
+        CHECK(writes == 1 && whole == 1, "%s (attn %s): %d writes to stderr, %d whole messages; want 1 write holding the "
+              "whole message", cases[c].what, cases[c].args, writes, whole);
+    }
+}
+
 int main(void) {
     attn_test_name = "cli";
     attn_bin = attn_test_cli_path(); /* $ATTN_BIN, else $ATTN_BUILD/attn, else build/attn */
@@ -1017,6 +1054,7 @@ int main(void) {
         return attn_test_finish();
     }
     test_errors();
+    test_one_write_messages();
     test_parity();
     test_pe();
     {

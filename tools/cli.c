@@ -174,11 +174,42 @@ void cli_print_options(FILE *f, const cli_option *table) {
         if (o->help) fputs(o->help, f);
 }
 
-static void vmsg(const char *fmt, va_list ap) {
-    fputs("attn: error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+/* Every message reaches stderr in one write(2): under mpirun several ranks share the stream, and
+ * a message written in pieces ("attn: error: ", the text, "\n") interleaved with another rank's
+ * into "attn: error: attn: error: ..." (new-user finding). `tail` (may be NULL) is a second line,
+ * the usage hint. */
+static void emit(const char *msg, const char *tail) {
+    static const char pre[] = "attn: error: ";
+    size_t n = sizeof pre - 1 + strlen(msg) + 1 + (tail ? strlen(tail) + 1 : 0);
+    char small[1024], *buf = n < sizeof small ? small : malloc(n + 1);
+    if (!buf) { /* out of memory: pieces rather than nothing */
+        fprintf(stderr, "%s%s\n", pre, msg);
+        if (tail) fprintf(stderr, "%s\n", tail);
+        return;
+    }
+    snprintf(buf, n + 1, "%s%s\n%s%s", pre, msg, tail ? tail : "", tail ? "\n" : "");
+    fflush(stderr);
+    for (size_t off = 0; off < n;) {
+        ssize_t w = write(STDERR_FILENO, buf + off, n - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        off += (size_t)w;
+    }
+    if (buf != small) free(buf);
 }
+
+static void vmsg_tail(const char *tail, const char *fmt, va_list ap) {
+    char small[1024], *msg = small;
+    va_list aq;
+    va_copy(aq, ap);
+    int len = vsnprintf(small, sizeof small, fmt, ap);
+    if (len >= (int)sizeof small && (msg = malloc((size_t)len + 1)) != NULL) vsnprintf(msg, (size_t)len + 1, fmt, aq);
+    va_end(aq);
+    emit(msg ? msg : small, tail);
+    if (msg && msg != small) free(msg);
+}
+
+static void vmsg(const char *fmt, va_list ap) { vmsg_tail(NULL, fmt, ap); }
 
 int cli_error(const char *fmt, ...) {
     va_list ap;
@@ -194,18 +225,19 @@ int cli_lib_error(const char *context) {
     const char *msg = attn_last_error();
     if (!msg || !*msg) msg = "unknown failure";
     msg = user_paths(msg);
-    if (context) fprintf(stderr, "attn: error: %s: %s\n", context, msg);
-    else fprintf(stderr, "attn: error: %s\n", msg);
+    if (context) cli_error("%s: %s", context, msg);
+    else emit(msg, NULL);
     return CLI_FAIL;
 }
 
 int cli_usage_error(const char *verb, const char *fmt, ...) {
     va_list ap;
+    char hint[160];
+    if (verb) snprintf(hint, sizeof hint, "Try 'attn %s --help'.", verb);
+    else snprintf(hint, sizeof hint, "Try 'attn --help'.");
     va_start(ap, fmt);
-    vmsg(fmt, ap);
+    vmsg_tail(hint, fmt, ap);
     va_end(ap);
-    if (verb) fprintf(stderr, "Try 'attn %s --help'.\n", verb);
-    else fputs("Try 'attn --help'.\n", stderr);
     return CLI_USAGE;
 }
 

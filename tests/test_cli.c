@@ -1004,6 +1004,38 @@ static void test_llm_verbs(void) {
                 tmp_path("missing.txt"));
 }
 
+/* Standard output on /dev/full: classify, embed, translate and transcribe fail (exit 1) with the
+ * reason, "writing standard output failed: No space left on device" (new-user finding: the reason
+ * was missing). A verb whose model is not installed is skipped with a note. */
+static void test_stdout_full_reason(void) {
+    static const struct {
+        const char *need, *cmd;
+    } cases[] = {
+        {"models/vit-fashion-mnist/model.safetensors", "'%s' classify --model models/vit-fashion-mnist tests/fixtures/vit/color_112.png"},
+        {"models/all-MiniLM-L6-v2/config.json", "echo 'some text' | '%s' embed --model models/all-MiniLM-L6-v2"},
+        {"../shared/models/aren-transliteration", "echo 'salam' | '%s' translate --model ../shared/models/aren-transliteration"},
+        {"models/whisper-tiny.en/model.bin", "'%s' transcribe --model models/whisper-tiny.en tests/fixtures/whisper/espeak_1.wav"}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        if (access(cases[c].need, R_OK) != 0) {
+            printf("test_cli: %s missing; stdout on /dev/full not checked for it\n", cases[c].need);
+            continue;
+        }
+        char cmd[1700], run[1000], errp[600];
+        snprintf(errp, sizeof errp, "%s", tmp_path("full_err.txt"));
+        snprintf(run, sizeof run, cases[c].cmd, attn_bin);
+        snprintf(cmd, sizeof cmd, "%s >/dev/full 2>'%s'", run, errp);
+        int st = system(cmd);
+        FILE *f = fopen(errp, "r");
+        char e[4096] = "";
+        size_t n = f ? fread(e, 1, sizeof e - 1, f) : 0;
+        e[n] = 0;
+        if (f) fclose(f);
+        CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1 &&
+                  strstr(e, "attn: error: writing standard output failed: No space left on device"),
+              "%s >/dev/full: exit %d, want 1 and the reason: %s", run, WIFEXITED(st) ? WEXITSTATUS(st) : -1, e);
+    }
+}
+
 /* Every message reaches stderr in a single write(2) (message and usage hint together): under
  * mpirun the ranks share stderr, and the old three writes ("attn: error: ", text, "\n") of two
  * ranks interleaved into "attn: error: attn: error: ..." (new-user finding). Checked with strace
@@ -1055,6 +1087,7 @@ int main(void) {
     }
     test_errors();
     test_one_write_messages();
+    test_stdout_full_reason();
     test_parity();
     test_pe();
     {

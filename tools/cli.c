@@ -219,6 +219,11 @@ int cli_error(const char *fmt, ...) {
     return CLI_FAIL;
 }
 
+int cli_stdout_error(void) {
+    int e = errno ? errno : EIO;
+    return cli_error("writing standard output failed: %s", strerror(e));
+}
+
 static const char *user_paths(const char *msg); /* staging file names -> the user's paths */
 
 int cli_lib_error(const char *context) {

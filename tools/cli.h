@@ -161,6 +161,10 @@ int cli_error(const char *fmt, ...)
 #endif
     ;
 
+/* cli_stdout_error: after a failed fwrite / fflush of stdout, print "attn: error: writing
+ * standard output failed: <strerror(errno), EIO if errno is 0>" and return CLI_FAIL. */
+int cli_stdout_error(void);
+
 /* cli_lib_error: print "attn: error: <context>: <attn_last_error()>" (context may be NULL)
  * and return CLI_FAIL. */
 int cli_lib_error(const char *context);

@@ -449,7 +449,7 @@ static int eval_report(runner *r, results *res, const attn_idx *lb, int64_t N, d
         if (attn_npy_save(logits_out, &t) < 0) rc = cli_lib_error(NULL);
     }
     if (rc == CLI_OK) printf("accuracy: %.4f (%lld/%lld)\n", (double)correct / (double)N, (long long)correct, (long long)N);
-    if (fflush(stdout) != 0 && rc == CLI_OK) rc = cli_error("writing standard output failed");
+    if (fflush(stdout) != 0 && rc == CLI_OK) rc = cli_stdout_error();
     free(conf);
     return rc;
 }
@@ -634,7 +634,7 @@ static int classify_images(runner *r, results *res, const classify_opts *c, cons
         attn_tensor t = attn_tensor_f32_2d(res->all_logits, total, res->n_labels);
         if (attn_npy_save(f->logits, &t) < 0) rc = cli_lib_error(NULL);
     }
-    if (fflush(stdout) != 0 && rc == CLI_OK) rc = cli_error("writing standard output failed");
+    if (fflush(stdout) != 0 && rc == CLI_OK) rc = cli_stdout_error();
 done:
     free(names);
     free(namebuf);

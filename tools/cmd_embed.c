@@ -107,7 +107,7 @@ int cmd_embed(int argc, char **argv) {
             for (int64_t e = 0; e < E; e++) printf(e ? ", %.9g" : "%.9g", emb[i * E + e]);
             puts("]");
         }
-        if (fflush(stdout) != 0) rc = cli_error("writing standard output failed");
+        if (fflush(stdout) != 0) rc = cli_stdout_error();
     }
 done:
     free(emb);

@@ -80,7 +80,7 @@ int cmd_similarity(int argc, char **argv) {
             putchar('\n');
         }
     }
-    if (rc == CLI_OK && fflush(stdout) != 0) rc = cli_error("writing standard output failed");
+    if (rc == CLI_OK && fflush(stdout) != 0) rc = cli_stdout_error();
     free(emb);
     attn_bert_free(m);
     cli_texts_free(&texts);

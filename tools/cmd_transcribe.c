@@ -194,7 +194,7 @@ static int transcribe_run(const transcribe_opts *t, const attn_whisper_opts *o) 
     }
     cli_progress_end(&bar);
     for (int i = 0; i < t->n_files; i++) free(audio[i]);
-    if (rc == CLI_OK && fflush(stdout) != 0) rc = cli_error("writing standard output failed");
+    if (rc == CLI_OK && fflush(stdout) != 0) rc = cli_stdout_error();
     attn_whisper_free(m);
     return rc;
 }
@@ -268,7 +268,7 @@ static int transcribe_mpi(const transcribe_opts *t, const attn_whisper_opts *o) 
     }
     rc = cli_mpi_job_finish(&none, rc); /* every rank's status agreed */
     if (rc == CLI_OK && me == 0 && olen > 0 && (fwrite(obuf, 1, olen, stdout) != olen || fflush(stdout) != 0))
-        rc = cli_error("writing standard output failed");
+        rc = cli_stdout_error();
     for (int i = 0; i < n; i++) free(audio[i]), free(text[i]), free(all[i]);
     free(starts), free(obuf);
     attn_whisper_free(m);

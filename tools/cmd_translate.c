@@ -328,7 +328,7 @@ done:
     if (obuf_f && fclose(obuf_f) != 0 && rc == CLI_OK) rc = cli_error("out of memory");
     rc = cli_outputs_finish(outs, rc);
     if (rc == CLI_OK && olen > 0 && (fwrite(obuf, 1, olen, stdout) != olen || fflush(stdout) != 0))
-        rc = cli_error("writing standard output failed");
+        rc = cli_stdout_error();
     free(obuf);
     attn_translations_free(out, n_out);
     free(out);
@@ -447,7 +447,7 @@ static int translate_mpi(translate_opts *t, cli_outputs *outs) {
     }
     rc = cli_mpi_job_finish(outs, rc); /* every rank's status agreed; rank 0 commits */
     if (rc == CLI_OK && me == 0 && olen > 0 && (fwrite(obuf, 1, olen, stdout) != olen || fflush(stdout) != 0))
-        rc = cli_error("writing standard output failed");
+        rc = cli_stdout_error();
     for (int64_t i = 0; lines && i < n; i++) free(lines[i]);
     free(lines), free(len), free(idx), free(cost), free(starts), free(src), free(mbuf), free(mine), free(offs), free(obuf);
     attn_translations_free(out, n_out);

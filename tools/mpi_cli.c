@@ -438,7 +438,7 @@ int cli_embed_mpi(cli_texts *texts, const char *model, const char *outp, int64_t
                 for (int64_t e = 0; e < E; e++) printf(e ? ", %.9g" : "%.9g", final[i * E + e]);
                 puts("]");
             }
-            if (fflush(stdout) != 0) wst = attn_set_error(ATTN_E_IO, "writing standard output failed");
+            if (fflush(stdout) != 0) wst = attn_set_error(ATTN_E_IO, "writing standard output failed: %s", strerror(errno ? errno : EIO));
         }
     }
     free(ord), free(counts), free(cost), free(starts), free(items), free(lens);

@@ -523,9 +523,10 @@ static void test_output_conflicts(const char *od) {
         attn_npy_free(&a);
         attn_npy_free(&b);
     }
-    /* 3: one output a directory: exit 1 before writing the other */
+    /* 3: one output a directory: a usage error (exit 2, refused before any work, like two outputs
+     * naming one file) before writing the other */
     put_file(s, "KEEP");
-    EXPECT_FAIL(1, "is a directory", "weights is a directory", "sdpa", "-q", qc, "-k", k, "-v", v, "-o", s, "--weights",
+    EXPECT_FAIL(2, "is a directory", "weights is a directory", "sdpa", "-q", qc, "-k", k, "-v", v, "-o", s, "--weights",
                 d);
     CHECK(file_holds(s, "KEEP"), "-o untouched when --weights is a directory");
     /* 4: two outputs naming one file: same path, another spelling, a hard link */
@@ -1049,13 +1050,17 @@ static void test_one_write_messages(void) {
         const char *args, *what;
     } cases[] = {
         {"sdpa --bogus", "usage error"},                                              /* cli_usage_error */
-        {"quantize models/SmolLM2-135M-Instruct.Q4_1.gguf /tmp q4_0", "cli_error"},    /* OUT is a directory */
+        {"sdpa -q %s/Q2.npy -k %s/K3.npy -v %s/K3.npy -o %s/o.npy", "cli_error"},      /* k's rank is not q's */
         {"classify --model /nonexistent-model-dir --eval a b", "library error"}};     /* cli_lib_error */
+    make_npy("Q2.npy", ATTN_F32, 2, 4, 8, 0, 0);
+    make_npy("K3.npy", ATTN_F32, 3, 1, 4, 8, 0);
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        char cmd[1024], log[600];
+        char cmd[2400], log[600];
         snprintf(log, sizeof log, "%s", tmp_path("strace.txt"));
+        char args[1200];
+        snprintf(args, sizeof args, cases[c].args, tmpdir, tmpdir, tmpdir, tmpdir);
         snprintf(cmd, sizeof cmd, "strace -f -qq -s 1000 -e trace=write -o '%s' '%s' %s </dev/null >/dev/null 2>/dev/null",
-                 log, attn_bin, cases[c].args);
+                 log, attn_bin, args);
         int st = system(cmd);
         CHECK(WIFEXITED(st) && WEXITSTATUS(st) != 0, "%s: attn %s fails", cases[c].what, cases[c].args);
         FILE *f = fopen(log, "r");
@@ -1069,7 +1074,7 @@ static void test_one_write_messages(void) {
         }
         if (f) fclose(f);
         CHECK(writes == 1 && whole == 1, "%s (attn %s): %d writes to stderr, %d whole messages; want 1 write holding the "
-              "whole message", cases[c].what, cases[c].args, writes, whole);
+              "whole message", cases[c].what, args, writes, whole);
     }
 }
 

@@ -343,6 +343,17 @@ static void test_quantize_smollm2(void) {
         const char *args[] = {"quantize", path[2], hard, "Q4_X", NULL};
         int rc = attn_test_run(bin, dir, out, sizeof out, err, sizeof err, args);
         CHECK(rc == 2 && strstr(err, "Q4_X"), "unknown type: usage error: %s", err);
+        /* OUT a directory: a usage error like OUT naming IN (exit 2, refused before any work;
+         * new-user finding: it exited 1); OUT in a directory that does not exist stays a file
+         * error (1), like a missing input */
+        char nodir[340];
+        snprintf(nodir, sizeof nodir, "%s/no-such-dir/q.gguf", dir);
+        const char *ad[] = {"quantize", path[2], dir, "Q4_0", NULL};
+        rc = attn_test_run(bin, dir, out, sizeof out, err, sizeof err, ad);
+        CHECK(rc == 2 && strstr(err, "is a directory"), "quantize IN DIR: usage error: exit %d: %s", rc, err);
+        const char *an[] = {"quantize", path[2], nodir, "Q4_0", NULL};
+        rc = attn_test_run(bin, dir, out, sizeof out, err, sizeof err, an);
+        CHECK(rc == 1 && strstr(err, "does not exist"), "quantize IN MISSING/OUT: exit %d: %s", rc, err);
         unlink(lnk);
         unlink(hard);
     }

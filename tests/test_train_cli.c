@@ -137,7 +137,7 @@ int main(void) {
     const char *e2[] = {"train", "vit", TRAIN, TINY, "--classes", "5", "-o", P("D"), NULL};
     CHECK(run(e2) == 1 && strstr(err, "is not a class of this model (0..4)"), "label out of range: %s", err);
     const char *e3[] = {"train", "vit", TRAIN, "--hidden", "30", "--heads", "4", "-o", P("D"), NULL};
-    CHECK(run(e3) == 1 && strstr(err, "hidden size 30 is not a multiple of 4 heads"), "heads: %s", err);
+    CHECK(run(e3) == 2 && strstr(err, "hidden size 30 is not a multiple of 4 heads"), "heads: a usage error: %s", err);
     const char *e4[] = {"train", "vit", TRAIN, "--batch", "0", "-o", P("D"), NULL};
     CHECK(run(e4) == 2 && strstr(err, "--batch"), "batch 0: %s", err);
     const char *e5[] = {"train", "vit", TRAIN, "--lr", "nan", "-o", P("D"), NULL};

@@ -401,7 +401,8 @@ int cli_output_add(cli_outputs *s, const char *opt, const char *path, int binary
         struct stat st;
         char dir[4096];
         if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-            return cli_error("%s '%s' is a directory; give a file name", opt, path);
+            /* a directory where a file name belongs: a usage error, like an output naming an input */
+            return cli_usage_error(s->verb, "%s '%s' is a directory; give a file name", opt, path);
         if (stat(dir_of(path, dir, sizeof dir), &st) != 0 || !S_ISDIR(st.st_mode))
             return cli_error("%s '%s': cannot write there: directory '%s' does not exist", opt, path, dir);
     }

@@ -3,7 +3,8 @@
  *
  * Exit codes: CLI_OK (0) success, CLI_FAIL (1) the work failed (missing or malformed
  * file, dtype or shape mismatch, write error), CLI_USAGE (2) the command line is wrong
- * (unknown option, missing or malformed option value).
+ * (unknown option, missing or malformed option value, a directory given as an output file, an
+ * output naming an input, option values that contradict each other), found before any work.
  * Every message goes to stderr as "attn: error: ..."; usage errors add a line
  * "Try 'attn VERB --help'.".
  *

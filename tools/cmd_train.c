@@ -227,7 +227,9 @@ static int model_config(attn_vit_train_config *c, char ***labels, const train_op
                                  .n_heads = o->heads > 0 ? o->heads : 3, .n_labels = o->classes > 0 ? o->classes : 10,
                                  .eps = 1e-12f, .act = ATTN_ACT_GELU};
     c->d_ff = o->mlp > 0 ? o->mlp : 2 * c->d_model;
-    if (attn_vit_train_config_check(c) < 0) return cli_lib_error(NULL);
+    /* the model of the options alone (no --config / --resume): a model they cannot build (hidden
+     * not a multiple of heads, a patch that does not tile the image) is a usage error */
+    if (attn_vit_train_config_check(c) < 0) return cli_usage_error("train", "%s", attn_last_error());
     *labels = (char **)calloc((size_t)c->n_labels, sizeof(char *));
     if (!*labels) return cli_error("out of memory");
     const char *p = o->names;

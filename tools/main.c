@@ -52,7 +52,8 @@ static void usage(FILE *f) {
             "       attn --version\n"
             "\nVerbs:\n");
     for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
-    fprintf(f, "\nExit status: 0 success, 1 failure (bad input file, shape or dtype), 2 usage error.\n");
+    fprintf(f, "\nExit status: 0 success, 1 failure (bad input file, shape or dtype), 2 usage error (a bad option or\n"
+               "argument, refused before any work).\n");
 }
 
 static const cli_command *find(const char *name) {

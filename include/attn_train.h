@@ -255,6 +255,9 @@ typedef struct {
     char **labels;            /* n_labels class names (malloc'ed; attn_vit_train_state_free) */
     int64_t n_labels;
     attn_train_epoch *history; /* [epoch] (malloc'ed) */
+    int64_t train_images;     /* training images used (after --limit); with seed they define the data
+                                 order. 0: unknown (a checkpoint written before it was recorded) */
+    uint64_t train_hash;      /* FNV-1a 64 of those images' pixels and labels (the caller's; 0: unknown) */
 } attn_vit_train_state;
 
 /* attn_vit_train_state_free: the names and the history (NULL-safe); zeroes nothing else. */

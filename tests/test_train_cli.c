@@ -116,6 +116,15 @@ int main(void) {
     CHECK(same_file(P("LA/model.safetensors"), P("LC/model.safetensors")), "resumed --limit weights == uninterrupted");
     const char *ln[] = {"train", "vit", TRAIN, "--resume", P("LB"), "--threads", "1", "-o", P("LD"), NULL};
     CHECK(run(ln) == 1 && strstr(err, "--limit"), "resume a --limit run without it: the error names --limit: %s", err);
+    /* another --limit with the same steps per epoch (97 and 100 images are both 4 steps of 32): refused, naming
+     * both counts (trainer_state.json records the image count; new-user finding: it resumed on other data) */
+    const char *l97[] = {"train", "vit", TRAIN, "--resume", P("LB"), "--limit", "97", "--threads", "1", "-o", P("LD"), NULL};
+    CHECK(run(l97) == 1 && strstr(err, "trained on 100 images") && strstr(err, "gives 97"), "resume with another --limit: %s", err);
+    /* the same count of other images (the evaluation set's first 100): refused */
+    const char *lo[] = {"train", "vit", "--train", P("ev.idx"), P("evl.idx"), "--resume", P("LB"), "--limit", "100", "--threads", "1",
+                        "-o", P("LD"), NULL};
+    CHECK(run(lo) == 1 && strstr(err, "trained on other images"), "resume on other images of the same count: %s", err);
+    CHECK(access(P("LD/model.safetensors"), F_OK) != 0, "no checkpoint from the refused resumes");
 
     /* NaN loss: resume B with an absurd learning rate; B's checkpoint stays */
     const char *n[] = {"train", "vit", TRAIN, "--resume", P("B"), "--lr", "1e30", "--threads", "1", "-o", P("B"), NULL};

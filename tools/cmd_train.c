@@ -148,6 +148,16 @@ static int data_load(dataset *d, const char *ip, const char *lp, int64_t classes
     return CLI_OK;
 }
 
+/* FNV-1a 64 of the n images' pixels and their labels: with the count and the seed it pins the
+ * data a checkpoint was trained on (a --resume on other data is refused) */
+static uint64_t data_hash(const dataset *d) {
+    uint64_t h = 14695981039346656037ull;
+    const size_t np = (size_t)(d->n * d->S * d->S);
+    for (size_t i = 0; i < np; i++) h = (h ^ d->img.data[i]) * 1099511628211ull;
+    for (int64_t i = 0; i < d->n; i++) h = (h ^ (uint8_t)d->y[i]) * 1099511628211ull;
+    return h ? h : 1; /* 0 means unknown */
+}
+
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -348,6 +358,20 @@ static int run(train_opts *o) {
             attn_vit_trainer_free(t);
             t = t2;
         }
+        /* the data order is the seed's shuffle of the training images: the same count, the same images */
+        if (st.train_images > 0 && st.train_images != tr.n) {
+            rc = cli_error("--resume %s was trained on %lld images; this training set gives %lld (give the same --train files "
+                           "and --limit as the run had)",
+                           o->resume, (long long)st.train_images, (long long)tr.n);
+            goto out;
+        }
+        if (st.train_hash && st.train_hash != data_hash(&tr)) {
+            rc = cli_error("--resume %s was trained on other images: the %lld training images differ from the run's (data "
+                           "hash %016llx, these %016llx; give the same --train files and --limit as the run had)",
+                           o->resume, (long long)tr.n, (unsigned long long)st.train_hash, (unsigned long long)data_hash(&tr));
+            goto out;
+        }
+        if (!st.train_images) st.train_images = tr.n, st.train_hash = data_hash(&tr); /* an older checkpoint: record them now */
         if (st.steps_per_epoch != (tr.n + st.batch - 1) / st.batch) {
             rc = cli_error("--resume %s was trained on %lld steps of %lld images per epoch; this training set gives %lld "
                            "(give the same --train files and --limit as the run had)",
@@ -375,6 +399,7 @@ static int run(train_opts *o) {
         st.label_smoothing = smooth;
         st.pad = o->pad >= 0 ? (int)o->pad : 2, st.flip = o->flip;
         st.steps_per_epoch = (tr.n + st.batch - 1) / st.batch;
+        st.train_images = tr.n, st.train_hash = data_hash(&tr);
         st.warmup_steps = st.steps_per_epoch / 2 > 0 ? st.steps_per_epoch / 2 : 1;
         st.labels = labels, st.n_labels = c.n_labels;
         labels = NULL;

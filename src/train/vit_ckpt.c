@@ -123,6 +123,11 @@ static char *attn__state_json(const attn_vit_train_state *s) {
     cJSON_AddStringToObject(r, "label_smoothing", buf);
     cJSON_AddNumberToObject(r, "pad", s->pad);
     cJSON_AddBoolToObject(r, "flip", s->flip);
+    if (s->train_images > 0) cJSON_AddNumberToObject(r, "train_images", (double)s->train_images);
+    if (s->train_hash) {
+        snprintf(buf, sizeof buf, "%016llx", (unsigned long long)s->train_hash);
+        cJSON_AddStringToObject(r, "train_data_fnv1a64", buf);
+    }
     cJSON *h = cJSON_AddArrayToObject(r, "history");
     for (int64_t i = 0; i < s->epoch && s->history; i++) {
         cJSON *e = cJSON_CreateObject();
@@ -320,6 +325,11 @@ static int attn__read_state(attn_vit_train_state *s, const char *dir) {
         s->epoch = (int64_t)ep, s->epochs = (int64_t)eps, s->steps_per_epoch = (int64_t)spe, s->warmup_steps = (int64_t)wu;
         s->batch = (int64_t)b, s->pad = (int)pad, s->flip = cJSON_IsTrue(fl);
         s->seed = strtoull(sd->valuestring, NULL, 10);
+        /* optional (absent in checkpoints written before they were recorded: 0, unknown) */
+        const cJSON *ni = cJSON_GetObjectItemCaseSensitive(j.root, "train_images");
+        const cJSON *nh = cJSON_GetObjectItemCaseSensitive(j.root, "train_data_fnv1a64");
+        s->train_images = cJSON_IsNumber(ni) && ni->valuedouble >= 1 && ni->valuedouble < 9e15 ? (int64_t)ni->valuedouble : 0;
+        s->train_hash = cJSON_IsString(nh) ? strtoull(nh->valuestring, NULL, 16) : 0;
         s->history = (attn_train_epoch *)calloc((size_t)(s->epoch + 1), sizeof *s->history);
         if (!s->history) rc = attn_set_error(ATTN_E_NOMEM, "vit train: out of memory");
         for (int64_t i = 0; rc == 0 && i < s->epoch; i++) {

@@ -134,6 +134,14 @@ int main(void) {
     CHECK(run(n) == 1, "NaN run fails");
     CHECK(strstr(err, "the loss turned NaN or infinite at epoch 2, step") && strstr(err, "last good epoch"), "names the step: %s", err);
     CHECK(same_file(P("B/model.safetensors"), P("Bmodel.bak")), "the last good checkpoint is kept");
+    /* a NaN loss in the first epoch: the -o directory this run created is removed again (new-user finding: an
+     * empty directory stayed); an empty directory that existed before the run stays */
+    const char *nn[] = {"train", "vit", TRAIN, TINY, "--lr", "1e30", "-o", P("N"), NULL};
+    CHECK(run(nn) == 1 && strstr(err, "NaN") && access(P("N"), F_OK) != 0, "NaN run: no empty -o directory left: %s", err);
+    CHECK(mkdir(P("N2"), 0777) == 0, "mkdir N2");
+    const char *n2[] = {"train", "vit", TRAIN, TINY, "--lr", "1e30", "-o", P("N2"), NULL};
+    struct stat nd;
+    CHECK(run(n2) == 1 && stat(P("N2"), &nd) == 0 && S_ISDIR(nd.st_mode), "NaN run: a directory that existed stays: %s", err);
 
     /* --config: the model of A's config.json (hidden 32, 2 layers: 19,658 parameters) */
     const char *cf[] = {"train", "vit", TRAIN, "--config", P("A/config.json"), "--epochs", "1", "--batch", "64",

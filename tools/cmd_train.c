@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <time.h>
 
 typedef struct {
@@ -195,10 +196,12 @@ static int evaluate(attn_vit_trainer *t, const dataset *d, int64_t B, attn_vit_t
     return rc;
 }
 
-static int make_dir(const char *p) {
+/* *made: 1 when this call created the directory (a failed run removes it again if still empty) */
+static int make_dir(const char *p, int *made) {
     struct stat sb;
     if (stat(p, &sb) == 0) return S_ISDIR(sb.st_mode) ? CLI_OK : cli_error("%s exists and is not a directory", p);
     if (mkdir(p, 0777) != 0) return cli_error("cannot create %s: %s", p, strerror(errno));
+    *made = 1;
     return CLI_OK;
 }
 
@@ -295,6 +298,7 @@ static int run(train_opts *o) {
     attn_vit_train_config c;
     attn_vit_train_state st;
     memset(&st, 0, sizeof st);
+    int made_dir = 0; /* -o created by this run */
     dataset tr, ev;
     memset(&tr, 0, sizeof tr), memset(&ev, 0, sizeof ev);
     attn_vit_trainer *t = NULL;
@@ -416,7 +420,7 @@ static int run(train_opts *o) {
             goto out;
         }
     }
-    if (me == 0 && (rc = make_dir(o->out))) goto out;
+    if (me == 0 && (rc = make_dir(o->out, &made_dir))) goto out;
     if ((rc = cli_train_dp_agree(rc))) goto out; /* every rank is ready, or all stop */
     const int64_t Bt = st.batch, Bl = Bt / P, spe = st.steps_per_epoch, total = st.epochs * spe;
     const int64_t last = o->stop_after > 0 && o->stop_after < st.epochs ? o->stop_after : st.epochs;
@@ -502,7 +506,11 @@ out:
     attn_vit_train_state_free(&st);
     data_free(&tr);
     data_free(&ev);
-    return cli_train_dp_end(rc);
+    rc = cli_train_dp_end(rc);
+    /* a failed run leaves no empty -o directory of its own behind; rmdir removes only an empty
+     * one, so a directory that holds a checkpoint (or anything else) stays */
+    if (rc != CLI_OK && made_dir) rmdir(o->out);
+    return rc;
 }
 
 int cmd_train(int argc, char **argv) {

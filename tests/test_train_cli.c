@@ -169,6 +169,11 @@ int main(void) {
     CHECK(run(e9) == 1 && strstr(err, "has done 2 of 2 epochs"), "nothing left to do: %s", err);
     const char *e10[] = {"train", "vit", "--train", P("trl.idx"), P("tr.idx"), TINY, "-o", P("D"), NULL};
     CHECK(run(e10) == 1 && strstr(err, "a 1-D IDX") && strstr(err, "swapped"), "IMAGES and LABELS swapped: %s", err);
+    /* --eval swapped: the same hint, naming which file looks like labels and which like images (new-user finding) */
+    const char *e11[] = {"train", "vit", TRAIN, "--eval", P("evl.idx"), P("ev.idx"), TINY, "-o", P("D"), NULL};
+    char want11[600];
+    snprintf(want11, sizeof want11, "%s looks like labels [N] and %s like images", P("evl.idx"), P("ev.idx"));
+    CHECK(run(e11) == 1 && strstr(err, "--eval") && strstr(err, "swapped") && strstr(err, want11), "--eval swapped: %s", err);
     CHECK(access(P("D/model.safetensors"), F_OK) != 0, "no checkpoint from the refused runs");
     /* -o onto a directory that holds a model (another run's, not resumed): refused, the model kept;
      * --overwrite replaces it (found by a new-user test: a model directory was silently replaced) */

@@ -126,10 +126,24 @@ static void data_free(dataset *d) {
     free(d->y);
 }
 
-static int data_load(dataset *d, const char *ip, const char *lp, int64_t classes, int64_t limit) {
+/* "OPT IMAGES: a 1-D IDX; ..." for an IMAGES file that is not 3-D images, with the hint that the two
+ * files look swapped when IMAGES is 1-D (labels) and LABELS (lnd: its dims, 0 unknown) 3-D (images) */
+static int not_images(const char *opt, const char *ip, int nd, const char *lp, int lnd) {
+    char hint[1200] = "";
+    if (nd == 1 && lnd == 3)
+        snprintf(hint, sizeof hint, " — were IMAGES and LABELS swapped? %s looks like labels [N] and %s like images [N, S, S]", ip,
+                 lp);
+    else if (nd == 1)
+        snprintf(hint, sizeof hint, " — were IMAGES and LABELS swapped? %s looks like labels [N]", ip);
+    return cli_error("%s %s: a %d-D IDX; the images are a 3-D IDX [N, S, S] of uint8 (the order is %s IMAGES LABELS)%s", opt, ip,
+                     nd, opt, hint);
+}
+
+static int data_load(dataset *d, const char *opt, const char *ip, const char *lp, int64_t classes, int64_t limit) {
     memset(d, 0, sizeof *d);
     if (attn_idx_load(&d->img, ip) < 0 || attn_idx_load(&d->lab, lp) < 0) return cli_lib_error(NULL);
-    if (d->img.ndim != 3 || d->img.dims[1] != d->img.dims[2])
+    if (d->img.ndim != 3) return not_images(opt, ip, d->img.ndim, lp, d->lab.ndim);
+    if (d->img.dims[1] != d->img.dims[2])
         return cli_error("%s: images must be a 3-D IDX [N, S, S] of square images", ip);
     if (d->lab.ndim != 1) return cli_error("%s: labels must be a 1-D IDX [N]", lp);
     if (d->img.dims[0] != d->lab.dims[0])
@@ -315,15 +329,14 @@ static int run(train_opts *o) {
     const int64_t S = probe.ndim == 3 ? probe.dims[1] : 0;
     const int nd = probe.ndim, square = probe.ndim == 3 && probe.dims[1] == probe.dims[2];
     attn_idx_free(&probe);
-    if (!square)
-        return cli_error("--train %s: a %d-D IDX; the images are a 3-D IDX [N, S, S] of uint8 (the order is --train IMAGES LABELS)%s",
-                         o->train_img, nd, nd == 1 ? " — were IMAGES and LABELS swapped?" : "");
+    if (nd != 3) return not_images("--train", o->train_img, nd, o->train_lab, 0);
+    if (!square) return cli_error("%s: images must be a 3-D IDX [N, S, S] of square images", o->train_img);
     int me = 0, P = 1; /* under mpirun: data-parallel over P ranks (tools/mpi_train.c); rank 0 reports and writes */
     if (cli_train_dp_begin(&me, &P) != CLI_OK) return CLI_FAIL;
     if (me != 0) o->progress = 0;
     if ((rc = model_config(&c, &labels, o, S))) goto out;
-    if ((rc = data_load(&tr, o->train_img, o->train_lab, c.n_labels, o->limit))) goto out;
-    if (o->eval_img && (rc = data_load(&ev, o->eval_img, o->eval_lab, c.n_labels, 0))) goto out;
+    if ((rc = data_load(&tr, "--train", o->train_img, o->train_lab, c.n_labels, o->limit))) goto out;
+    if (o->eval_img && (rc = data_load(&ev, "--eval", o->eval_img, o->eval_lab, c.n_labels, 0))) goto out;
     if (o->eval_img && ev.S != S) {
         rc = cli_error("%s holds %lld x %lld images, the training set %lld x %lld", o->eval_img, (long long)ev.S, (long long)ev.S,
                        (long long)S, (long long)S);

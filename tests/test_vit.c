@@ -532,6 +532,9 @@ static void test_cli(void) {
         {{"classify", "--model", MODEL, "--attention", "a.png", img, img}, 2, "exactly one"},
         {{"classify", "--model", MODEL, "--attention", "a.txt", img}, 2, ".png, .svg or .pdf"},
         {{"classify", "--model", MODEL, "--logits", img, img}, 2, "names the input"},
+        /* swapped: the hint (new-user finding) */
+        {{"classify", "--model", MODEL, "--eval", FMNIST "t10k-labels-idx1-ubyte.gz", FMNIST "t10k-images-idx3-ubyte.gz"},
+         1, "were IMAGES and LABELS swapped? " FMNIST "t10k-labels-idx1-ubyte.gz looks like labels"},
     };
     /* a 3 x 3 IDX image (smaller than a 7 x 7 patch) */
     unsigned char tiny[4 + 12 + 9] = {0, 0, 8, 3, 0, 0, 0, 1, 0, 0, 0, 3, 0, 0, 0, 3};

@@ -414,6 +414,10 @@ static int write_confusion(const attn_vit *m, const int64_t *conf, int64_t L, in
 static int eval_check(const attn_idx *im, const attn_idx *lb, const char *img_path, const char *lab_path, int64_t limit,
                       int64_t L, int64_t *N) {
     *N = 0;
+    if (im->ndim == 1 && lb->ndim == 3)
+        return cli_error("%s: images must be a 3-D IDX [N, H, W], this one is 1-D — were IMAGES and LABELS swapped? %s looks like "
+                         "labels [N] and %s like images [N, H, W] (the order is --eval IMAGES LABELS)",
+                         img_path, img_path, lab_path);
     if (im->ndim != 3) return cli_error("%s: images must be a 3-D IDX [N, H, W], this one is %d-D", img_path, im->ndim);
     if (lb->ndim != 1) return cli_error("%s: labels must be a 1-D IDX [N], this one is %d-D", lab_path, lb->ndim);
     if (im->dims[0] != lb->dims[0])

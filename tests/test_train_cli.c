@@ -148,6 +148,13 @@ int main(void) {
                         "--label-smoothing", "0.1", "--threads", "1", "-o", P("E"), NULL};
     CHECK(run(cf) == 0 && strstr(err, "19658 parameters") && strstr(out, "epoch 1/1: train loss"), "--config: %s", err);
 
+    /* --help describes the data-parallel reduction as tools/mpi_train.c does it: bucketed MPI_Iallreduce
+     * overlapped with the backward (new-user finding: it said MPI_Allreduce) */
+    const char *hl[] = {"train", "--help", NULL};
+    CHECK(run(hl) == 0 && strstr(out, "bucketed MPI_Iallreduce") && strstr(out, "overlaps the backward") &&
+              !strstr(out, "MPI_Allreduce"),
+          "train --help on the reduction: %s", out);
+
     /* bad input */
     const char *e1[] = {"train", "vit", "--train", P("tr.idx"), P("short.idx"), TINY, "-o", P("D"), NULL};
     CHECK(run(e1) == 1 && strstr(err, "has 256 images but") && strstr(err, "255 labels"), "count mismatch: %s", err);

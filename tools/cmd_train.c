@@ -94,10 +94,13 @@ static void usage(FILE *f) {
                "write keeps the previous epoch's). --resume continues bit for bit (same threads); --epochs,\n"
                "--lr and --weight-decay may be changed on resume, the other settings are the run's.\n"
                "Under `mpirun -np P` (an attn built with MPI) the training is data-parallel: every rank\n"
-               "takes --batch B images of each global batch of P·B, the gradients are averaged over the\n"
-               "ranks (MPI_Allreduce) before clipping and AdamW, so the run follows one process with\n"
-               "--batch P·B (up to float rounding; the checkpoint records P·B); rank 0 evaluates and\n"
-               "writes the checkpoints, and every rank exits with the same status.\n"
+               "takes --batch B images of each global batch of P·B, and the gradients are averaged over\n"
+               "the ranks (each weighted by its share of the batch's images) before clipping and AdamW:\n"
+               "bucketed MPI_Iallreduce (buckets of whole tensors, about 256 KiB each, started as soon as\n"
+               "the backward has finished them, so the reduction overlaps the backward of the earlier\n"
+               "layers). The run follows one process with --batch P·B (up to float rounding; the\n"
+               "checkpoint records P·B); rank 0 evaluates and writes the checkpoints, and every rank\n"
+               "exits with the same status.\n"
                "\n"
                "Options:\n");
     cli_print_options(f, options);

@@ -828,8 +828,60 @@ static void test_load_checks(void) {
     free(b);
 }
 
+/* Weights that overflow float32 at run time (a corrupt file: finite but huge values, which the
+ * load-time checks cannot tell from real weights): the forward's error names the file, the layer
+ * and the tensor with the largest magnitude feeding it (new-user finding: a corrupt K-quant file
+ * failed with "qmatmul: x[0] is not finite" alone). SmolLM2 with blk.2.ffn_norm.weight set to 1e30:
+ * layer 2's FFN input overflows, so the error comes at layer 2 or 3, and the 1e30 norm is the
+ * largest magnitude there (every other weight is below 1e3). */
+static void test_overflow_names_tensor(void) {
+    if (access(SMOL, R_OK) != 0) {
+        CHECK(0, "%s missing (scripts/fetch_smollm2.sh)", SMOL);
+        return;
+    }
+    FILE *f = fopen(SMOL, "rb");
+    fseek(f, 0, SEEK_END);
+    const long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = (unsigned char *)malloc((size_t)n);
+    const int rd = b && fread(b, 1, (size_t)n, f) == (size_t)n;
+    fclose(f);
+    attn_gguf *g = NULL;
+    attn_gguf_tensor t;
+    CHECK(rd && attn_gguf_open_buffer(&g, b, (size_t)n) == 0 && attn_gguf_find_tensor(g, "blk.2.ffn_norm.weight", &t) == 0 &&
+              t.type == ATTN_QT_F32,
+          "read %s: %s", SMOL, attn_last_error());
+    char path[] = "/tmp/attn_overflow_XXXXXX";
+    const int fd = mkstemp(path);
+    if (g && fd >= 0) {
+        const float big = 1e30f;
+        for (int64_t i = 0; i < t.ne[0]; i++) memcpy((unsigned char *)t.data + 4 * i, &big, 4);
+        CHECK(write(fd, b, (size_t)n) == (ssize_t)n, "write %s", path);
+    }
+    if (fd >= 0) close(fd);
+    attn_gguf_close(g);
+    free(b);
+    attn_llama *m = NULL;
+    attn_llama_state *s = NULL;
+    CHECK(attn_llama_load_gguf(&m, path) == 0 && attn_llama_state_create(&s, m, 16) == 0, "load: %s", attn_last_error());
+    if (s) {
+        const int32_t tok[3] = {1, 2, 3};
+        float *lg = (float *)malloc(sizeof(float) * (size_t)attn_llama_get_config(m)->vocab_size);
+        const int rc = attn_llama_forward(s, lg, tok, 3, 0, 2);
+        const char *e = attn_last_error();
+        CHECK(rc < 0 && strstr(e, path) && strstr(e, "tensor 'blk.2.ffn_norm.weight'") && strstr(e, "max |w| = 1e+30") &&
+                  (strstr(e, "in layer 2") || strstr(e, "in layer 3")),
+              "overflow: exit %d, the message names the file, the layer and the tensor: %s", rc, e);
+        free(lg);
+    }
+    attn_llama_state_free(s);
+    attn_llama_free(m);
+    unlink(path);
+}
+
 int main(void) {
     attn_test_name = "gguf_llm";
+    test_overflow_names_tensor();
     test_gguf_reader();
     test_load_checks();
     test_quant();

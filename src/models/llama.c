@@ -47,6 +47,7 @@ struct attn_llama {
     const attn__llama_variant *variant;
     double rope_freq_scale;    /* 1 / linear RoPE scaling factor (1: none) */
     const float *rope_factors; /* [head_dim / 2] Llama 3's rope_freqs tensor, or NULL */
+    char *path;                /* the model file (messages) */
 };
 
 
@@ -62,6 +63,7 @@ void attn_llama_free(attn_llama *m) {
     attn_bpe_free(m->tok);
     free(m->chat_template);
     free(m->inv_freq);
+    free(m->path);
     free(m);
 }
 
@@ -183,6 +185,7 @@ int attn_llama_load_llama2c(attn_llama **out, const char *path) {
         return attn_set_error(ATTN_E_NOMEM, "llama: out of memory");
     }
     m->map = p;
+    m->path = strdup(path);
     m->map_size = size;
     m->variant = &llama_variant;
     m->rope_freq_scale = 1.0;
@@ -356,6 +359,7 @@ int attn_llama_load_gguf(attn_llama **out, const char *path) {
         free(m);
         return rc;
     }
+    m->path = strdup(path);
     const attn_gguf *g = m->gguf;
     attn_llama_config *c = &m->cfg;
     const char *s;
@@ -596,6 +600,68 @@ int attn_llama_batch_clear_slot(attn_llama_batch *b, int64_t slot) {
     return attn_kv_set_len(b->kv, slot, 0);
 }
 
+/* max |w| of a tensor (0 when it cannot be read) */
+static double max_abs(const attn_qmatrix *q, const float *v, int64_t n, float *row) {
+    double mx = 0;
+    for (int64_t r = 0; q && r < q->rows; r++) {
+        if (attn_qmatrix_dequantize_rows(row, q, r, 1) < 0) return mx;
+        for (int64_t i = 0; i < q->cols; i++)
+            if (!(fabs(row[i]) <= mx)) mx = isnan(row[i]) ? INFINITY : fabs(row[i]);
+    }
+    for (int64_t i = 0; v && i < n; i++)
+        if (!(fabs(v[i]) <= mx)) mx = isnan(v[i]) ? INFINITY : fabs(v[i]);
+    return mx;
+}
+
+/* The activations turned non-finite (rc, a "... is not finite" message) in layer l (n_layers: the
+ * output): weights too large overflowed float32 (a corrupt file: a quantized block's f16 scale
+ * near 65504, a huge norm weight). Name the tensor with the largest magnitude among the tensors
+ * that fed it — layers l-1 and l, the token embeddings before layer 0, the final norm and the
+ * output for the logits — and the file. Only on that failure: it reads those tensors once. */
+static int blame_nonfinite(const attn_llama *m, int64_t l, int rc) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", attn_last_error());
+    if (!strstr(msg, "not finite") && !strstr(msg, "overflow")) return rc;
+    const attn_llama_config *c = &m->cfg;
+    const int64_t D = c->dim, qd = c->n_heads * c->head_dim, w = D > c->hidden_dim ? D : c->hidden_dim;
+    float *row = (float *)malloc(sizeof(float) * (size_t)(w > qd ? w : qd)); /* one row of any matrix */
+    if (!row) return rc;
+    static const char *const mat[7] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_down", "ffn_up"};
+    static const char *const vec[2] = {"attn_norm", "ffn_norm"};
+    char best[96] = "";
+    double top = -1;
+    for (int64_t k = l > 0 ? l - 1 : 0; k <= l && k < c->n_layers; k++) {
+        const llama_layer *y = &m->layers[k];
+        const attn_qmatrix *q[7] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->w1, &y->w2, &y->w3};
+        const float *v[2] = {y->attn_norm, y->ffn_norm};
+        for (int i = 0; i < 9; i++) {
+            const double a = i < 7 ? max_abs(q[i], NULL, 0, row) : max_abs(NULL, v[i - 7], D, row);
+            if (a > top) top = a, snprintf(best, sizeof best, "blk.%lld.%s.weight", (long long)k, i < 7 ? mat[i] : vec[i - 7]);
+        }
+    }
+    const struct {
+        const char *name;
+        const attn_qmatrix *q;
+        const float *v;
+        int when;
+    } more[3] = {{"token_embd.weight", &m->tok_embd, NULL, l == 0},
+                 {"output_norm.weight", NULL, m->final_norm, l >= c->n_layers},
+                 {"output.weight", &m->output, NULL, l >= c->n_layers}};
+    for (int i = 0; i < 3; i++) {
+        if (!more[i].when) continue;
+        const double a = max_abs(more[i].q, more[i].v, D, row);
+        if (a > top) top = a, snprintf(best, sizeof best, "%s", more[i].name);
+    }
+    free(row);
+    char where[64];
+    if (l < c->n_layers) snprintf(where, sizeof where, "in layer %lld", (long long)l);
+    else snprintf(where, sizeof where, "in the logits");
+    return attn_set_error(rc, "%s%s%s: the activations turned non-finite %s; the largest weights feeding them are in tensor '%s' "
+                          "(max |w| = %.3g%s): a corrupt or overflowing tensor?",
+                          m->path ? m->path : "", m->path ? ": " : "", msg, where, best, top,
+                          m->gguf ? "" : "; llama2.c names in GGUF spelling");
+}
+
 int attn_llama_batch_forward(attn_llama_batch *b, const int32_t *tokens, const int64_t *slot, int64_t n, const int64_t *logit_rows,
                              int64_t n_logits, float *logits, int n_threads) {
     if (!b || !tokens || !slot || n < 1 || n_logits < 0 || (n_logits > 0 && (!logit_rows || !logits)))
@@ -638,16 +704,19 @@ int attn_llama_batch_forward(attn_llama_batch *b, const int32_t *tokens, const i
     rows.slot = slot;
     for (int64_t l = 0; l < c->n_layers; l++) {
         const attn_block_weights bw = llama_block_weights(&m->layers[l]);
-        ATTN_TRY(attn_decoder_block(b->x, &bc, &bw, l, b->kv, &rows, &b->arena));
+        const int lrc = attn_decoder_block(b->x, &bc, &bw, l, b->kv, &rows, &b->arena);
+        if (lrc < 0) return blame_nonfinite(m, l, lrc);
     }
     ATTN_TRY(attn_kv_advance(b->kv, b->ss, b->cnt, ns));
     if (n_logits == 0) return 0;
     for (int64_t k = 0; k < n_logits; k++) memcpy(b->h + k * D, b->x + logit_rows[k] * D, sizeof(float) * (size_t)D);
     const attn_norm_weights fn = {m->final_norm, NULL};
     ATTN_TRY(attn_block_norm(b->h, b->h, n_logits, &bc, &fn));
-    ATTN_TRY(attn_qmatmul(logits, b->h, &m->output, n_logits, nt));
+    const int orc = attn_qmatmul(logits, b->h, &m->output, n_logits, nt);
+    if (orc < 0) return blame_nonfinite(m, c->n_layers, orc);
     for (int64_t i = 0; i < n_logits * c->vocab_size; i++)
-        if (!isfinite(logits[i])) return attn_set_error(ATTN_E_RANGE, "llama: logit %lld is not finite", (long long)i);
+        if (!isfinite(logits[i]))
+            return blame_nonfinite(m, c->n_layers, attn_set_error(ATTN_E_RANGE, "llama: logit %lld is not finite", (long long)i));
     return 0;
 }
 

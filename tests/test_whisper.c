@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MODEL "models/whisper-tiny.en"
@@ -558,6 +559,35 @@ static void test_cli(void) {
     write_wav(p, 16000, 0);
     rc = run_attn("transcribe", "--model", MODEL, p, (const char *)NULL);
     CHECK(rc == 1 && strstr(err_text, "empty"), "empty audio: exit %d: %s", rc, err_text);
+    /* a truncated WAV (the header announces 3 s, the file holds 0.25 s): a clear error naming both durations,
+     * as a file and through a pipe (new-user finding: an empty transcript without a word); the whole file loads */
+    {
+        char full[600], tr[600], cmd[2000];
+        snprintf(full, sizeof full, "%s/full3s.wav", tmpdir);
+        snprintf(tr, sizeof tr, "%s/trunc.wav", tmpdir);
+        write_wav(full, 16000, 48000);
+        write_wav(tr, 16000, 48000);
+        CHECK(truncate(tr, 44 + 2 * 4000) == 0, "truncate");
+        float *a = NULL;
+        int64_t na = -1;
+        CHECK(attn_audio_load(&a, &na, full, 16000) == 0 && na == 48000, "the whole 3 s file: %lld samples", (long long)na);
+        free(a);
+        a = NULL;
+        const int lr = attn_audio_load(&a, &na, tr, 16000);
+        CHECK(lr == ATTN_E_FORMAT && strstr(attn_last_error(), "truncated") && strstr(attn_last_error(), "3.00 s") &&
+                  strstr(attn_last_error(), "0.25 s") && !a,
+              "attn_audio_load of a truncated WAV: %d: %s", lr, attn_last_error());
+        rc = run_attn("transcribe", "--model", MODEL, tr, (const char *)NULL);
+        CHECK(rc == 1 && strstr(err_text, "truncated") && strstr(err_text, "3.00 s") && !out_text[0], "truncated WAV: exit %d: %s", rc,
+              err_text);
+        snprintf(cmd, sizeof cmd, "cat '%s' | '%s' transcribe --model %s - >/dev/null 2>'%s/pipe_err.txt'", tr, attn_test_cli_path(),
+                 MODEL, tmpdir);
+        const int st = system(cmd);
+        char pe[600], e[2048] = "";
+        snprintf(pe, sizeof pe, "%s/pipe_err.txt", tmpdir);
+        attn_test_read_file(pe, e, sizeof e);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1 && strstr(e, "truncated") && strstr(e, "0.25 s"), "truncated WAV through a pipe: %s", e);
+    }
     rc = run_attn("transcribe", "--model", MODEL, tmpdir, (const char *)NULL);
     CHECK(rc == 1 && strstr(err_text, "is a directory"), "a directory: exit %d: %s", rc, err_text);
     {

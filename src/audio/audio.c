@@ -111,6 +111,40 @@ static SNDFILE *audio_open(const char *path, SF_INFO *info, int *fd) {
     return sf;
 }
 
+/* bytes of one frame (all channels) of a PCM / float / G.711 WAV; 1 per channel otherwise */
+static long long wav_frame_bytes(const SF_INFO *info) {
+    int b = 1;
+    switch (info->format & SF_FORMAT_SUBMASK) {
+    case SF_FORMAT_PCM_16: b = 2; break;
+    case SF_FORMAT_PCM_24: b = 3; break;
+    case SF_FORMAT_PCM_32: case SF_FORMAT_FLOAT: b = 4; break;
+    case SF_FORMAT_DOUBLE: b = 8; break;
+    default: b = 1;
+    }
+    return (long long)b * info->channels;
+}
+
+/* A WAV whose data chunk announces more bytes than the file holds (a cut download or copy):
+ * libsndfile quietly reads what is there and logs "data : 96000 (should be 8000)". Returns 1 and
+ * the two byte counts when at least one whole frame is missing; streaming placeholders (0, and
+ * sizes >= 2^31 - 1 that writers to a pipe put there) are not truncation. */
+static int wav_truncated(SNDFILE *sf, const SF_INFO *info, long long *declared, long long *held) {
+    const int type = info->format & SF_FORMAT_TYPEMASK;
+    if (type != SF_FORMAT_WAV && type != SF_FORMAT_WAVEX) return 0;
+    char log[8192] = "";
+    sf_command(sf, SFC_GET_LOG_INFO, log, sizeof log);
+    for (const char *p = log; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        if (strncmp(p, "data", 4) != 0) continue;
+        const char *colon = strchr(p, ':'), *sb = strstr(p, "(should be "), *eol = strchr(p, '\n');
+        if (!colon || !sb || (eol && sb > eol)) return 0;
+        const long long d = strtoll(colon + 1, NULL, 10), h = strtoll(sb + 11, NULL, 10);
+        if (d <= 0 || d >= 0x7fffffffLL || h < 0 || d - h < wav_frame_bytes(info)) return 0;
+        *declared = d, *held = h;
+        return 1;
+    }
+    return 0;
+}
+
 static void audio_close(SNDFILE *sf, int fd) {
     sf_close(sf);
     if (fd >= 0) close(fd);
@@ -154,6 +188,17 @@ int attn_audio_load(float **samples, int64_t *n, const char *path, int rate) {
         return attn_set_error(ATTN_E_FORMAT, "%s: a sample rate of %d Hz is out of range: %.0f to %.0f Hz can be resampled to %d Hz", path,
                               info.samplerate, ceil(rate / ATTN_SRC_MAX_RATIO), rate * ATTN_SRC_MAX_RATIO, rate);
     }
+    long long declared = 0, held = 0;
+    if (wav_truncated(sf, &info, &declared, &held)) {
+        audio_close(sf, in_fd);
+        if (quiet) attn__quiet_end(saved);
+        const double fb = (double)wav_frame_bytes(&info) * info.samplerate; /* bytes per second */
+        return attn_set_error(ATTN_E_FORMAT,
+                              "%s: the file is truncated: its header announces %lld bytes of audio data (%.2f s), the file holds %lld "
+                              "(%.2f s); decoding it would silently drop the missing part (repair it, e.g. `ffmpeg -i IN.wav "
+                              "OUT.wav`, to keep what is there)",
+                              path, declared, declared / fb, held, held / fb);
+    }
     if (info.frames < 0 || info.frames > ((sf_count_t)1 << 34) / info.channels) {
         audio_close(sf, in_fd);
         if (quiet) attn__quiet_end(saved);
@@ -172,6 +217,18 @@ int attn_audio_load(float **samples, int64_t *n, const char *path, int rate) {
     sf_count_t got = frames > 0 ? sf_readf_float(sf, buf, frames) : 0;
     audio_close(sf, in_fd);
     if (quiet) attn__quiet_end(saved);
+    /* from a pipe libsndfile cannot check the sizes up front: frames is the header's, got what came */
+    const int wav = (info.format & SF_FORMAT_TYPEMASK) == SF_FORMAT_WAV || (info.format & SF_FORMAT_TYPEMASK) == SF_FORMAT_WAVEX;
+    if (wav && got < frames && frames * wav_frame_bytes(&info) < 0x7fffffffLL) {
+        free(buf);
+        free(mono);
+        return attn_set_error(ATTN_E_FORMAT,
+                              "%s: the file is truncated: its header announces %lld frames of audio (%.2f s), it holds %lld (%.2f s); "
+                              "decoding it would silently drop the missing part (repair it, e.g. `ffmpeg -i IN.wav OUT.wav`, to "
+                              "keep what is there)",
+                              path, (long long)frames, (double)frames / info.samplerate, (long long)(got > 0 ? got : 0),
+                              (double)(got > 0 ? got : 0) / info.samplerate);
+    }
     for (int64_t i = 0; i < got; i++) {
         double s = 0;
         for (int c = 0; c < info.channels; c++) s += buf[i * info.channels + c];

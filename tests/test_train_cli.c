@@ -170,6 +170,9 @@ int main(void) {
     CHECK(run(e6) == 2 && strstr(err, "--lr must be a finite number > 0"), "lr negative: %s", err);
     const char *e7[] = {"train", "vit", TRAIN, "--resume", P("A"), "--hidden", "64", "-o", P("D"), NULL};
     CHECK(run(e7) == 1 && strstr(err, "--hidden 64 disagrees") && strstr(err, "another model"), "resume other model: %s", err);
+    /* --config of a file at the root that does not exist: the message names it (it said "cannot read //") */
+    const char *e7b[] = {"train", "vit", TRAIN, "--config", "/no-such-config.json", "-o", P("D"), NULL};
+    CHECK(run(e7b) == 1 && strstr(err, "/no-such-config.json") && !strstr(err, "//"), "--config /missing.json: %s", err);
     const char *e8[] = {"train", "vit", TRAIN, "--resume", "models/vit-fashion-mnist", "-o", P("D"), NULL};
     CHECK(run(e8) == 1 && strstr(err, "optimizer.safetensors"), "resume a directory not written by attn train: %s", err);
     const char *e9[] = {"train", "vit", TRAIN, "--resume", P("A"), "--epochs", "2", "-o", P("D"), NULL};

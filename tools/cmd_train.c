@@ -231,10 +231,9 @@ static int model_config(attn_vit_train_config *c, char ***labels, const train_op
         snprintf(dir, sizeof dir, "%s", src);
         if (!o->resume) { /* --config PATH/CONFIG.json */
             char *sl = strrchr(dir, '/');
-            file = sl ? sl + 1 : src;
-            if (sl) *sl = 0;
+            file = sl ? src + (sl - dir) + 1 : src; /* in src: dir is cut below */
+            if (sl) *sl = 0; /* a file at the root: dir "", joined as "/FILE" */
             else snprintf(dir, sizeof dir, ".");
-            if (sl == dir) snprintf(dir, sizeof dir, "/");
         }
         if (attn_vit_train_config_load(c, labels, dir, file) < 0) return cli_lib_error(o->resume ? "--resume" : "--config");
         struct {

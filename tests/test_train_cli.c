@@ -173,6 +173,23 @@ int main(void) {
     /* --config of a file at the root that does not exist: the message names it (it said "cannot read //") */
     const char *e7b[] = {"train", "vit", TRAIN, "--config", "/no-such-config.json", "-o", P("D"), NULL};
     CHECK(run(e7b) == 1 && strstr(err, "/no-such-config.json") && !strstr(err, "//"), "--config /missing.json: %s", err);
+    /* --config whose heads do not divide its hidden size: one clean message (the file name was
+     * formatted into the buffer it read the reason from: "PATH: PATH: ize 96 is not ...") */
+    FILE *cf5 = fopen(P("cfg5.json"), "w");
+    if (cf5) {
+        fputs("{\"hidden_size\": 96, \"num_attention_heads\": 5, \"image_size\": 28, \"patch_size\": 7, \"num_channels\": 1, "
+              "\"intermediate_size\": 192, \"num_hidden_layers\": 4, \"layer_norm_eps\": 1e-12, \"hidden_act\": \"gelu\", "
+              "\"qkv_bias\": true, \"id2label\": {\"0\": \"a\", \"1\": \"b\"}}\n",
+              cf5);
+        fclose(cf5);
+    }
+    const char *e7c[] = {"train", "vit", TRAIN, "--config", P("cfg5.json"), "-o", P("D"), NULL};
+    char want7c[600];
+    snprintf(want7c, sizeof want7c, "%s: vit train: hidden size 96 is not a multiple of 5 heads", P("cfg5.json"));
+    const int rc7c = run(e7c);
+    const char *at7c = strstr(err, P("cfg5.json"));
+    CHECK(rc7c == 1 && strstr(err, want7c) && at7c && !strstr(at7c + 1, P("cfg5.json")), "--config with 5 heads for hidden 96 (exit %d): %s",
+          rc7c, err);
     const char *e8[] = {"train", "vit", TRAIN, "--resume", "models/vit-fashion-mnist", "-o", P("D"), NULL};
     CHECK(run(e8) == 1 && strstr(err, "optimizer.safetensors"), "resume a directory not written by attn train: %s", err);
     const char *e9[] = {"train", "vit", TRAIN, "--resume", P("A"), "--epochs", "2", "-o", P("D"), NULL};

@@ -28,10 +28,13 @@ const char *attn_last_error(void) { return attn__errbuf; }
 void attn_clear_error(void) { attn__errbuf[0] = '\0'; }
 
 int attn_set_error(int status, const char *fmt, ...) {
+    /* formatted apart, then copied: an argument may be attn_last_error() itself */
+    char msg[sizeof attn__errbuf];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(attn__errbuf, sizeof attn__errbuf, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(attn__errbuf, msg, sizeof msg);
     return status;
 }
 

@@ -1015,7 +1015,8 @@ static void test_stdout_full_reason(void) {
         {"models/vit-fashion-mnist/model.safetensors", "'%s' classify --model models/vit-fashion-mnist tests/fixtures/vit/color_112.png"},
         {"models/all-MiniLM-L6-v2/config.json", "echo 'some text' | '%s' embed --model models/all-MiniLM-L6-v2"},
         {"../shared/models/aren-transliteration", "echo 'salam' | '%s' translate --model ../shared/models/aren-transliteration"},
-        {"models/whisper-tiny.en/model.bin", "'%s' transcribe --model models/whisper-tiny.en tests/fixtures/whisper/espeak_1.wav"}};
+        {"models/whisper-tiny.en/model.bin", "'%s' transcribe --model models/whisper-tiny.en tests/fixtures/whisper/espeak_1.wav"},
+        {"models/all-MiniLM-L6-v2/config.json", "'%s' tokenize --model models/all-MiniLM-L6-v2 hi"}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         if (access(cases[c].need, R_OK) != 0) {
             printf("test_cli: %s missing; stdout on /dev/full not checked for it\n", cases[c].need);

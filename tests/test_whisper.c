@@ -812,6 +812,9 @@ static void test_audio_stdin(void) {
 
 static void test_audio_messages(void) {
     test_audio_stdin();
+    /* standard input named twice: a usage error before any work (it said "-: cannot read as audio") */
+    int rc2 = run_attn("transcribe", "--model", MODEL, "-", "-", (const char *)NULL);
+    CHECK(rc2 == 2 && strstr(err_text, "standard input ('-') is named 2 times"), "'- -': exit %d: %s", rc2, err_text);
     if (!tmpdir[0]) return;
     char p[512];
     snprintf(p, sizeof p, "%s/mpeg_like.bin", tmpdir);

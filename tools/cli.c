@@ -235,7 +235,17 @@ int cli_lib_error(const char *context) {
     return CLI_FAIL;
 }
 
+/* a rank other than 0 of an MPI launch (mpirun puts the rank in the environment) */
+static int launched_rank_not_0(void) {
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    if (!r) r = getenv("PMI_RANK");
+    return r && atoi(r) > 0;
+}
+
 int cli_usage_error(const char *verb, const char *fmt, ...) {
+    /* every rank of an mpirun parses the same command line and finds the same usage error:
+     * rank 0 says it, once (it was printed once per rank; new-user finding) */
+    if (launched_rank_not_0()) return CLI_USAGE;
     va_list ap;
     char hint[160];
     if (verb) snprintf(hint, sizeof hint, "Try 'attn %s --help'.", verb);

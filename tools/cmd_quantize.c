@@ -52,7 +52,7 @@ int cmd_quantize(int argc, char **argv) {
     if (pr != CLI_OK) return cli_parsed(pr);
     if (opt.npos < 3) return cli_usage_error("quantize", "give IN.gguf OUT.gguf TYPE");
     const char *in = opt.pos[0], *out = opt.pos[1], *type = opt.pos[2];
-    if (attn_gguf_ftype_default(type) < 0) return cli_usage_error("quantize", "unknown TYPE '%s' (see attn quantize --help)", type);
+    if (attn_gguf_ftype_default(type) < 0) return cli_usage_error("quantize", "unknown TYPE '%s'", type);
     cli_outputs outs;
     cli_outputs_init(&outs, "quantize");
     int rc = cli_output_add(&outs, "OUT", out, 1);

@@ -69,7 +69,7 @@ int cmd_tokenize(int argc, char **argv) {
         for (int64_t i = 0; i < n; i++)
             printf("%5lld %7d  %s\n", (long long)i, ids[i], attn_tokenizer_id_to_token(tok, ids[i]));
         printf("%lld tokens\n", (long long)n);
-        if (fflush(stdout) != 0) out = cli_error("writing standard output failed");
+        if (fflush(stdout) != 0) out = cli_stdout_error();
     }
     free(ids);
     attn_tokenizer_free(tok);

@@ -286,6 +286,9 @@ int cmd_transcribe(int argc, char **argv) {
     if (!t.model || !*t.model) return cli_usage_error("transcribe", "--model DIR is required");
     if (t.n_files == 0) return cli_usage_error("transcribe", "no AUDIO file given");
     if (t.no_fallback && t.no_rules) return cli_usage_error("transcribe", "--no-fallback and --no-rules exclude each other");
+    int n_stdin = 0;
+    for (int i = 0; i < t.n_files; i++) n_stdin += strcmp(t.files[i], "-") == 0;
+    if (n_stdin > 1) return cli_usage_error("transcribe", "standard input ('-') is named %d times; it can be read once", n_stdin);
     static const float zero_t = 0.0f;
     attn_whisper_opts o = t.w;
     if (t.no_fallback) {

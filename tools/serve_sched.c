@@ -127,8 +127,8 @@ static void task_finish(serve_task *t, int status, const char *msg) {
         const attn_generate_stats *gs = attn_generation_stats(t->g);
         t->finish = gs->finish;
         t->n_gen = gs->n_gen;
-    } else if (t->cancelled)
-        t->finish = ATTN_FINISH_CANCELLED;
+    }
+    if (t->cancelled) t->finish = ATTN_FINISH_CANCELLED; /* cut short: never reported as "length" or "stop" */
     t->done = 1;
     pthread_cond_broadcast(&t->cv);
     pthread_mutex_unlock(&t->mu);
@@ -216,7 +216,10 @@ static void *sched_main(void *arg) {
             serve_task *t = q->slots[i];
             if (t && (t->cancelled || late)) {
                 if (late) t->cancelled = 1;
-                task_finish(t, 0, NULL);
+                /* the shutdown's grace ran out: an error the client can tell from an ending
+                 * (it was finish_reason "length" or "stop"; new-user finding) */
+                if (late) task_finish(t, 503, "the server shut down before this generation finished (--grace ran out)");
+                else task_finish(t, 0, NULL);
                 slot_free(q, i);
             }
         }

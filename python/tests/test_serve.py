@@ -337,6 +337,11 @@ def test_key_queue_and_sigterm():
                 break
             rest += chunk
         sock.close()
+        # the stream cut by the grace ends with an error event, never with a finish_reason that
+        # looks like an ending ("length" / "stop": it said "length" before; new-user finding)
+        stream = got + rest
+        assert b"shut down before this generation finished" in stream, stream[-600:]
+        assert re.search(rb'"finish_reason"\s*:\s*"', stream) is None, stream[-600:]
     finally:
         if s.p.poll() is None:
             s.p.kill()

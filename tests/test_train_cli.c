@@ -190,6 +190,14 @@ int main(void) {
     const char *at7c = strstr(err, P("cfg5.json"));
     CHECK(rc7c == 1 && strstr(err, want7c) && at7c && !strstr(at7c + 1, P("cfg5.json")), "--config with 5 heads for hidden 96 (exit %d): %s",
           rc7c, err);
+    /* -o naming an input file: a usage error (exit 2, README's rule), the file untouched */
+    struct stat tr0, tr1;
+    stat(P("tr.idx"), &tr0);
+    const char *e7d[] = {"train", "vit", TRAIN, TINY, "--epochs", "1", "-o", P("tr.idx"), NULL};
+    const int rc7d = run(e7d);
+    CHECK(rc7d == 2 && strstr(err, "is not a directory") && stat(P("tr.idx"), &tr1) == 0 && tr1.st_size == tr0.st_size &&
+              tr1.st_mtime == tr0.st_mtime,
+          "-o onto the training images (exit %d): %s", rc7d, err);
     const char *e8[] = {"train", "vit", TRAIN, "--resume", "models/vit-fashion-mnist", "-o", P("D"), NULL};
     CHECK(run(e8) == 1 && strstr(err, "optimizer.safetensors"), "resume a directory not written by attn train: %s", err);
     const char *e9[] = {"train", "vit", TRAIN, "--resume", P("A"), "--epochs", "2", "-o", P("D"), NULL};

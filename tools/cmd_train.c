@@ -216,7 +216,8 @@ static int evaluate(attn_vit_trainer *t, const dataset *d, int64_t B, attn_vit_t
 /* *made: 1 when this call created the directory (a failed run removes it again if still empty) */
 static int make_dir(const char *p, int *made) {
     struct stat sb;
-    if (stat(p, &sb) == 0) return S_ISDIR(sb.st_mode) ? CLI_OK : cli_error("%s exists and is not a directory", p);
+    if (stat(p, &sb) == 0) /* -o onto a file (an input, say): a usage error, nothing touched */
+        return S_ISDIR(sb.st_mode) ? CLI_OK : cli_usage_error("train", "-o %s exists and is not a directory (-o names the model's directory)", p);
     if (mkdir(p, 0777) != 0) return cli_error("cannot create %s: %s", p, strerror(errno));
     *made = 1;
     return CLI_OK;

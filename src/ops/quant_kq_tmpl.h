@@ -227,34 +227,25 @@ static inline __attribute__((always_inline)) void KQN(dec_tile)(float *y, const 
 static void KQN(kdec)(float *y, const attn__q8k *xq, int64_t nb, const uint8_t *W, size_t rb, int64_t r0, int64_t r1, attn_qtype t,
                       int exact) {
     int64_t r = r0;
-    if (exact) switch (t) {
-#define KQ_DEC_CASE(T)                                                                                                                    \
+    /* one copy per type and exactness: the unpacking is chosen at compile time */
+#define KQ_DEC_CASE(T, E)                                                                                                                 \
     case T:                                                                                                                               \
-        for (; r + 4 <= r1; r += 4) KQN(dec_tile)(y, xq, nb, W, rb, r, 4, T, 1);                                                         \
-        for (; r < r1; r++) KQN(dec_tile)(y, xq, nb, W, rb, r, 1, T, 1);                                                                 \
+        for (; r + 4 <= r1; r += 4) KQN(dec_tile)(y, xq, nb, W, rb, r, 4, T, E);                                                         \
+        for (; r < r1; r++) KQN(dec_tile)(y, xq, nb, W, rb, r, 1, T, E);                                                                 \
         return;
-        KQ_DEC_CASE(ATTN_QT_Q2_K)
-        KQ_DEC_CASE(ATTN_QT_Q3_K)
-        KQ_DEC_CASE(ATTN_QT_Q4_K)
-        KQ_DEC_CASE(ATTN_QT_Q5_K)
-        KQ_DEC_CASE(ATTN_QT_Q6_K)
-#undef KQ_DEC_CASE
-    default: return;
+#define KQ_DEC_SWITCH(E)                                                                                                                  \
+    switch (t) {                                                                                                                          \
+        KQ_DEC_CASE(ATTN_QT_Q2_K, E)                                                                                                      \
+        KQ_DEC_CASE(ATTN_QT_Q3_K, E)                                                                                                      \
+        KQ_DEC_CASE(ATTN_QT_Q4_K, E)                                                                                                      \
+        KQ_DEC_CASE(ATTN_QT_Q5_K, E)                                                                                                      \
+        KQ_DEC_CASE(ATTN_QT_Q6_K, E)                                                                                                      \
+    default: return;                                                                                                                      \
     }
-    switch (t) { /* one copy per type: the unpacking is chosen at compile time */
-#define KQ_DEC_CASE(T)                                                                                                                    \
-    case T:                                                                                                                               \
-        for (; r + 4 <= r1; r += 4) KQN(dec_tile)(y, xq, nb, W, rb, r, 4, T, 0);                                                         \
-        for (; r < r1; r++) KQN(dec_tile)(y, xq, nb, W, rb, r, 1, T, 0);                                                                 \
-        return;
-        KQ_DEC_CASE(ATTN_QT_Q2_K)
-        KQ_DEC_CASE(ATTN_QT_Q3_K)
-        KQ_DEC_CASE(ATTN_QT_Q4_K)
-        KQ_DEC_CASE(ATTN_QT_Q5_K)
-        KQ_DEC_CASE(ATTN_QT_Q6_K)
+    if (exact) KQ_DEC_SWITCH(1)
+    KQ_DEC_SWITCH(0)
+#undef KQ_DEC_SWITCH
 #undef KQ_DEC_CASE
-    default: return;
-    }
 }
 
 /* the rows [r, r + G) of W unpacked into u[G·nb] (row-major: u[i·nb + b]) */

@@ -11,12 +11,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512vl,avx512bw,avx512vnni,avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512vl,avx512bw,avx512vnni,avx2,fma,f16c")
-#endif
+#include "core/target_avx512_begin.h"
 #include "ops/quant_simd_x86.h"
 
 #define QNAME(x) attn__q_vnni_##x
@@ -243,11 +238,7 @@ static inline __attribute__((always_inline)) int attn__q_vnni_strip(float *y, in
 #define QSTRIP attn__q_vnni_strip
 #include "ops/quant_simd_tmpl.h"
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "core/target_avx512_end.h"
 attn__qdot_fn attn__qdot_avx512vnni(void) { return attn__q_vnni_qdot; }
 #else
 attn__qdot_fn attn__qdot_avx512vnni(void) { return NULL; }

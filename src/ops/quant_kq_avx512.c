@@ -13,12 +13,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512vl,avx512bw,avx512vnni,avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512vl,avx512bw,avx512vnni,avx2,fma,f16c")
-#endif
+#include "core/target_avx512_begin.h"
 #include "ops/quant_simd_x86.h"
 
 #define KQN(x) attn__kq_vnni_##x
@@ -142,11 +137,7 @@ static void kdot_vnni(float *y, int64_t ldy, const void *xq, int64_t nb, int64_t
     if (rs < r1) attn__kq_vnni_kdot(y, ldy, (const attn__q8k *)xq, nb, M, W, rb, rs, r1, t);
 }
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "core/target_avx512_end.h"
 attn__kdot_fn attn__kdot_avx512vnni(void) { return kdot_vnni; }
 #else
 attn__kdot_fn attn__kdot_avx512vnni(void) { return NULL; }

@@ -18,6 +18,20 @@ static void VK_FN(attn__vk_gelu_bwd)(float *restrict dx, const float *restrict d
     }
 }
 
+/* a row's mean and 1/sqrt(var + eps) over its E values (two passes, float32; 0 when var + eps <= 0) */
+static inline void VK_FN(attn__vk_ln_stats)(float *mean, float *rstd, const float *restrict xr, float invE, float eps, int64_t E) {
+    float s = 0.0f;
+    VK_SIMD_RED(s)
+    for (int64_t e = 0; e < E; e++) s += xr[e];
+    const float m = s * invE;
+    float v = 0.0f;
+    VK_SIMD_RED(v)
+    for (int64_t e = 0; e < E; e++) v += (xr[e] - m) * (xr[e] - m);
+    const float var = v * invE;
+    *mean = m;
+    *rstd = var + eps > 0.0f ? 1.0f / sqrtf(var + eps) : 0.0f;
+}
+
 /* LayerNorm forward of rows [r0, r1) of [.., E]: y = (x - mean)·rstd·γ + β (two passes, float32) */
 static void VK_FN(attn__vk_ln_fwd_rows)(float *restrict y, const float *restrict x, const float *restrict gamma,
                                         const float *restrict beta, float eps, int64_t E, int64_t r0, int64_t r1) {
@@ -25,14 +39,8 @@ static void VK_FN(attn__vk_ln_fwd_rows)(float *restrict y, const float *restrict
     for (int64_t m = r0; m < r1; m++) {
         const float *restrict xr = x + m * E;
         float *restrict o = y + m * E;
-        float s = 0.0f;
-        VK_SIMD_RED(s)
-        for (int64_t e = 0; e < E; e++) s += xr[e];
-        const float mean = s * invE;
-        float v = 0.0f;
-        VK_SIMD_RED(v)
-        for (int64_t e = 0; e < E; e++) v += (xr[e] - mean) * (xr[e] - mean);
-        const float var = v * invE, rstd = var + eps > 0.0f ? 1.0f / sqrtf(var + eps) : 0.0f;
+        float mean, rstd;
+        VK_FN(attn__vk_ln_stats)(&mean, &rstd, xr, invE, eps, E);
         VK_SIMD
         for (int64_t e = 0; e < E; e++) o[e] = (xr[e] - mean) * rstd * gamma[e] + beta[e];
     }
@@ -48,15 +56,8 @@ static void VK_FN(attn__vk_ln_bwd_rows)(float *restrict dx, float *restrict pg, 
     const float invE = 1.0f / (float)E;
     for (int64_t m = r0; m < r1; m++) {
         const float *restrict xr = x + m * E, *restrict gr = dy + m * E;
-        float s = 0.0f;
-        VK_SIMD_RED(s)
-        for (int64_t e = 0; e < E; e++) s += xr[e];
-        const float mean = s * invE;
-        float v = 0.0f;
-        VK_SIMD_RED(v)
-        for (int64_t e = 0; e < E; e++) v += (xr[e] - mean) * (xr[e] - mean);
-        const float var = v * invE;
-        const float rstd = var + eps > 0.0f ? 1.0f / sqrtf(var + eps) : 0.0f;
+        float mean, rstd;
+        VK_FN(attn__vk_ln_stats)(&mean, &rstd, xr, invE, eps, E);
         float mg = 0.0f, mgx = 0.0f;
         VK_SIMD_RED2(mg, mgx)
         for (int64_t e = 0; e < E; e++) {

@@ -234,6 +234,21 @@ int main(void) {
             printf("SmolLM2 Q4_1: decode row batched with a %lld-token prompt chunk: max logit diff %.3g (alone in the batch: %.3g)\n", (long long)nb,
                    mixed, alone);
             CHECK(mixed <= 1.5, "Q4_1 decode row batched with a prompt chunk: max |diff| %.3g (bound 1.5)", mixed);
+            /* a decode step past 100 positions spreads its attention's 9 heads over 2 threads
+             * (layers/block.c, attn__decode_attn_threads): each head whole on one thread, so the
+             * logits equal one thread's bit for bit */
+            {
+                int32_t lp[120];
+                for (int64_t i = 0; i < 120; i++) lp[i] = pb[i % nb];
+                attn_llama_state_reset(st);
+                CHECK_OK(attn_llama_forward(st, l1, lp, 120, 0, 1));
+                int32_t nx = (int32_t)attn_logits_argmax(l1, QV);
+                CHECK_OK(attn_llama_forward(st, l1, &nx, 1, 0, 1));
+                CHECK_OK(attn_llama_state_truncate(st, 120));
+                CHECK_OK(attn_llama_forward(st, l2, &nx, 1, 0, 2));
+                double d12 = attn_test_max_abs_diff(l1, l2, (size_t)QV);
+                CHECK(d12 == 0, "SmolLM2 decode at position 120: 1 vs 2 threads identical (%.3g)", d12);
+            }
             attn_llama_batch_free(qb);
             attn_llama_state_free(st);
             free(l1);

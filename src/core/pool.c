@@ -53,6 +53,7 @@ static struct {
     /* the fallback to one thread when helpers do not help (under the lock, see attn__judge) */
     int adapt;
     double ratio;      /* running mean of (job time) / (its estimated time on the caller alone) */
+    unsigned slow;     /* the last 16 judged jobs, a bit each: 1 = slower than the caller alone */
     int probe;         /* parallel jobs left before the mean is judged */
     int64_t skip;      /* jobs still to run serially */
     int64_t backoff;   /* the next serial stretch */
@@ -210,11 +211,15 @@ static void attn__judge(long t0, long t1, long t2, int64_t own, uint32_t nch) {
     if (!attn__P.adapt || own <= 0) return; /* the workers took every chunk: they help */
     const double alone = (double)(t1 - t0) * (double)nch / (double)own, r = alone > 0 ? (double)(t2 - t0) / alone : 0.0;
     attn__P.ratio += (r - attn__P.ratio) / 8.0;
+    attn__P.slow = (attn__P.slow << 1 | (r > 1.0)) & 0xffffu;
     if (attn__P.probe > 0) {
         attn__P.probe--;
         return;
     }
-    if (attn__P.ratio >= 0.9) {
+    /* one late wake-up on a quiet machine (a worker preempted once for a few hundred
+     * microseconds) can alone lift the mean past 0.9 for a dozen jobs: fall back only when
+     * helpers were late in at least 3 of the last 16 jobs as well */
+    if (attn__P.ratio >= 0.9 && __builtin_popcount(attn__P.slow) >= 3) {
         attn__P.skip = attn__P.backoff;
         attn__P.backoff = attn__P.backoff < 16384 ? 2 * attn__P.backoff : 16384;
         attn__P.ratio = 0.5;
@@ -231,6 +236,7 @@ void attn__pool_set_adapt(int on) {
     attn__P.adapt = on;
     attn__P.ratio = 0.5;
     attn__P.probe = 8;
+    attn__P.slow = 0;
     attn__P.skip = 0;
     attn__P.backoff = 256;
     pthread_mutex_unlock(&attn__P.lock);

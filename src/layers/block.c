@@ -123,6 +123,21 @@ static int attn__attn_threads(const attn_block_config *c, int64_t rows, int64_t 
     return (double)rows * (double)Lk * (double)qd < 2e6 ? 1 : nt;
 }
 
+/* threads for the attention of a decode step: `items` sequences of `rows` <= 4 query rows each
+ * (the fused kernel's row path) over Lk keys. Below attn__attn_threads' threshold it still pays
+ * to spread the items x heads over the threads from ~5e4 multiply-adds a head-row pair up
+ * (SmolLM2-135M past ~90 positions: its single-threaded attention was ~13% of a 2-thread
+ * decode token), but only while there are at least two (item, head, row) units a thread: then
+ * the fused kernel never splits a row's keys, each unit is computed whole by one thread, and
+ * the result is bit-identical to one thread's (test_llama_batch checks 1 vs 2 threads). */
+static int attn__decode_attn_threads(const attn_block_config *c, const attn__geo *g, int64_t items, int64_t rows, int64_t Lk) {
+    const int nt = attn__attn_threads(c, items * rows, Lk, g->qd);
+    if (nt > 1 || rows > 4) return nt;
+    const int want = c->n_threads > 0 ? c->n_threads : attn_get_num_threads();
+    const int64_t units = items * rows * g->H;
+    return (double)items * (double)rows * (double)Lk * (double)g->qd >= 5e4 && units >= 2 * (int64_t)want ? want : 1;
+}
+
 /* out rows [B·Lq, H·D] (stride os) = SDPA of q [B, H, Lq, D] (row stride qr, item stride qb)
  * over k / v [B, Hkv, Lk, D] (row stride kr, item stride kb) */
 static int attn__sdpa_rows(float *out, int64_t os, float *w, const float *q, int64_t qb, int64_t qr, const float *k, const float *v,
@@ -273,7 +288,7 @@ static int attn__self_group(float *att, const attn__qkv *qkv, const int64_t *pos
     }
     attn_sdpa_params p = attn_sdpa_params_default();
     p.is_causal = 1;
-    p.n_threads = attn__attn_threads(c, n, Lk, g->qd);
+    p.n_threads = attn__decode_attn_threads(c, g, 1, n, Lk);
     return attn__sdpa_rows(att + r0 * g->qd, g->qd, NULL, qkv->q + r0 * qkv->qr, n * qkv->qr, qkv->qr, kc, vc, T * kvd, kvd, 1, n, Lk, g, p);
 }
 
@@ -341,7 +356,7 @@ static int attn__self_attention(float *att, const attn__qkv *qkv, const int64_t 
     if (uniform && !c->ct2_attention) {
         attn_sdpa_params p = attn_sdpa_params_default();
         p.is_causal = 1;
-        p.n_threads = attn__attn_threads(c, N, pos[0] + 1, g->qd);
+        p.n_threads = attn__decode_attn_threads(c, g, N, 1, pos[0] + 1);
         const float *k0 = attn_kv_keys(cache, layer, 0), *v0 = attn_kv_values(cache, layer, 0);
         return attn__sdpa_rows(att, g->qd, NULL, qkv->q, qkv->qr, qkv->qr, k0, v0, T * kvd, kvd, N, 1, pos[0] + 1, g, p);
     }

@@ -9,6 +9,7 @@
 #include "attn_quant.h"
 #include "testutil.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,5 +63,46 @@ int main(void) {
         free(q);
     }
     CHECK(checked >= 6, "kernels checked: %d (portable at least, 3 types x 2 thread counts)", checked);
+
+    /* 64 activation rows (16384 values): the activations are quantized on 2 threads, a row
+     * whole on one thread (ops/quant.c, attn__quantize_acts), so 2 threads give one thread's
+     * bits, for a legacy type and K-quants (Q8_K activations), through attn_qmatmul and
+     * attn_qmatmul_n. (At this M the K-quant strips sum in another order than a row alone: the
+     * row-alone property above is for M = 11.) A non-finite activation is refused naming the
+     * first one (the threads find them in any order). */
+    {
+        enum { BM = 64 };
+        static float bx[BM * K], b1[BM * 48], b2[BM * 48], c1[BM * 48], c2[BM * 48];
+        attn_test_fill_uniform(bx, BM * K, -2, 2, &seed);
+        const attn_qtype bt[3] = {ATTN_QT_Q8_0, ATTN_QT_Q4_K, ATTN_QT_Q6_K};
+        for (int ti = 0; ti < 3; ti++) {
+            const size_t rb = attn_qtype_row_bytes(bt[ti], K);
+            uint8_t *q = (uint8_t *)malloc(rb * 48);
+            static float w48[48 * K];
+            attn_test_fill_uniform(w48, 48 * K, -1, 1, &seed);
+            CHECK_OK(attn_quantize_rows(q, w48, 48, K, bt[ti], 1));
+            const attn_qmatrix W = {bt[ti], q, 48, K};
+            const attn_qmatrix ws[2] = {W, W};
+            float *y1[2] = {c1, c1}, *y2[2] = {c2, c2};
+            CHECK_OK(attn_qmatmul(b1, bx, &W, BM, 1));
+            CHECK_OK(attn_qmatmul(b2, bx, &W, BM, 2));
+            CHECK(memcmp(b1, b2, sizeof b1) == 0, "%s: 64 rows, 1 vs 2 threads: bit for bit", attn_qtype_name(bt[ti]));
+            CHECK_OK(attn_qmatmul_n(y1, bx, ws, 2, BM, 1));
+            CHECK_OK(attn_qmatmul_n(y2, bx, ws, 2, BM, 2));
+            CHECK(memcmp(c1, c2, sizeof c1) == 0, "%s: attn_qmatmul_n, 64 rows, 1 vs 2 threads: bit for bit", attn_qtype_name(bt[ti]));
+            float *ys[2] = {b1, b2};
+            bx[50 * K + 3] = 1.0f / 0.0f;
+            bx[40 * K + 7] = 0.0f / 0.0f;
+            char want[64];
+            snprintf(want, sizeof want, "x[%d] is not finite", 40 * K + 7);
+            CHECK_ERR(attn_qmatmul(b1, bx, &W, BM, 2), ATTN_E_RANGE);
+            CHECK(strstr(attn_last_error(), want) != NULL, "%s: qmatmul names the first non-finite value: %s", attn_qtype_name(bt[ti]), attn_last_error());
+            CHECK_ERR(attn_qmatmul_n(ys, bx, ws, 2, BM, 2), ATTN_E_RANGE);
+            CHECK(strstr(attn_last_error(), want) != NULL, "%s: qmatmul_n names the first non-finite value: %s", attn_qtype_name(bt[ti]), attn_last_error());
+            bx[50 * K + 3] = 0.5f;
+            bx[40 * K + 7] = -0.5f;
+            free(q);
+        }
+    }
     return attn_test_finish();
 }

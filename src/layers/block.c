@@ -69,6 +69,85 @@ int attn_block_check(const attn_block_config *c, const attn_block_weights *w) {
     return ATTN_OK;
 }
 
+/* ---------------------------------------------------------------- row-wise steps on the pool */
+
+/* The steps between a layer's products — RMSNorm, SiLU(gate)·up, residual adds, RoPE — on the
+ * rows of a prompt chunk are a third of a 2-thread prefill's time when the caller does them
+ * alone; they run on attn's threads instead once a step has ATTN__POOL_MIN_COST elements. A
+ * row (or, for the element-wise steps, a range of elements) is computed whole by one thread
+ * with the same arithmetic as on one thread, so the result does not depend on the split. */
+typedef enum { ATTN__ROW_RMS, ATTN__ROW_SILU_MUL, ATTN__ROW_ADD, ATTN__ROW_ROPE } attn__row_op;
+
+typedef struct {
+    attn__row_op op;
+    float *y;          /* RMS: output rows; SILU_MUL: gate, overwritten; ADD: y += a; ROPE: query rows */
+    const float *a;    /* RMS: input rows; SILU_MUL: up; ADD: the addend; ROPE: NULL */
+    float *k;          /* ROPE: key rows */
+    int64_t width;     /* RMS: d_model; SILU_MUL, ADD: 1 (units are elements); ROPE: head_dim */
+    const attn_block_config *c;
+    const float *g;    /* RMS: the scale */
+    int64_t qr, kr, nq, nk; /* ROPE: row strides and head counts of queries and keys */
+    const int64_t *pos;     /* ROPE: positions of the rows */
+} attn__rowwise;
+
+static void attn__rope_rows(const attn__rowwise *j, int64_t lo, int64_t hi) {
+    const attn_block_config *c = j->c;
+    const int64_t D = j->width, R = c->rope_dim > 0 ? c->rope_dim : D, half = R / 2;
+    for (int64_t t = lo; t < hi; t++) {
+        const double p = (double)j->pos[t];
+        for (int64_t i = 0; i < half; i++) {
+            const double a = p * c->rope_inv_freq[i];
+            const float cs = (float)cos(a), sn = (float)sin(a);
+            const int64_t i0 = c->rope_layout == ATTN_ROPE_HALF ? i : 2 * i, i1 = c->rope_layout == ATTN_ROPE_HALF ? i + half : 2 * i + 1;
+            for (int64_t h = 0; h < j->nq + j->nk; h++) { /* the query heads, then the key heads */
+                float *q = h < j->nq ? j->y + t * j->qr + h * D : j->k + t * j->kr + (h - j->nq) * D;
+                const float x0 = q[i0], x1 = q[i1];
+                q[i0] = x0 * cs - x1 * sn;
+                q[i1] = x0 * sn + x1 * cs;
+            }
+        }
+    }
+}
+
+static void attn__rowwise_fn(void *p, int64_t lo, int64_t hi, int tid) {
+    const attn__rowwise *j = (const attn__rowwise *)p;
+    (void)tid;
+    switch (j->op) {
+    case ATTN__ROW_RMS:
+        for (int64_t t = lo; t < hi; t++) {
+            const int64_t E = j->width;
+            const float *xr = j->a + t * E;
+            float *o = j->y + t * E;
+            double ss = 0;
+            for (int64_t i = 0; i < E; i++) ss += (double)xr[i] * xr[i];
+            const float r = (float)(1.0 / sqrt(ss / (double)E + (double)j->c->eps));
+            for (int64_t i = 0; i < E; i++) o[i] = j->g[i] * (xr[i] * r);
+        }
+        break;
+    case ATTN__ROW_SILU_MUL:
+        for (int64_t i = lo; i < hi; i++) {
+            const float a = j->y[i];
+            j->y[i] = a / (1.0f + expf(-a)) * j->a[i];
+        }
+        break;
+    case ATTN__ROW_ADD:
+        for (int64_t i = lo; i < hi; i++) j->y[i] += j->a[i];
+        break;
+    case ATTN__ROW_ROPE: attn__rope_rows(j, lo, hi); break;
+    }
+}
+
+/* n units (rows, or elements), `work` elements in all */
+static void attn__rowwise_run(const attn__rowwise *j, int64_t n, double work, int n_threads) {
+    const int nt = attn__pool_threads(work, n_threads);
+    if (nt <= 1 || n < 2) {
+        attn__rowwise_fn((void *)j, 0, n, 0);
+        return;
+    }
+    const int64_t chunk = n / (4 * (int64_t)nt); /* about 4 chunks a thread */
+    attn__pool_for(n, chunk < 1 ? 1 : chunk, nt, attn__rowwise_fn, (void *)j);
+}
+
 /* ---------------------------------------------------------------- pieces */
 
 int attn_block_norm(float *y, const float *x, int64_t M, const attn_block_config *c, const attn_norm_weights *nw) {
@@ -78,14 +157,8 @@ int attn_block_norm(float *y, const float *x, int64_t M, const attn_block_config
         return ATTN_OK;
     }
     if (c->norm == ATTN_NORM_RMS) {
-        for (int64_t t = 0; t < M; t++) {
-            const float *xr = x + t * E;
-            float *o = y + t * E;
-            double ss = 0;
-            for (int64_t i = 0; i < E; i++) ss += (double)xr[i] * xr[i];
-            const float r = (float)(1.0 / sqrt(ss / (double)E + (double)c->eps));
-            for (int64_t i = 0; i < E; i++) o[i] = nw->g[i] * (xr[i] * r);
-        }
+        attn__rowwise j = {.op = ATTN__ROW_RMS, .y = y, .a = x, .width = E, .c = c, .g = nw->g};
+        attn__rowwise_run(&j, M, (double)M * (double)E, c->n_threads);
         return ATTN_OK;
     }
     attn_tensor ty = attn_tensor_f32_2d(y, M, E), tx = attn_tensor_f32_2d((float *)x, M, E);
@@ -93,27 +166,16 @@ int attn_block_norm(float *y, const float *x, int64_t M, const attn_block_config
     return attn_layernorm(&ty, &tx, nw->g ? &tg : NULL, nw->b ? &tb : NULL, c->eps);
 }
 
-static void attn__add(float *y, const float *a, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] += a[i];
+static void attn__add(float *y, const float *a, int64_t n, const attn_block_config *c) {
+    attn__rowwise j = {.op = ATTN__ROW_ADD, .y = y, .a = a, .width = 1, .c = c};
+    attn__rowwise_run(&j, n, (double)n, c->n_threads);
 }
 
-/* rotate n rows (row stride rs) of nh heads at positions pos[r] */
-static void attn__rope(float *x, int64_t n, int64_t rs, int64_t nh, const attn_block_config *c, int64_t D, const int64_t *pos) {
-    const int64_t R = c->rope_dim > 0 ? c->rope_dim : D, half = R / 2;
-    for (int64_t t = 0; t < n; t++) {
-        const double p = (double)pos[t];
-        for (int64_t i = 0; i < half; i++) {
-            const double a = p * c->rope_inv_freq[i];
-            const float cs = (float)cos(a), sn = (float)sin(a);
-            const int64_t i0 = c->rope_layout == ATTN_ROPE_HALF ? i : 2 * i, i1 = c->rope_layout == ATTN_ROPE_HALF ? i + half : 2 * i + 1;
-            for (int64_t h = 0; h < nh; h++) {
-                float *q = x + t * rs + h * D;
-                const float x0 = q[i0], x1 = q[i1];
-                q[i0] = x0 * cs - x1 * sn;
-                q[i1] = x0 * sn + x1 * cs;
-            }
-        }
-    }
+/* RoPE on the query and key rows of a step (positions pos), one pass: each row's angles once */
+static void attn__rope(float *q, int64_t qr, int64_t nq, float *k, int64_t kr, int64_t nk, int64_t n, const attn_block_config *c, int64_t D,
+                       const int64_t *pos) {
+    attn__rowwise j = {.op = ATTN__ROW_ROPE, .y = q, .k = k, .width = D, .c = c, .qr = qr, .kr = kr, .nq = nq, .nk = nk, .pos = pos};
+    attn__rowwise_run(&j, n, (double)n * (double)((nq + nk) * D), c->n_threads);
 }
 
 /* threads for an attention step: one under ~2e6 multiply-adds (a decode step), where a fork and
@@ -158,7 +220,7 @@ static float attn__scale(const attn_block_config *c, const attn__geo *g) {
 static int attn__close_sublayer(float *x, const float *att, float *tmp, int64_t M, const attn_weight *o, const attn_block_config *c,
                                 const attn_norm_weights *nw) {
     ATTN_TRY(attn_weight_matmul(tmp, att, M, o, ATTN_ACT_IDENTITY, c->n_threads));
-    attn__add(x, tmp, M * c->d_model);
+    attn__add(x, tmp, M * c->d_model, c);
     return c->norm_first ? ATTN_OK : attn_block_norm(x, x, M, c, nw);
 }
 
@@ -181,10 +243,9 @@ static int attn__ffn(float *x, float *h, float *t, float *f1, float *f2, int64_t
         const attn_weight *ws[2] = {&w->ff_gate, &w->ff_up};
         ATTN_TRY(attn_weight_matmul_n(outs, in, ws, 2, M, c->n_threads));
         if (c->act == ATTN_ACT_SILU) {
-            for (int64_t i = 0; i < M * F; i++) {
-                const float a = f1[i];
-                f1[i] = a / (1.0f + expf(-a)) * f2[i];
-            }
+            /* ~20 multiply-adds' time an element (expf) */
+            attn__rowwise j = {.op = ATTN__ROW_SILU_MUL, .y = f1, .a = f2, .width = 1, .c = c};
+            attn__rowwise_run(&j, M * F, 20.0 * (double)(M * F), c->n_threads);
         } else {
             attn_tensor tg = attn_tensor_f32_2d(f1, M, F);
             ATTN_TRY(attn_activate(&tg, &tg, c->act));
@@ -194,7 +255,7 @@ static int attn__ffn(float *x, float *h, float *t, float *f1, float *f2, int64_t
         ATTN_TRY(attn_weight_matmul(f1, in, M, &w->ff_up, c->act, c->n_threads));
     }
     ATTN_TRY(attn_weight_matmul(t, f1, M, &w->ff_down, ATTN_ACT_IDENTITY, c->n_threads));
-    attn__add(x, t, M * c->d_model);
+    attn__add(x, t, M * c->d_model, c);
     return c->norm_first ? ATTN_OK : attn_block_norm(x, x, M, c, &w->norm3);
 }
 
@@ -450,8 +511,7 @@ int attn_decoder_block(float *x, const attn_block_config *c, const attn_block_we
     attn__qkv qkv;
     if (rc == 0) rc = attn__project_qkv(&qkv, f1, in, N, c, w, &g);
     if (rc == 0 && c->rope_inv_freq) {
-        attn__rope(qkv.q, N, qkv.qr, g.H, c, g.D, pos);
-        attn__rope(qkv.k, N, qkv.kr, g.Hkv, c, g.D, pos);
+        attn__rope(qkv.q, qkv.qr, g.H, qkv.k, qkv.kr, g.Hkv, N, c, g.D, pos);
     }
     for (int64_t i = 0; rc == 0 && i < N; i++) {
         const int64_t s = attn__slot(r, i);

@@ -8,6 +8,8 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -262,6 +264,44 @@ static attn__quantize_fn quantize_fn(attn_qkernel k) {
 
 void attn__quantize_row_q8(attn__q8blk *q, const float *x, int64_t nb, attn_qkernel k) { quantize_fn(k)(q, x, nb); }
 
+/* activation rows checked and quantized, rows spread over the pool (see quant_internal.h) */
+typedef struct {
+    void *xq;
+    const float *x;
+    int64_t K, nb;
+    attn__quantize_fn qf;
+    attn__quantize_q8k_fn kf;
+    _Atomic int64_t bad; /* the first non-finite index found, INT64_MAX: none */
+} attn__acts_job;
+
+static void attn__acts_rows(void *p, int64_t lo, int64_t hi, int tid) {
+    attn__acts_job *j = (attn__acts_job *)p;
+    (void)tid;
+    for (int64_t m = lo; m < hi; m++) {
+        const float *xr = j->x + m * j->K;
+        int64_t i = 0;
+        while (i < j->K && isfinite(xr[i])) i++;
+        if (i < j->K) { /* keep the smallest index over all threads: the message names the first */
+            int64_t b = m * j->K + i, cur = atomic_load(&j->bad);
+            while (b < cur && !atomic_compare_exchange_weak(&j->bad, &cur, b)) {
+            }
+            continue;
+        }
+        if (j->kf) j->kf((attn__q8k *)j->xq + m * j->nb, xr, j->nb);
+        else j->qf((attn__q8blk *)j->xq + m * j->nb, xr, j->nb);
+    }
+}
+
+int attn__quantize_acts(void *xq, const float *x, int64_t M, int64_t K, attn_qkernel k, int q8k, int nt) {
+    attn__acts_job j = {xq, x, K, K / (q8k ? 256 : 32), q8k ? NULL : quantize_fn(k), q8k ? attn__quantize_q8k_for(k) : NULL, INT64_MAX};
+    if (nt <= 0) nt = attn_get_num_threads();
+    /* each row is quantized whole by one thread, as on one thread: the same bytes for any split */
+    if (nt > 1 && M > 1 && M * K >= 8192) attn__pool_for(M, 1, nt, attn__acts_rows, &j);
+    else attn__acts_rows(&j, 0, M, 0);
+    const int64_t bad = atomic_load(&j.bad);
+    return bad == INT64_MAX ? ATTN_OK : attn_set_error(ATTN_E_RANGE, "qmatmul: x[%lld] is not finite", (long long)bad);
+}
+
 const char *attn_quant_type_kernel_name(attn_qtype t) {
     if (t == ATTN_QT_F32) return "openblas";
     if (t == ATTN_QT_F16 || t == ATTN_QT_BF16) return "f32-convert";
@@ -323,18 +363,6 @@ static int dequant_matmul(float *y, const float *x, const uint8_t *W, size_t rb,
 }
 
 /* activation rows quantized on the pool */
-typedef struct {
-    attn__q8blk *xq;
-    const float *x;
-    attn__quantize_fn qf;
-    int64_t nb, K;
-} attn__q8_job;
-
-static void attn__q8_rows(void *p, int64_t lo, int64_t hi, int tid) {
-    const attn__q8_job *j = (const attn__q8_job *)p;
-    for (int64_t m = lo; m < hi; m++) j->qf(j->xq + m * j->nb, j->x + m * j->K, j->nb);
-}
-
 /* ---------------------------------------------------------------- row products on the pool */
 
 static void attn__rows_units(void *p, int64_t lo, int64_t hi, int tid) {
@@ -397,22 +425,22 @@ int attn_qmatmul_kernel(float *y, const float *x, const attn_qmatrix *w, int64_t
     }
     if (w->type == ATTN_QT_F16 || w->type == ATTN_QT_BF16) return dequant_matmul(y, x, W, rb, w->type, M, N, K, nt, 0);
     const int64_t nb = K / 32;
-    for (int64_t i = 0; i < M * K; i++)
-        if (!isfinite(x[i])) return attn_set_error(ATTN_E_RANGE, "qmatmul: x[%lld] is not finite", (long long)i);
     if (k == ATTN_QK_AUTO) k = auto_kernel();
-    if (k == ATTN_QK_REFERENCE) return dequant_matmul(y, x, W, rb, w->type, M, N, K, nt, 1);
+    if (k == ATTN_QK_REFERENCE) {
+        for (int64_t i = 0; i < M * K; i++)
+            if (!isfinite(x[i])) return attn_set_error(ATTN_E_RANGE, "qmatmul: x[%lld] is not finite", (long long)i);
+        return dequant_matmul(y, x, W, rb, w->type, M, N, K, nt, 1);
+    }
     if (ext_kq(w->type)) return attn__qmatmul_ext(y, x, w, M, nt, k);
     /* decode (a few activation rows): the quantized row lives on the stack, no malloc per token */
     attn__q8blk xq_small[XQ_STACK_BLOCKS];
     attn__q8blk *xq = M * nb <= XQ_STACK_BLOCKS ? xq_small : (attn__q8blk *)malloc(sizeof(attn__q8blk) * (size_t)(M * nb));
     if (!xq) return attn_set_error(ATTN_E_NOMEM, "qmatmul: out of memory");
     attn__qdot_fn fn = kernel_fn(k);
-    attn__quantize_fn qf = quantize_fn(k);
-    if (nt > 1 && M * nb >= 256) {
-        attn__q8_job qj = {xq, x, qf, nb, K};
-        attn__pool_for(M, 1, nt, attn__q8_rows, &qj);
-    } else {
-        for (int64_t m = 0; m < M; m++) qf(xq + m * nb, x + m * K, nb);
+    const int rc = attn__quantize_acts(xq, x, M, K, k, 0, nt);
+    if (rc < 0) {
+        if (xq != xq_small) free(xq);
+        return rc;
     }
     attn_qmatrix w1 = *w;
     float *const ys[1] = {y};
@@ -437,15 +465,16 @@ int attn_qmatmul_n(float *const *y, const float *x, const attn_qmatrix *w, int c
     }
     if (!x) return attn_set_error(ATTN_E_INVALID, "qmatmul_n: x is NULL");
     const int64_t K = w[0].cols, nb = K / 32;
-    for (int64_t i = 0; i < M * K; i++)
-        if (!isfinite(x[i])) return attn_set_error(ATTN_E_RANGE, "qmatmul: x[%lld] is not finite", (long long)i);
-    if (attn_qtype_block(w[0].type) == 256) return attn__qmatmul_n_k(y, x, w, count, M, n_threads > 0 ? n_threads : attn_get_num_threads());
+    int nt = n_threads > 0 ? n_threads : attn_get_num_threads();
+    if (attn_qtype_block(w[0].type) == 256) return attn__qmatmul_n_k(y, x, w, count, M, nt);
     attn__q8blk xq_small[XQ_STACK_BLOCKS];
     attn__q8blk *xq = M * nb <= XQ_STACK_BLOCKS ? xq_small : (attn__q8blk *)malloc(sizeof(attn__q8blk) * (size_t)(M * nb));
     if (!xq) return attn_set_error(ATTN_E_NOMEM, "qmatmul: out of memory");
-    int nt = n_threads > 0 ? n_threads : attn_get_num_threads();
-    attn__quantize_fn qf = quantize_fn(ATTN_QK_AUTO);
-    for (int64_t m = 0; m < M; m++) qf(xq + m * nb, x + m * K, nb);
+    const int rc = attn__quantize_acts(xq, x, M, K, ATTN_QK_AUTO, 0, nt);
+    if (rc < 0) {
+        if (xq != xq_small) free(xq);
+        return rc;
+    }
     attn__qdot_fn fn = kernel_fn(ATTN_QK_AUTO);
     /* one job for all matrices: the threads take 16-row units of their concatenation */
     const attn__rows_job j = {count, y, w, xq, nb, M, fn, attn__kdot_for(ATTN_QK_AUTO)};

@@ -111,5 +111,10 @@ int attn__qmatmul_n_k(float *const *y, const float *x, const attn_qmatrix *w, in
 /* 1 when kernel k resolves to the AVX2 code for the ext types */
 attn_qkernel attn__resolve_kernel(attn_qkernel k);
 void attn__quantize_row_q8(attn__q8blk *q, const float *x, int64_t nb, attn_qkernel k);
+/* xq = the M activation rows x[M, K] quantized for kernel k: Q8_K super-blocks (q8k, K % 256 == 0)
+ * or 32-value Q8 blocks; each row whole on one thread (the same bytes for any thread count),
+ * rows spread over the pool (nt threads, <= 0: attn_get_num_threads()) from 8192 values up.
+ * Errors: ATTN_E_RANGE "x[i] is not finite" naming the first such index (xq then partly written). */
+int attn__quantize_acts(void *xq, const float *x, int64_t M, int64_t K, attn_qkernel k, int q8k, int nt);
 
 #endif

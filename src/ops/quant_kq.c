@@ -317,12 +317,13 @@ int attn__qmatmul_n_k(float *const *y, const float *x, const attn_qmatrix *w, in
     const size_t need = (size_t)(M * nb) * sizeof(attn__q8k);
     attn__q8k *xq = need <= sizeof small ? (attn__q8k *)(void *)small : (attn__q8k *)malloc(need);
     if (!xq) return attn_set_error(ATTN_E_NOMEM, "qmatmul: out of memory");
-    const attn__quantize_q8k_fn qf = attn__quantize_q8k_for(ATTN_QK_AUTO);
-    for (int64_t m = 0; m < M; m++) qf(xq + m * nb, x + m * K, nb);
-    const attn__rows_job j = {count, y, w, xq, nb, M, NULL, attn__kdot_for(ATTN_QK_AUTO)};
-    attn__rows_run(&j, nt);
+    const int rc = attn__quantize_acts(xq, x, M, K, ATTN_QK_AUTO, 1, nt);
+    if (rc == 0) {
+        const attn__rows_job j = {count, y, w, xq, nb, M, NULL, attn__kdot_for(ATTN_QK_AUTO)};
+        attn__rows_run(&j, nt);
+    }
     if ((void *)xq != (void *)small) free(xq);
-    return ATTN_OK;
+    return rc;
 }
 
 int attn__qmatmul_ext(float *y, const float *x, const attn_qmatrix *w, int64_t M, int nt, attn_qkernel k) {
@@ -332,21 +333,19 @@ int attn__qmatmul_ext(float *y, const float *x, const attn_qmatrix *w, int64_t M
     const size_t xbs = kq ? sizeof(attn__q8k) : sizeof(attn__q8blk);
     k = attn__resolve_kernel(k);
     attn__kdot_fn fn = attn__kdot_for(k);
-    const attn__quantize_q8k_fn qf = attn__quantize_q8k_for(k);
     _Alignas(32) unsigned char small[XQ_STACK_BYTES];
     const size_t need = (size_t)(M * nb) * xbs;
     void *xq = need <= sizeof small ? (void *)small : malloc(need);
     if (!xq) return attn_set_error(ATTN_E_NOMEM, "qmatmul: out of memory");
-    for (int64_t m = 0; m < M; m++) {
-        if (kq) qf((attn__q8k *)xq + m * nb, x + m * K, nb);
-        else attn__quantize_row_q8((attn__q8blk *)xq + m * nb, x + m * K, nb, k);
+    const int rc = attn__quantize_acts(xq, x, M, K, k, kq, nt);
+    if (rc == 0) {
+        attn_qmatrix w1 = *w;
+        float *const ys[1] = {y};
+        const attn__rows_job j = {1, ys, &w1, xq, nb, M, NULL, fn};
+        attn__rows_run(&j, nt);
     }
-    attn_qmatrix w1 = *w;
-    float *const ys[1] = {y};
-    const attn__rows_job j = {1, ys, &w1, xq, nb, M, NULL, fn};
-    attn__rows_run(&j, nt);
     if (xq != (void *)small) free(xq);
-    return ATTN_OK;
+    return rc;
 }
 
 int attn_qmatrix_check(const attn_qmatrix *w) {

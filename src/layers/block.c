@@ -2,6 +2,7 @@
 #include "attn_layers.h"
 #include "core/internal.h"
 #include "core/pool.h"
+#include "core/simd_math.h"
 #include "ct2compat/ct2compat.h"
 
 #include <math.h>
@@ -118,18 +119,35 @@ static void attn__rowwise_fn(void *p, int64_t lo, int64_t hi, int tid) {
             const int64_t E = j->width;
             const float *xr = j->a + t * E;
             float *o = j->y + t * E;
-            double ss = 0;
-            for (int64_t i = 0; i < E; i++) ss += (double)xr[i] * xr[i];
+            /* the sum of squares in float64, in 8 interleaved partial sums (one dependent add
+             * chain was ~4 cycles an element: 1% of a decode token), added in a fixed order */
+            double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, ss = 0;
+            int64_t i = 0;
+            for (; i + 8 <= E; i += 8)
+                for (int k = 0; k < 8; k++) acc[k] += (double)xr[i + k] * xr[i + k];
+            for (; i < E; i++) acc[i & 7] += (double)xr[i] * xr[i];
+            for (int k = 0; k < 8; k++) ss += acc[k];
             const float r = (float)(1.0 / sqrt(ss / (double)E + (double)j->c->eps));
             for (int64_t i = 0; i < E; i++) o[i] = j->g[i] * (xr[i] * r);
         }
         break;
-    case ATTN__ROW_SILU_MUL:
-        for (int64_t i = lo; i < hi; i++) {
-            const float a = j->y[i];
-            j->y[i] = a / (1.0f + expf(-a)) * j->a[i];
+    case ATTN__ROW_SILU_MUL: {
+        /* SiLU(a)·b = a / (1 + exp(-a)) · b with the library's vector exp (core/simd_math.h,
+         * max relative error 1.5e-7; libm's expf one element at a time was 4% of a decode token) */
+        const attn__exp_n_fn ex = attn__exp_n_best();
+        float e[256];
+        for (int64_t i0 = lo; i0 < hi; i0 += 256) {
+            const int64_t n = hi - i0 < 256 ? hi - i0 : 256;
+            float *a = j->y + i0;
+            const float *b = j->a + i0;
+#pragma omp simd
+            for (int64_t i = 0; i < n; i++) e[i] = -a[i];
+            ex(e, e, n);
+#pragma omp simd
+            for (int64_t i = 0; i < n; i++) a[i] = a[i] / (1.0f + e[i]) * b[i];
         }
         break;
+    }
     case ATTN__ROW_ADD:
         for (int64_t i = lo; i < hi; i++) j->y[i] += j->a[i];
         break;
@@ -243,9 +261,9 @@ static int attn__ffn(float *x, float *h, float *t, float *f1, float *f2, int64_t
         const attn_weight *ws[2] = {&w->ff_gate, &w->ff_up};
         ATTN_TRY(attn_weight_matmul_n(outs, in, ws, 2, M, c->n_threads));
         if (c->act == ATTN_ACT_SILU) {
-            /* ~20 multiply-adds' time an element (expf) */
+            /* ~4 multiply-adds' time an element (a vector exp and a division) */
             attn__rowwise j = {.op = ATTN__ROW_SILU_MUL, .y = f1, .a = f2, .width = 1, .c = c};
-            attn__rowwise_run(&j, M * F, 20.0 * (double)(M * F), c->n_threads);
+            attn__rowwise_run(&j, M * F, 4.0 * (double)(M * F), c->n_threads);
         } else {
             attn_tensor tg = attn_tensor_f32_2d(f1, M, F);
             ATTN_TRY(attn_activate(&tg, &tg, c->act));

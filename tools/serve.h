@@ -226,6 +226,8 @@ extern const char serve_page_html[];
 struct MHD_Daemon;
 struct MHD_Daemon *serve_http_start(serve_server *s, const char *host, int port, int *bound_port, serve_err *e);
 void serve_http_quiesce(struct MHD_Daemon *d);
+/* serve_http_stop: after the schedulers have stopped (every task has its ending), waits up to a few
+ * seconds for the requests still being answered to send their last bytes, then closes everything */
 void serve_http_stop(struct MHD_Daemon *d);
 
 double serve_now(void);

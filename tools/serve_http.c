@@ -20,6 +20,14 @@
  * accepted and closed at once (a bounded refusal). */
 #define CONN_LIMIT 4096
 #define FD_RESERVE 64
+/* at shutdown, once the grace is over and every task has its ending, the requests still being
+ * answered get up to DRAIN_S seconds to send it (a stream's error event, "data: [DONE]" and the
+ * chunked body's end) before the connections are closed: MHD_stop_daemon shuts the sockets down
+ * at once, and a stream's thread that had not yet written its last events lost them */
+#define DRAIN_S 3.0
+
+/* requests between their first handler call and the completed callback (their response fully sent) */
+static int in_flight;
 
 typedef struct {
     char *body;
@@ -513,6 +521,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         if (!x) return MHD_NO;
         x->t0 = serve_now();
         *con_cls = x;
+        __atomic_add_fetch(&in_flight, 1, __ATOMIC_SEQ_CST);
         /* open without the key: /health, and the chat page (static; the key is typed into it) */
         if (strcmp(url, "/health") != 0 && !(strcmp(url, "/") == 0 && is_get) && !auth_ok(c)) {
             x->refused = 1;
@@ -628,6 +637,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
     free(x->body);
     free(x);
     *con_cls = NULL;
+    __atomic_sub_fetch(&in_flight, 1, __ATOMIC_SEQ_CST);
 }
 
 struct MHD_Daemon *serve_http_start(serve_server *s, const char *host, int port, int *bound_port, serve_err *e) {
@@ -664,4 +674,11 @@ void serve_http_quiesce(struct MHD_Daemon *d) {
     MHD_socket fd = MHD_quiesce_daemon(d);
     if (fd != MHD_INVALID_SOCKET) close(fd);
 }
-void serve_http_stop(struct MHD_Daemon *d) { MHD_stop_daemon(d); }
+void serve_http_stop(struct MHD_Daemon *d) {
+    const double end = serve_now() + DRAIN_S;
+    while (__atomic_load_n(&in_flight, __ATOMIC_SEQ_CST) > 0 && serve_now() < end) {
+        const struct timespec ts = {0, 10000000}; /* 10 ms */
+        nanosleep(&ts, NULL);
+    }
+    MHD_stop_daemon(d);
+}

@@ -17,7 +17,9 @@ extern "C" {
  *   *samples: malloc'ed float32 [*n] in [-1, 1] (free with free()); *n may be 0 (empty file).
  * Errors: ATTN_E_IO (a directory; cannot open, or not an audio file libsndfile knows — the message says
  * which), ATTN_E_FORMAT (zero channels / sample rate, read error, non-finite samples, a truncated WAV:
- * its header announces more audio than the file or stream holds — both durations named),
+ * its header announces more audio than the file or stream holds — both durations named; a WAV file
+ * whose data chunk announces less than the file holds, more bytes that are not WAV chunks following
+ * it than the announced audio — the sizes named),
  * ATTN_E_INVALID (rate <= 0, NULL), ATTN_E_NOMEM. */
 int attn_audio_load(float **samples, int64_t *n, const char *path, int rate);
 

@@ -534,6 +534,39 @@ static void write_wav_f32_nan(const char *path, int n) {
     fclose(f);
 }
 
+/* a PCM WAV whose fmt chunk says `ch` channels of `bits`-bit samples at 16 kHz and whose data chunk
+ * announces `claim` bytes, followed by `n` bytes of xorshift noise (not WAV chunks) and, when
+ * `list`, a well-formed 12-byte LIST chunk after them */
+static void write_wav_claim(const char *path, int ch, int bits, uint32_t claim, int n, int list) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return;
+    const uint16_t pcm = 1, c = (uint16_t)ch, ba = (uint16_t)(ch * ((bits + 7) / 8)), b = (uint16_t)bits;
+    const uint32_t riff = 36 + (uint32_t)n + (list ? 12 : 0), fmt = 16, r = 16000, br = 16000u * ba, four = 4;
+    fwrite("RIFF", 1, 4, f);
+    fwrite(&riff, 4, 1, f);
+    fwrite("WAVEfmt ", 1, 8, f);
+    fwrite(&fmt, 4, 1, f);
+    fwrite(&pcm, 2, 1, f);
+    fwrite(&c, 2, 1, f);
+    fwrite(&r, 4, 1, f);
+    fwrite(&br, 4, 1, f);
+    fwrite(&ba, 2, 1, f);
+    fwrite(&b, 2, 1, f);
+    fwrite("data", 1, 4, f);
+    fwrite(&claim, 4, 1, f);
+    uint64_t x = 0x9E3779B97F4A7C15ULL;
+    for (int i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        fputc((int)(x >> 24) & 0xff, f);
+    }
+    if (list) {
+        fwrite("LIST", 1, 4, f);
+        fwrite(&four, 4, 1, f);
+        fwrite("INFO", 1, 4, f);
+    }
+    fclose(f);
+}
+
 static void test_cli(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/attn_test_whisper_XXXXXX");
     if (!mkdtemp(tmpdir)) {
@@ -587,6 +620,50 @@ static void test_cli(void) {
         snprintf(pe, sizeof pe, "%s/pipe_err.txt", tmpdir);
         attn_test_read_file(pe, e, sizeof e);
         CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1 && strstr(e, "truncated") && strstr(e, "0.25 s"), "truncated WAV through a pipe: %s", e);
+    }
+    /* a WAV whose header does not match the file (new-user finding: 200 channels of 7-bit samples, a data
+     * chunk of 10 bytes in a 137 kB file, transcribed to an empty line without a word): libsndfile reads
+     * the 10 bytes (0 frames) and logs the rest as unknown chunks; now a clear error naming the sizes.
+     * The same for 1 channel of 16 bits (5 frames) and for the 0 a streaming writer leaves. A few stray
+     * bytes after the audio, and a LIST chunk after it, still load (the 16000 announced samples). */
+    {
+        static const struct {
+            int ch, bits;
+            uint32_t claim;
+            int n;
+            const char *what;
+        } bad[] = {{200, 7, 10, 137000 - 44, "10 bytes of audio (0 frames of 200 channels"},
+                   {1, 16, 10, 137000 - 44, "10 bytes of audio (5 frames of 1 channel"},
+                   {1, 16, 0, 32000, "0 bytes of audio (0 frames of 1 channel"}};
+        for (int k = 0; k < 3; k++) {
+            snprintf(p, sizeof p, "%s/badhdr%d.wav", tmpdir, k);
+            write_wav_claim(p, bad[k].ch, bad[k].bits, bad[k].claim, bad[k].n, 0);
+            float *a = NULL;
+            int64_t na = -1;
+            char junk[64];
+            snprintf(junk, sizeof junk, "the %lld bytes after it", (long long)bad[k].n - bad[k].claim);
+            const int lr = attn_audio_load(&a, &na, p, 16000);
+            CHECK(lr == ATTN_E_FORMAT && !a && na == 0 && strstr(attn_last_error(), "WAV header does not match the file") &&
+                      strstr(attn_last_error(), bad[k].what) && strstr(attn_last_error(), junk) && strstr(attn_last_error(), "ignore_length"),
+                  "attn_audio_load of a WAV header that does not match the file (%d): %d: %s", k, lr, attn_last_error());
+            free(a);
+            rc = run_attn("transcribe", "--model", MODEL, p, (const char *)NULL);
+            CHECK(rc == 1 && strstr(err_text, "badhdr") && strstr(err_text, "WAV header does not match the file") && strstr(err_text, junk) &&
+                      !out_text[0],
+                  "transcribe of a WAV header that does not match the file (%d): exit %d: '%s' %s", k, rc, out_text, err_text);
+        }
+        snprintf(p, sizeof p, "%s/stray.wav", tmpdir);
+        write_wav_claim(p, 1, 16, 32000, 32000 + 101, 0); /* 1 s of noise, 101 stray bytes */
+        float *a = NULL;
+        int64_t na = -1;
+        int lr = attn_audio_load(&a, &na, p, 16000);
+        CHECK(lr == 0 && na == 16000, "1 s and 101 stray bytes: %d, %lld samples (%s)", lr, (long long)na, lr ? attn_last_error() : "");
+        free(a);
+        a = NULL;
+        write_wav_claim(p, 1, 16, 32000, 32000, 1); /* 1 s of noise, then a LIST chunk */
+        lr = attn_audio_load(&a, &na, p, 16000);
+        CHECK(lr == 0 && na == 16000, "1 s and a LIST chunk: %d, %lld samples (%s)", lr, (long long)na, lr ? attn_last_error() : "");
+        free(a);
     }
     rc = run_attn("transcribe", "--model", MODEL, tmpdir, (const char *)NULL);
     CHECK(rc == 1 && strstr(err_text, "is a directory"), "a directory: exit %d: %s", rc, err_text);

@@ -145,6 +145,50 @@ static int wav_truncated(SNDFILE *sf, const SF_INFO *info, long long *declared, 
     return 0;
 }
 
+/* A WAV file whose data chunk announces less than the file holds, what follows not being WAV
+ * chunks (a header written with a wrong data size, or the 0 a streaming writer leaves when it never
+ * comes back to fill it in): libsndfile reads the announced bytes alone (logging "Unknown chunk
+ * marker" or "Chunk size ... > file length" for the rest), so 137 kB of audio became 10 bytes, 0
+ * or 2 frames, and an empty transcript. The chunks are walked here (RIFF: a 4-character tag, a
+ * little-endian 32-bit size, the body, a pad byte after an odd size): returns 1 with the announced
+ * data bytes, the file's length and the bytes from the first thing after the data chunk that is
+ * not a chunk (a tag of printable ASCII whose body fits in the file) to the end, when those exceed
+ * both the announced data and one frame; a few stray bytes after the audio are left alone, and so
+ * are data sizes past the file's end (truncation and streaming placeholders, checked elsewhere). */
+static int wav_junk_after_data(const char *path, const SF_INFO *info, long long *declared, long long *length, long long *junk) {
+    const int type = info->format & SF_FORMAT_TYPEMASK;
+    if (type != SF_FORMAT_WAV && type != SF_FORMAT_WAVEX) return 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    unsigned char h[12];
+    long long len = -1, pos = 12, d = -1, bad = -1;
+    if (fseeko(f, 0, SEEK_END) == 0) len = (long long)ftello(f);
+    if (len < 12 || fseeko(f, 0, SEEK_SET) != 0 || fread(h, 1, 12, f) != 12 || memcmp(h, "RIFF", 4) != 0 || memcmp(h + 8, "WAVE", 4) != 0) {
+        fclose(f);
+        return 0;
+    }
+    while (bad < 0 && pos + 8 <= len) {
+        if (fseeko(f, (off_t)pos, SEEK_SET) != 0 || fread(h, 1, 8, f) != 8) break;
+        const long long size = (long long)h[4] | (long long)h[5] << 8 | (long long)h[6] << 16 | (long long)h[7] << 24;
+        int tag = 1;
+        for (int k = 0; k < 4; k++) tag &= h[k] >= 0x20 && h[k] < 0x7f;
+        if (d < 0 && memcmp(h, "data", 4) == 0) {
+            if (pos + 8 + size > len) break; /* past the end: not this case */
+            d = size;
+        } else if (d >= 0 && (!tag || pos + 8 + size > len)) {
+            bad = pos;
+            break;
+        }
+        pos += 8 + size + (size & 1);
+    }
+    fclose(f);
+    if (d < 0 || bad < 0) return 0;
+    const long long j = len - bad;
+    if (j <= d || j < wav_frame_bytes(info)) return 0;
+    *declared = d, *length = len, *junk = j;
+    return 1;
+}
+
 static void audio_close(SNDFILE *sf, int fd) {
     sf_close(sf);
     if (fd >= 0) close(fd);
@@ -198,6 +242,18 @@ int attn_audio_load(float **samples, int64_t *n, const char *path, int rate) {
                               "(%.2f s); decoding it would silently drop the missing part (repair it, e.g. `ffmpeg -i IN.wav "
                               "OUT.wav`, to keep what is there)",
                               path, declared, declared / fb, held, held / fb);
+    }
+    long long length = 0, junk = 0;
+    if (regular && wav_junk_after_data(path, &info, &declared, &length, &junk)) {
+        audio_close(sf, in_fd);
+        if (quiet) attn__quiet_end(saved);
+        return attn_set_error(ATTN_E_FORMAT,
+                              "%s: the WAV header does not match the file: its data chunk announces %lld bytes of audio (%lld frame%s of "
+                              "%d channel%s, %.3g s), but the %lld bytes after it (of the file's %lld) are not WAV chunks; decoding the "
+                              "announced part alone would drop the rest (if the rest is audio, rewrite the header, e.g. `ffmpeg "
+                              "-ignore_length 1 -i IN.wav OUT.wav`)",
+                              path, declared, (long long)info.frames, info.frames == 1 ? "" : "s", info.channels, info.channels == 1 ? "" : "s",
+                              (double)info.frames / info.samplerate, junk, length);
     }
     if (info.frames < 0 || info.frames > ((sf_count_t)1 << 34) / info.channels) {
         audio_close(sf, in_fd);

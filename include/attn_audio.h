@@ -15,8 +15,9 @@ extern "C" {
 
 /* attn_audio_load: decode `path`, average the channels to mono and resample to `rate` Hz.
  *   *samples: malloc'ed float32 [*n] in [-1, 1] (free with free()); *n may be 0 (empty file).
- * Errors: ATTN_E_IO (a directory; cannot open, or not an audio file libsndfile knows — the message says
- * which), ATTN_E_FORMAT (zero channels / sample rate, read error, non-finite samples, a truncated WAV:
+ * `path` "-" is standard input (descriptor 0 stays open).
+ * Errors: ATTN_E_IO (a directory; an empty file; standard input closed, a directory or empty; cannot
+ * open, or not an audio file libsndfile knows — the message says which), ATTN_E_FORMAT (zero channels / sample rate, read error, non-finite samples, a truncated WAV:
  * its header announces more audio than the file or stream holds — both durations named; a WAV file
  * whose data chunk announces less than the file holds, more bytes that are not WAV chunks following
  * it than the announced audio — the sizes named),

@@ -887,8 +887,66 @@ static void test_audio_stdin(void) {
     free(a), free(b);
 }
 
+/* attn_audio_load("-") with standard input closed, a directory, or empty (/dev/null, an empty file,
+ * a pipe closed without a byte): each says so (all three said "not a recognised audio file"); a
+ * pipe whose bytes come late is still waited for and read */
+static void test_audio_stdin_refusals(void) {
+    const int saved = dup(0);
+    if (saved < 0) {
+        CHECK(0, "dup(0)");
+        return;
+    }
+    char empty[] = "/tmp/attn_whisper_empty_XXXXXX";
+    const int ef = mkstemp(empty);
+    if (ef >= 0) close(ef);
+    for (int k = 0; k < 5; k++) {
+        int fd = -1, pp[2] = {-1, -1};
+        if (k == 1) fd = open("/tmp", O_RDONLY | O_DIRECTORY);
+        if (k == 2) fd = open("/dev/null", O_RDONLY);
+        if (k == 3) fd = open(empty, O_RDONLY);
+        if (k == 4 && pipe(pp) == 0) fd = pp[0], close(pp[1]);
+        if (k == 0) close(0);
+        else if (fd < 0 || dup2(fd, 0) < 0) {
+            CHECK(0, "standard input case %d", k);
+            continue;
+        }
+        if (fd >= 0) close(fd);
+        float *a = NULL;
+        int64_t na = -1;
+        const int rc = attn_audio_load(&a, &na, "-", ATTN_WHISPER_RATE);
+        dup2(saved, 0);
+        static const char *const want[5] = {"standard input is closed", "standard input is a directory", "standard input is empty",
+                                            "standard input is empty", "standard input is empty"};
+        CHECK(rc == ATTN_E_IO && !a && strstr(attn_last_error(), want[k]) && !strstr(attn_last_error(), "not a recognised"),
+              "attn_audio_load(\"-\") case %d: %d: %s (want '%s')", k, rc, attn_last_error(), want[k]);
+        free(a);
+    }
+    float *a = NULL;
+    int64_t na = -1;
+    const int rc = attn_audio_load(&a, &na, empty, ATTN_WHISPER_RATE);
+    CHECK(rc == ATTN_E_IO && strstr(attn_last_error(), "the file is empty"), "an empty file: %d: %s", rc, attn_last_error());
+    free(a);
+    unlink(empty);
+    close(saved);
+    /* through the CLI: a pipe closed without a byte, and one whose WAV comes after 0.3 s */
+    char err[2048] = "", cmd[1200], pe[300];
+    snprintf(pe, sizeof pe, "/tmp/attn_whisper_stdin_%d.txt", (int)getpid());
+    snprintf(cmd, sizeof cmd, ": | '%s' transcribe --model %s - >/dev/null 2>'%s'", attn_test_cli_path(), MODEL, pe);
+    int st = system(cmd);
+    attn_test_read_file(pe, err, sizeof err);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1 && strstr(err, "-: standard input is empty"), "an empty pipe: %s", err);
+    snprintf(cmd, sizeof cmd, "(sleep 0.3; cat /usr/share/sounds/alsa/Front_Center.wav) | '%s' transcribe --model %s - >'%s' 2>&1",
+             attn_test_cli_path(), MODEL, pe);
+    st = system(cmd);
+    err[0] = 0;
+    attn_test_read_file(pe, err, sizeof err);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && strcmp(err, "-: front, center.\n") == 0, "a late pipe: %s", err);
+    unlink(pe);
+}
+
 static void test_audio_messages(void) {
     test_audio_stdin();
+    test_audio_stdin_refusals();
     /* standard input named twice: a usage error before any work (it said "-: cannot read as audio") */
     int rc2 = run_attn("transcribe", "--model", MODEL, "-", "-", (const char *)NULL);
     CHECK(rc2 == 2 && strstr(err_text, "standard input ('-') is named 2 times"), "'- -': exit %d: %s", rc2, err_text);

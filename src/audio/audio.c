@@ -6,12 +6,14 @@
 #include <fcntl.h>
 #include <fftw3.h>
 #include <math.h>
+#include <poll.h>
 #include <pthread.h>
 #include <samplerate.h>
 #include <sndfile.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -189,6 +191,38 @@ static int wav_junk_after_data(const char *path, const SF_INFO *info, long long 
     return 1;
 }
 
+/* What is on standard input before libsndfile reads it: 0 when there may be audio, else
+ * attn_set_error's status for a closed descriptor 0, a directory, or input that is empty (an
+ * empty file or one read to its end, /dev/null, a pipe or socket closed without a byte). libsndfile
+ * answers "Format not recognised" for all of these, and after it has read nothing tells an empty
+ * pipe from a few stray bytes. A pipe or socket is waited on (as libsndfile's read would wait)
+ * and never read: poll / a peek leave its bytes to libsndfile. */
+static int stdin_refusal(void) {
+    struct stat st;
+    if (fstat(0, &st) != 0)
+        return attn_set_error(ATTN_E_IO, "-: standard input is closed: there is no audio to read");
+    if (S_ISDIR(st.st_mode)) return attn_set_error(ATTN_E_IO, "-: standard input is a directory, not an audio file");
+    int empty = 0;
+    if (S_ISREG(st.st_mode)) {
+        const off_t at = lseek(0, 0, SEEK_CUR);
+        empty = at >= 0 && at >= st.st_size;
+    } else if (S_ISCHR(st.st_mode)) {
+        struct stat nul;
+        empty = stat("/dev/null", &nul) == 0 && S_ISCHR(nul.st_mode) && nul.st_rdev == st.st_rdev;
+    } else if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) {
+        struct pollfd pf = {0, POLLIN, 0};
+        int r;
+        while ((r = poll(&pf, 1, -1)) < 0 && errno == EINTR) {
+        }
+        if (r == 1 && S_ISFIFO(st.st_mode)) empty = (pf.revents & POLLHUP) && !(pf.revents & POLLIN); /* closed, nothing left */
+        if (r == 1 && S_ISSOCK(st.st_mode)) {
+            char b;
+            empty = recv(0, &b, 1, MSG_PEEK) == 0;
+        }
+    }
+    return empty ? attn_set_error(ATTN_E_IO, "-: standard input is empty: there is no audio to read (0 bytes)") : 0;
+}
+
 static void audio_close(SNDFILE *sf, int fd) {
     sf_close(sf);
     if (fd >= 0) close(fd);
@@ -202,6 +236,11 @@ int attn_audio_load(float **samples, int64_t *n, const char *path, int rate) {
     memset(&info, 0, sizeof info);
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return attn_set_error(ATTN_E_IO, "%s: is a directory, not an audio file", path);
+    if (strcmp(path, "-") == 0) {
+        const int r = stdin_refusal();
+        if (r < 0) return r;
+    } else if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0)
+        return attn_set_error(ATTN_E_IO, "%s: the file is empty: there is no audio to read (0 bytes)", path);
     const int regular = stat(path, &st) == 0 && S_ISREG(st.st_mode);
     const int quiet = regular && attn__looks_mpeg(path);
     int saved = quiet ? attn__quiet_begin() : -1;

@@ -169,7 +169,18 @@ int main(void) {
     const char *e6[] = {"train", "vit", TRAIN, "--lr", "-0.001", "-o", P("D"), NULL};
     CHECK(run(e6) == 2 && strstr(err, "--lr must be a finite number > 0"), "lr negative: %s", err);
     const char *e7[] = {"train", "vit", TRAIN, "--resume", P("A"), "--hidden", "64", "-o", P("D"), NULL};
-    CHECK(run(e7) == 1 && strstr(err, "--hidden 64 disagrees") && strstr(err, "another model"), "resume other model: %s", err);
+    /* an option that contradicts the resumed run: a usage error (exit 2, README's rule; it was 1), the message kept */
+    CHECK(run(e7) == 2 && strstr(err, "--hidden 64 disagrees") && strstr(err, "another model"), "resume other model: %s", err);
+    const char *e7p[] = {"train", "vit", TRAIN, "--resume", P("A"), "--patch", "4", "-o", P("D"), NULL};
+    char want7p[600];
+    snprintf(want7p, sizeof want7p, "--patch 4 disagrees with %s, whose model has 7 (a resume directory of another model?)", P("A"));
+    const int rc7p = run(e7p);
+    CHECK(rc7p == 2 && strstr(err, want7p) && strstr(err, "Try 'attn train --help'"), "resume with another --patch (exit %d): %s", rc7p, err);
+    const char *e7q[] = {"train", "vit", TRAIN, "--config", P("A/config.json"), "--layers", "3", "-o", P("D"), NULL};
+    char want7q[600];
+    snprintf(want7q, sizeof want7q, "--layers 3 disagrees with %s, whose model has 2", P("A/config.json"));
+    const int rc7q = run(e7q);
+    CHECK(rc7q == 2 && strstr(err, want7q) && !strstr(err, "another model"), "--config with another --layers (exit %d): %s", rc7q, err);
     /* --config of a file at the root that does not exist: the message names it (it said "cannot read //") */
     const char *e7b[] = {"train", "vit", TRAIN, "--config", "/no-such-config.json", "-o", P("D"), NULL};
     CHECK(run(e7b) == 1 && strstr(err, "/no-such-config.json") && !strstr(err, "//"), "--config /missing.json: %s", err);

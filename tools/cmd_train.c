@@ -242,9 +242,11 @@ static int model_config(attn_vit_train_config *c, char ***labels, const train_op
             int64_t given, have;
         } chk[] = {{"--patch", o->patch, c->patch},   {"--hidden", o->hidden, c->d_model}, {"--layers", o->layers, c->n_layers},
                    {"--heads", o->heads, c->n_heads}, {"--mlp", o->mlp, c->d_ff},        {"--classes", o->classes, c->n_labels}};
+        /* an option that contradicts the resumed run / the config: a usage error (exit 2, README's rule),
+         * refused before any work (it was exit 1) */
         for (size_t i = 0; i < sizeof chk / sizeof chk[0]; i++)
             if (chk[i].given > 0 && chk[i].given != chk[i].have)
-                return cli_error("%s %lld disagrees with %s, whose model has %lld%s", chk[i].opt, (long long)chk[i].given, src,
+                return cli_usage_error("train", "%s %lld disagrees with %s, whose model has %lld%s", chk[i].opt, (long long)chk[i].given, src,
                                  (long long)chk[i].have, o->resume ? " (a resume directory of another model?)" : "");
         if (c->channels != 1 || c->image_size != S)
             return cli_error("%s describes %lld-channel %lld x %lld images; the data are 1-channel %lld x %lld%s", src,

@@ -325,6 +325,74 @@ static void test_threads_bitwise(void) {
     free(x), free(wf), free(y1), free(y2);
 }
 
+/* the skinny kernel's documented order, one output: 8 partial sums (lane k mod 8, in k order),
+ * added ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), then the tail k >= K - K mod 8 in
+ * order; fused = 1: each product-add one rounding (the AVX2 path), 0: two (the portable path) */
+static float skinny_model(const float *x, const float *w, int64_t K, int fused) {
+    const int64_t K8 = K & ~(int64_t)7;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t k = 0; k < K8; k += 8)
+        for (int l = 0; l < 8; l++) {
+            if (fused) acc[l] = fmaf(w[k + l], x[k + l], acc[l]);
+            else {
+                volatile float p = w[k + l] * x[k + l]; /* rounded before the addition */
+                acc[l] += p;
+            }
+        }
+    float s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+    for (int64_t k = K8; k < K; k++) {
+        if (fused) s = fmaf(w[k], x[k], s);
+        else {
+            volatile float p = w[k] * x[k];
+            s += p;
+        }
+    }
+    return s;
+}
+
+/* both paths bit for bit against that model for every M (pairs of activation rows, the odd last
+ * one alone), blocks of 4 weight rows and the rest one at a time, K with and without a tail, on
+ * 1 and 2 threads; and float16 / bfloat16 weights give the bits of their float32 widening (the
+ * Whisper projection reads the model's float16 values instead of the widened copy) */
+static void test_skinny_order(void) {
+    const int64_t Ns[] = {1, 4, 5, 7, 9, 67, 1031}, Ks[] = {1, 7, 8, 9, 64, 383, 384};
+    int checked = 0, bad = 0, bad16 = 0;
+    for (int path = 0; path < 2; path++) {
+        if (path == 1 && !attn__skinny_simd_available()) continue;
+        for (int64_t M = 1; M <= ATTN__SKINNY_MAX_M; M++)
+            for (size_t ni = 0; ni < sizeof Ns / sizeof Ns[0]; ni++)
+                for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
+                    const int64_t N = Ns[ni], K = Ks[ki];
+                    float *x = (float *)malloc(sizeof(float) * (size_t)(M * K)), *wf = (float *)malloc(sizeof(float) * (size_t)(N * K));
+                    float *y = (float *)malloc(sizeof(float) * (size_t)(M * N)), *y16 = (float *)malloc(sizeof(float) * (size_t)(M * N));
+                    uint16_t *wh = (uint16_t *)malloc(sizeof(uint16_t) * (size_t)(N * K));
+                    attn_test_fill_uniform(x, (size_t)(M * K), -2, 2, &seed);
+                    attn_test_fill_uniform(wf, (size_t)(N * K), -1, 1, &seed);
+                    const int nt = 1 + (int)((M + ni) % 2);
+                    CHECK_OK(attn__skinny_matmul_path(y, x, wf, ATTN_QT_F32, M, N, K, nt, path));
+                    for (int64_t m = 0; m < M; m++)
+                        for (int64_t n = 0; n < N; n++) {
+                            const float e = skinny_model(x + m * K, wf + n * K, K, path);
+                            bad += memcmp(&e, &y[m * N + n], sizeof e) != 0;
+                            checked++;
+                        }
+                    for (int t16 = 0; t16 < 2; t16++) {
+                        const attn_qtype t = t16 ? ATTN_QT_BF16 : ATTN_QT_F16;
+                        for (int64_t i = 0; i < N * K; i++) {
+                            wh[i] = t16 ? attn_f32_to_bf16(wf[i]) : attn_f32_to_f16(wf[i]);
+                            wf[i] = t16 ? attn_bf16_to_f32(wh[i]) : attn_f16_to_f32(wh[i]);
+                        }
+                        CHECK_OK(attn__skinny_matmul_path(y, x, wf, ATTN_QT_F32, M, N, K, nt, path));
+                        CHECK_OK(attn__skinny_matmul_path(y16, x, wh, t, M, N, K, 3 - nt, path));
+                        bad16 += !same_bits(y, y16, (size_t)(M * N));
+                    }
+                    free(x), free(wf), free(y), free(y16), free(wh);
+                }
+    }
+    CHECK(bad == 0 && checked > 0, "skinny, both paths, M 1..16: %d of %d outputs bit-identical to the documented order", checked - bad, checked);
+    CHECK(bad16 == 0, "skinny: float16 / bfloat16 weights give the bits of their float32 widening (%d products differ)", bad16);
+}
+
 /* the fallback to one thread: a worker that holds its chunk for 2 ms (as one that lost its core)
  * while the caller's chunks take microseconds makes jobs slower than the caller alone */
 static void slow_worker_fn(void *p, int64_t lo, int64_t hi, int tid) {
@@ -370,6 +438,7 @@ int main(void) {
     test_nested();
     test_concurrent();
     test_skinny();
+    test_skinny_order();
     test_threads_bitwise();
     test_adapt();
     return attn_test_finish();

@@ -60,8 +60,19 @@ double attn__ct2_attr(const attn_ct2_file *f, const char *name, double def) {
 
 void attn__ct2_lin_free(attn__ct2_lin *l) {
     if (!l) return;
-    ATTN_FREE_ALL(l->wf, l->scale, l->b, l->q, l->comp);
+    ATTN_FREE_ALL(l->wf, l->scale, l->b, l->q, l->comp, l->wh);
     memset(l, 0, sizeof *l);
+}
+
+int attn__ct2_lin_keep16(attn__ct2_lin *l, const attn_ct2_var *v) {
+    if (!v || (v->dtype != ATTN_CT2_F16 && v->dtype != ATTN_CT2_BF16) || v->numel != l->w.rows * l->w.cols) return ATTN_OK;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, sizeof(uint16_t) * (size_t)(v->numel ? v->numel : 1)) != 0) return attn_set_error(ATTN_E_NOMEM, "out of memory");
+    memcpy(p, v->data, sizeof(uint16_t) * (size_t)v->numel); /* the mapping may be unaligned */
+    free(l->wh);
+    l->wh = (uint16_t *)p;
+    l->wh_type = v->dtype == ATTN_CT2_F16 ? ATTN_QT_F16 : ATTN_QT_BF16;
+    return ATTN_OK;
 }
 
 

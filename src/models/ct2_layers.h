@@ -17,6 +17,9 @@ typedef struct {
     float *b;      /* [out] or NULL */
     int8_t *q;     /* [out, in] int8 weights */
     int32_t *comp; /* [out] sum of each int8 weight row (removes the +128 input shift) */
+    uint16_t *wh;  /* [out, in] the weights as the file stores them when that is float16 or bfloat16
+                    * (the values of wf: the widening is exact), or NULL; see attn__ct2_lin_keep16 */
+    attn_qtype wh_type; /* ATTN_QT_F16 or ATTN_QT_BF16 with wh */
 } attn__ct2_lin;
 
 typedef struct {
@@ -33,9 +36,13 @@ double attn__ct2_attr(const attn_ct2_file *f, const char *name, double def);
 int attn__ct2_lin_load(attn__ct2_lin *l, const attn_ct2_file *f, const char *scope, int64_t out, int64_t in, int need_bias);
 /* a float32 linear layer over buffers it takes ownership of: w [out, in], b [out] or NULL */
 static inline void attn__ct2_lin_own(attn__ct2_lin *l, float *w, float *b, int64_t out, int64_t in) {
-    *l = (attn__ct2_lin){{ATTN_QT_F32, out, in, w, b, NULL, NULL, ATTN_WKERNEL_CT2}, w, NULL, b, NULL, NULL};
+    *l = (attn__ct2_lin){{ATTN_QT_F32, out, in, w, b, NULL, NULL, ATTN_WKERNEL_CT2}, w, NULL, b, NULL, NULL, NULL, ATTN_QT_F32};
 }
 void attn__ct2_lin_free(attn__ct2_lin *l);
+/* Keep a copy of variable v's 16-bit values in l->wh when v (shape [out, in] of l) is stored as
+ * float16 or bfloat16 (nothing otherwise): the skinny products of a few rows read half the bytes
+ * for the same results (attn__ct2_dec_step's projection). Errors: ATTN_E_NOMEM. */
+int attn__ct2_lin_keep16(attn__ct2_lin *l, const attn_ct2_var *v);
 /* y[M, out] = act(x[M, in] · Wᵀ + b) with CTranslate2's arithmetic (attn__ct2_gemm). */
 static inline int attn__ct2_lin_apply(float *y, const float *x, int64_t M, const attn__ct2_lin *l, attn_activation act) {
     return attn__ct2_gemm(y, x, M, &l->w, act);

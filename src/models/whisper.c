@@ -108,6 +108,8 @@ static int attn__wbody(attn_whisper *m, const attn_ct2_file *f) {
     } else {
         ATTN_TRY(attn__ct2_lin_load(&m->proj, f, "decoder/projection", c->vocab_size, E, 0));
     }
+    /* a float16 model: the decoding steps' projection reads its float16 values */
+    ATTN_TRY(attn__ct2_lin_keep16(&m->proj, pw));
     const int64_t F = c->d_ff;
     ATTN_TRY(attn__ct2_stacks_load(&m->enc, &m->dec, f, c->n_encoder_layers, c->n_decoder_layers, E, F));
     /* pre-norm, GELU; float attention through attn's SDPA */

@@ -64,16 +64,50 @@ static inline float sk_hsum(__m256 v) {
     return _mm_cvtss_f32(_mm_add_ss(b, _mm_movehdup_ps(b)));
 }
 
+#ifndef SK_PF_BLOCKS
+#define SK_PF_BLOCKS 2
+#endif
+
+/* one activation row against the block's 4 weight rows (the odd last row of M): the same sums
+ * as a pair's first row */
+static inline void sk_one_avx2(float *y, int64_t ldy, const float *x0, int64_t K, const void *W, attn_qtype t, int64_t n, const char **pf,
+                               const char *pf_end) {
+    const int64_t K8 = K & ~(int64_t)7;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t k = 0; k < K8; k += 8) {
+        if (*pf < pf_end) _mm_prefetch(*pf, _MM_HINT_T0), _mm_prefetch(*pf + 64, _MM_HINT_T0), *pf += 128;
+        const __m256 v0 = _mm256_loadu_ps(x0 + k);
+        a0 = _mm256_fmadd_ps(sk_load8(W, t, n * K + k), v0, a0);
+        a1 = _mm256_fmadd_ps(sk_load8(W, t, (n + 1) * K + k), v0, a1);
+        a2 = _mm256_fmadd_ps(sk_load8(W, t, (n + 2) * K + k), v0, a2);
+        a3 = _mm256_fmadd_ps(sk_load8(W, t, (n + 3) * K + k), v0, a3);
+    }
+    const float s[SK_ROWS] = {sk_hsum(a0), sk_hsum(a1), sk_hsum(a2), sk_hsum(a3)};
+    for (int r = 0; r < SK_ROWS; r++) {
+        float v = s[r];
+        for (int64_t k = K8; k < K; k++) v = fmaf(sk_w(W, t, (n + r) * K + k), x0[k], v);
+        y[n + r] = v;
+    }
+    (void)ldy;
+}
+
 static void sk_rows_avx2(float *y, int64_t ldy, const float *x, int64_t M, int64_t K, const void *W, attn_qtype t, int64_t r0, int64_t r1) {
     const int64_t K8 = K & ~(int64_t)7;
+    const int64_t esz = t == ATTN_QT_F32 ? 4 : 2;
     int64_t n = r0;
     for (; n + SK_ROWS <= r1; n += SK_ROWS) {
+        /* the weight rows SK_PF_BLOCKS blocks ahead (up to r1) are prefetched while this block
+         * computes, 2 cache lines an iteration: the stream from memory goes on while the block's
+         * later activation rows read it from L1 */
+        int64_t p0 = n + SK_PF_BLOCKS * SK_ROWS, p1 = p0 + SK_ROWS < r1 ? p0 + SK_ROWS : r1;
+        const char *pf = (const char *)W + p0 * K * esz, *pf_end = p1 > p0 ? (const char *)W + p1 * K * esz : pf;
         /* two activation rows at a time against the block's 4 weight rows: 8 accumulators */
-        for (int64_t m = 0; m < M; m += 2) {
-            const int two = m + 1 < M;
-            const float *x0 = x + m * K, *x1 = two ? x0 + K : x0;
+        int64_t m = 0;
+        for (; m + 2 <= M; m += 2) {
+            const float *x0 = x + m * K, *x1 = x0 + K;
             __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00, a10 = a00, a11 = a00, a12 = a00, a13 = a00;
             for (int64_t k = 0; k < K8; k += 8) {
+                if (pf < pf_end) _mm_prefetch(pf, _MM_HINT_T0), _mm_prefetch(pf + 64, _MM_HINT_T0), pf += 128;
                 const __m256 v0 = _mm256_loadu_ps(x0 + k), v1 = _mm256_loadu_ps(x1 + k);
                 __m256 w = sk_load8(W, t, n * K + k);
                 a00 = _mm256_fmadd_ps(w, v0, a00), a10 = _mm256_fmadd_ps(w, v1, a10);
@@ -86,7 +120,7 @@ static void sk_rows_avx2(float *y, int64_t ldy, const float *x, int64_t M, int64
             }
             float s[2][SK_ROWS] = {{sk_hsum(a00), sk_hsum(a01), sk_hsum(a02), sk_hsum(a03)},
                                    {sk_hsum(a10), sk_hsum(a11), sk_hsum(a12), sk_hsum(a13)}};
-            for (int i = 0; i < 1 + two; i++)
+            for (int i = 0; i < 2; i++)
                 for (int r = 0; r < SK_ROWS; r++) {
                     const float *xm = i ? x1 : x0;
                     float v = s[i][r];
@@ -94,6 +128,7 @@ static void sk_rows_avx2(float *y, int64_t ldy, const float *x, int64_t M, int64
                     y[(m + i) * ldy + n + r] = v;
                 }
         }
+        if (m < M) sk_one_avx2(y + m * ldy, ldy, x + m * K, K, W, t, n, &pf, pf_end);
     }
     for (; n < r1; n++) /* the last rows, one at a time */
         for (int64_t m = 0; m < M; m++) {

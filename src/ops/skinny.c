@@ -3,7 +3,9 @@
  * from memory once for all M rows (4 weight rows at a time, kept in L1 while every pair of
  * activation rows passes over them), where OpenBLAS's sgemm would first copy ("pack") all of W
  * into its own layout on every call — for Whisper's vocabulary projection [51864 x 384] at beam
- * 5, 80 MB written and read again per step. Each output is a sum over k in 8 interleaved partial
+ * 5, 80 MB written and read again per step. The AVX2 path prefetches the weight rows two blocks
+ * ahead while a block computes (the stream from memory goes on while the block's later
+ * activation rows read L1), and an odd last activation row runs alone. Each output is a sum over k in 8 interleaved partial
  * sums (lane k mod 8, in k order), added pairwise at the end, then the tail k >= K - K mod 8 in
  * order; the AVX2 path fuses each multiply-add (one rounding), the portable path does not. Both
  * are within K·2⁻²³·Σ|x_k·w_k| of the exact sum (tests/test_pool.c checks against float64).

@@ -133,6 +133,46 @@ static void test_timestamp_rule(attn_whisper *m) {
     free(x);
 }
 
+/* the model keeps the last window's decoding state (buffers, arena block) for the next one: a
+ * window decoded again after another one (the state reused, at beam 5 and greedy, a capacity
+ * change in between) gives the same tokens and the same score, bit for bit */
+static void test_state_reuse(attn_whisper *m) {
+    const char *files[2] = {"whisper/espeak_3.mel.npy", "whisper/Front_Center.mel.npy"};
+    float *win[2];
+    for (int f = 0; f < 2; f++) {
+        win[f] = (float *)calloc(80 * 3000, sizeof(float));
+        attn_tensor t;
+        memset(&t, 0, sizeof t);
+        if (attn_npy_load(&t, attn_test_fixture(files[f])) < 0) {
+            CHECK(0, "%s: %s", files[f], attn_last_error());
+            free(win[0]);
+            if (f) free(win[1]);
+            return;
+        }
+        const int64_t T = t.shape[1] < 3000 ? t.shape[1] : 3000;
+        for (int64_t c = 0; c < 80; c++)
+            for (int64_t k = 0; k < T; k++) win[f][c * 3000 + k] = ((float *)t.data)[c * t.shape[1] + k];
+        attn_npy_free(&t);
+    }
+    const int beams[5] = {5, 5, 1, 5, 1}, wins[5] = {0, 1, 0, 0, 0};
+    int32_t *ids[5] = {NULL};
+    int64_t n[5] = {0};
+    float sc[5] = {0};
+    for (int i = 0; i < 5; i++) {
+        attn_whisper_opts o = attn_whisper_opts_default();
+        o.beam_size = beams[i];
+        CHECK_OK(attn_whisper_generate(m, &ids[i], &n[i], &sc[i], win[wins[i]], &o));
+    }
+    CHECK(n[0] > 0 && n[3] == n[0] && memcmp(ids[3], ids[0], sizeof(int32_t) * (size_t)n[0]) == 0 && memcmp(&sc[3], &sc[0], sizeof(float)) == 0,
+          "espeak_3 beam 5 again after Front_Center and a greedy decoding: same %lld tokens, same score bits (%.9g vs %.9g)", (long long)n[0],
+          (double)sc[3], (double)sc[0]);
+    CHECK(n[2] > 0 && n[4] == n[2] && memcmp(ids[4], ids[2], sizeof(int32_t) * (size_t)n[2]) == 0 && memcmp(&sc[4], &sc[2], sizeof(float)) == 0,
+          "espeak_3 greedy again on the reused state: same %lld tokens, same score bits", (long long)n[2]);
+    for (int i = 0; i < 5; i++) free(ids[i]);
+    free(win[0]);
+    free(win[1]);
+}
+
 static void test_tokens(attn_whisper *m) {
     static const char *names[] = {"Front_Center", "Front_Left", "Front_Right", "Noise", "Rear_Center", "Rear_Left",
                                   "Rear_Right", "Side_Left", "Side_Right", "espeak_1", "espeak_2", "espeak_3"};
@@ -1039,6 +1079,7 @@ int main(void) {
         CHECK(c->d_model == 384 && c->n_heads == 6 && c->n_encoder_layers == 4 && c->n_decoder_layers == 4 && c->d_ff == 1536 &&
                   c->vocab_size == 51864 && c->n_text_ctx == 448 && c->sot == 50257 && c->no_timestamps == 50362,
               "tiny.en config");
+        test_state_reuse(m);
         test_tokens(m);
         test_timestamp_rule(m);
         test_rules(m);

@@ -14,6 +14,7 @@
 #include <cJSON.h>
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,7 @@ void attn_whisper_free(attn_whisper *m) {
     attn_bpe_free(m->tok);
     free(m->suppress);
     free(m->suppress_begin);
+    if (m->has_spare) attn__ct2_dec_free(&m->spare);
     free(m);
 }
 
@@ -285,8 +287,10 @@ char *attn_whisper_text(const attn_whisper *m, const int32_t *ids, int64_t n) {
 static int attn__wencode(attn_whisper *m, float *enc, const float *mel, attn_arena *arena) {
     const int64_t E = m->cfg.d_model, T = ATTN_WHISPER_FRAMES, L = m->cfg.n_audio_ctx;
     const int64_t C = ATTN_WHISPER_N_MELS;
-    float *col = (float *)malloc(sizeof(float) * (size_t)(T * (E * 3 > C * 3 ? E * 3 : C * 3)));
-    float *x1 = (float *)malloc(sizeof(float) * (size_t)(T * E));
+    /* from the state's arena (its first block is kept from window to window: attn__wprepare) */
+    attn_arena_mark mk = attn_arena_get_mark(arena);
+    float *col = attn_arena_alloc_f32_uninit(arena, (size_t)(T * C * 3 > L * E * 3 ? T * C * 3 : L * E * 3));
+    float *x1 = attn_arena_alloc_f32_uninit(arena, (size_t)(T * E));
     int rc = ATTN_OK;
     if (!col || !x1) {
         rc = attn_set_error(ATTN_E_NOMEM, "out of memory");
@@ -306,16 +310,46 @@ static int attn__wencode(attn_whisper *m, float *enc, const float *mel, attn_are
                 col[t * E * 3 + c * 3 + k] = s >= 0 && s < T ? x1[s * E + c] : 0.0f;
             }
     if ((rc = attn__ct2_lin_apply(enc, col, L, &m->conv2, ATTN_ACT_GELU)) < 0) goto done;
+    attn_arena_release(arena, mk); /* the layers' scratch takes the same bytes */
     for (int64_t i = 0; i < L * E; i++) enc[i] += m->enc_pos[i];
     if ((rc = attn__ct2_encode(enc, m->enc, m->cfg.n_encoder_layers, &m->enc_cfg, 1, L, NULL, arena)) < 0) goto done;
     attn__ct2_ln_apply(enc, enc, L, &m->enc_ln, 1e-5f);
 done:
-    free(col);
-    free(x1);
+    attn_arena_release(arena, mk);
     return rc;
 }
 
-void attn__wstate_free(attn__wstate *s) { attn__ct2_dec_free(&s->d); }
+/* take (take = 1: one of cap rows) or park the model's spare decoding state under its flag; 0
+ * when another thread holds the flag or there is none to take. Parking replaces a spare of
+ * another capacity (the last window's decoding is the likeliest next one): that one is freed. */
+static int attn__wspare(attn_whisper *m, attn__ct2_dec *d, int take, int64_t cap) {
+    if (atomic_exchange(&m->spare_busy, 1)) return 0;
+    int done = 0;
+    attn__ct2_dec old;
+    int free_old = 0;
+    if (take && m->has_spare && m->spare.cap_rows == cap) {
+        *d = m->spare;
+        m->has_spare = 0;
+        done = 1;
+    } else if (!take && (!m->has_spare || m->spare.cap_rows != d->cap_rows)) {
+        old = m->spare;
+        free_old = m->has_spare;
+        m->spare = *d;
+        m->has_spare = 1;
+        done = 1;
+    }
+    atomic_store(&m->spare_busy, 0);
+    if (free_old) attn__ct2_dec_free(&old);
+    return done;
+}
+
+void attn__wstate_free(attn__wstate *s) {
+    if (s->complete && s->m && attn__wspare(s->m, &s->d, 0, 0)) {
+        memset(&s->d, 0, sizeof s->d);
+        return;
+    }
+    attn__ct2_dec_free(&s->d);
+}
 
 /* one decoder position for N rows at absolute position pos; logits NULL skips the projection */
 int attn__wforward(attn__wstate *s, float *logits, const int32_t *ids, int64_t N, int64_t pos) {
@@ -367,11 +401,33 @@ int attn__wprepare(attn__wstate *s, attn_whisper *m, int64_t cap, const float *m
     const int64_t E = m->cfg.d_model, A = m->cfg.n_audio_ctx;
     memset(s, 0, sizeof *s);
     s->m = m;
-    int rc = attn__ct2_dec_init(&s->d, m->dec, m->cfg.n_decoder_layers, &m->dec_cfg, &m->dec_ln, &m->proj, 1, A, m->cfg.n_text_ctx, cap, 0);
-    float *enc = (float *)malloc(sizeof(float) * (size_t)(A * E));
+    int rc = ATTN_OK;
+    if (attn__wspare(m, &s->d, 1, cap)) {
+        /* the last window's state: an empty cache (what lies past each slot's length is never
+         * read), rows on item 0 (this model's reorders leave them so) */
+        attn_kv_clear(s->d.kv);
+        s->d.rows = 0;
+    } else {
+        rc = attn__ct2_dec_init(&s->d, m->dec, m->cfg.n_decoder_layers, &m->dec_cfg, &m->dec_ln, &m->proj, 1, A, m->cfg.n_text_ctx, cap, 0);
+        /* one first block for everything the window takes from the arena: the encoder output,
+         * the convolutions' im2col rows (then an encoder layer's scratch) and the decoding steps'
+         * scratch; a 64-byte anchor at its start is never released, so the block stays (with the
+         * state, from window to window) and the kernel does not map and zero these pages again
+         * at every layer: they were allocated and freed per layer */
+        const int64_t T = ATTN_WHISPER_FRAMES, C = ATTN_WHISPER_N_MELS, F = m->cfg.d_ff;
+        const int64_t conv = (T * C * 3 > A * E * 3 ? T * C * 3 : A * E * 3) + T * E;
+        const int64_t layer = 3 * A * E + A * (F > 3 * E ? F : 3 * E);
+        if (rc == 0) {
+            s->d.arena.block_bytes = sizeof(float) * (size_t)(A * E + (conv > layer ? conv : layer)) + ((size_t)1 << 20);
+            if (!attn_arena_alloc(&s->d.arena, 64)) rc = attn_set_error(ATTN_E_NOMEM, "out of memory");
+        }
+    }
+    attn_arena_mark mk = attn_arena_get_mark(&s->d.arena);
+    float *enc = rc == 0 ? attn_arena_alloc_f32_uninit(&s->d.arena, (size_t)(A * E)) : NULL;
     if (rc == 0 && !enc) rc = attn_set_error(ATTN_E_NOMEM, "out of memory");
     if (rc == 0) rc = attn__wencode(m, enc, mel, &s->d.arena);
     if (rc == 0) rc = attn__ct2_dec_cross(&s->d, enc);
-    free(enc);
+    attn_arena_release(&s->d.arena, mk);
+    s->complete = rc == 0;
     return rc;
 }

@@ -24,6 +24,13 @@ struct attn_whisper {
     attn_bpe *tok; /* GPT-2 byte-level BPE (shared tokenizer), for the text of token ids */
     int32_t *suppress, *suppress_begin;
     int64_t n_suppress, n_suppress_begin;
+    /* the decoding state of the last window, kept for the next one (attn__wprepare /
+     * attn__wstate_free): its buffers (cross keys / values, KV cache, ~50 MB for tiny at beam 5)
+     * are not mapped and zeroed by the kernel again for every window (~5 % of a short file).
+     * spare_busy: 1 while a thread takes or parks it (a concurrent transcription builds its own) */
+    attn__ct2_dec spare;
+    int has_spare;
+    _Atomic int spare_busy;
 };
 
 /* decoding state: the shared CTranslate2 decoder state (one cache slot per row) */
@@ -33,9 +40,10 @@ typedef struct {
     int64_t pos0; /* position of decode step 0 */
     int timestamps;
     float no_speech; /* probability of the no-speech token after <|startoftranscript|> */
+    int complete;    /* d is fully built (attn__wstate_free may park it in m->spare) */
 } attn__wstate;
 
-/* release a decoding state */
+/* release a decoding state (a complete one is kept in the model for the next window) */
 void attn__wstate_free(attn__wstate *s);
 /* encoder and cross-attention keys/values of one window (mel [80, 3000]), for decodings of up to
  * cap rows. Errors: ATTN_E_RANGE (a non-finite feature), ATTN_E_NOMEM, those of the layers. */

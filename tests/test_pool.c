@@ -4,8 +4,10 @@
  * threads where their arithmetic does not depend on the split. */
 #include "attn.h"
 #include "attn_ops.h"
+#include "attn_beam.h"
 #include "attention/fused_internal.h"
 #include "core/pool.h"
+#include "ct2compat/ct2compat.h"
 #include "ops/quant_internal.h"
 #include "testutil.h"
 
@@ -270,6 +272,56 @@ static void test_threads_bitwise(void) {
         attn_set_num_threads(2);
         CHECK_OK(attn_activate(&t2, &ta, ATTN_ACT_GELU));
         CHECK(same_bits(o1, o2, (size_t)(R * E)), "gelu [200 x 512]: 1 and 2 threads bit-identical");
+        attn_set_num_threads(keep);
+        free(a), free(o1), free(o2);
+    }
+    /* log-softmax rows (a beam's rows over Whisper's vocabulary) on the pool: 5 rows of 51864,
+     * one row with -inf entries */
+    {
+        const int64_t R = 5, V = 51864;
+        float *a = (float *)malloc(sizeof(float) * R * V), *o1 = (float *)malloc(sizeof(float) * R * V), *o2 = (float *)malloc(sizeof(float) * R * V);
+        attn_test_fill_uniform(a, (size_t)(R * V), -20, 20, &seed);
+        for (int64_t i = 0; i < V; i += 3) a[2 * V + i] = -INFINITY;
+        const int keep = attn_get_num_threads();
+        uint64_t p0, p1;
+        memcpy(o1, a, sizeof(float) * (size_t)(R * V));
+        memcpy(o2, a, sizeof(float) * (size_t)(R * V));
+        attn_set_num_threads(1);
+        attn_log_softmax_rows(o1, R, V);
+        attn_set_num_threads(2);
+        attn__pool_stats(&p0, NULL);
+        attn_log_softmax_rows(o2, R, V);
+        attn__pool_stats(&p1, NULL);
+        double sum = 0;
+        for (int64_t i = 0; i < V; i++) sum += exp((double)o2[2 * V + i]);
+        CHECK(same_bits(o1, o2, (size_t)(R * V)) && p1 > p0 && fabs(sum - 1.0) < 1e-4,
+              "log-softmax [5 x 51864]: 1 and 2 threads bit-identical (a parallel job ran: %d), row 2 sums to %.6f", (int)(p1 > p0), sum);
+        attn_set_num_threads(keep);
+        free(a), free(o1), free(o2);
+    }
+    /* CTranslate2's LayerNorm (Whisper's encoder: 1500 rows) on the pool: rows of 387 (a tail
+     * past the 8 lanes), 700 rows in chunks of 42, on both paths */
+    {
+        const int64_t R = 700, E = 387;
+        float *a = (float *)malloc(sizeof(float) * R * E), *o1 = (float *)malloc(sizeof(float) * R * E), *o2 = (float *)malloc(sizeof(float) * R * E);
+        float g[387], bt[387];
+        attn_test_fill_uniform(a, (size_t)(R * E), -3, 3, &seed);
+        attn_test_fill_uniform(g, 387, 0.5f, 1.5f, &seed);
+        attn_test_fill_uniform(bt, 387, -0.5f, 0.5f, &seed);
+        const int keep = attn_get_num_threads();
+        for (int portable = 0; portable < 2; portable++) {
+            if (portable) setenv("ATTN_QUANT_KERNEL", "portable", 1);
+            uint64_t p0, p1;
+            attn_set_num_threads(1);
+            attn__ct2_layernorm(o1, a, R, g, bt, E, 1e-5f);
+            attn_set_num_threads(2);
+            attn__pool_stats(&p0, NULL);
+            attn__ct2_layernorm(o2, a, R, g, bt, E, 1e-5f);
+            attn__pool_stats(&p1, NULL);
+            CHECK(same_bits(o1, o2, (size_t)(R * E)) && p1 > p0, "ct2 layernorm [700 x 387], %s path: 1 and 2 threads bit-identical (a parallel job ran: %d)",
+                  portable ? "portable" : "default", (int)(p1 > p0));
+            if (portable) unsetenv("ATTN_QUANT_KERNEL");
+        }
         attn_set_num_threads(keep);
         free(a), free(o1), free(o2);
     }

@@ -1,6 +1,7 @@
 /* CTranslate2 4.8.5's CPU LayerNorm, rounded as on an 8-float-wide machine (see ct2compat.h). */
 #include "ct2compat/ct2compat.h"
 #include "core/internal.h"
+#include "core/pool.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -51,20 +52,8 @@ __attribute__((target("avx2,fma"))) static void attn__ln_rows_avx2(float *y, con
 }
 #endif
 
-void attn__ct2_layernorm(float *y, const float *x, int64_t M, const float *g, const float *b, int64_t n_, float eps) {
-    /* Rounded like CTranslate2's CPU LayerNorm on an 8-float-wide machine, so that int8 models,
-     * whose activations are re-quantised after every norm, see the same floats: single pass,
-     * sum and sum of squares in 8 interleaved float lanes (x[8i + l] into lane l, the square
-     * rounded before it is added), lanes folded as ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)),
-     * mean = sum * (1/n), variance = fma(sumsq, 1/n, -mean^2) clamped at 0,
-     * y = fma(x - mean, gamma * rstd, beta) with rstd = 1 / sqrt(variance + eps). */
-#if defined(__x86_64__)
-    if (attn__ct2_have_avx2()) {
-        attn__ln_rows_avx2(y, x, M, g, b, n_, eps);
-        return;
-    }
-#endif
-    const int64_t n = n_, n8 = n - n % 8;
+static void attn__ln_rows_c(float *y, const float *x, int64_t M, const float *g, const float *b, int64_t n, float eps) {
+    const int64_t n8 = n - n % 8;
     const float inv_n = 1.0f / (float)n;
     for (int64_t m = 0; m < M; m++) {
         const float *r = x + m * n;
@@ -80,4 +69,44 @@ void attn__ct2_layernorm(float *y, const float *x, int64_t M, const float *g, co
         attn__ln_stats(a, q, r, n8, n, inv_n, eps, &mean, &rstd);
         for (int64_t i = 0; i < n; i++) o[i] = fmaf(r[i] - mean, g[i] * rstd, b[i]);
     }
+}
+
+typedef struct {
+    float *y;
+    const float *x, *g, *b;
+    int64_t n;
+    float eps;
+    int avx2;
+} attn__ln_job;
+
+/* rows [lo, hi): each row whole on one thread (any split gives the same bits) */
+static void attn__ln_chunk(void *p, int64_t lo, int64_t hi, int tid) {
+    const attn__ln_job *j = (const attn__ln_job *)p;
+    (void)tid;
+#if defined(__x86_64__)
+    if (j->avx2) {
+        attn__ln_rows_avx2(j->y + lo * j->n, j->x + lo * j->n, hi - lo, j->g, j->b, j->n, j->eps);
+        return;
+    }
+#endif
+    attn__ln_rows_c(j->y + lo * j->n, j->x + lo * j->n, hi - lo, j->g, j->b, j->n, j->eps);
+}
+
+void attn__ct2_layernorm(float *y, const float *x, int64_t M, const float *g, const float *b, int64_t n_, float eps) {
+    /* Rounded like CTranslate2's CPU LayerNorm on an 8-float-wide machine, so that int8 models,
+     * whose activations are re-quantised after every norm, see the same floats: single pass,
+     * sum and sum of squares in 8 interleaved float lanes (x[8i + l] into lane l, the square
+     * rounded before it is added), lanes folded as ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)),
+     * mean = sum * (1/n), variance = fma(sumsq, 1/n, -mean^2) clamped at 0,
+     * y = fma(x - mean, gamma * rstd, beta) with rstd = 1 / sqrt(variance + eps). */
+    attn__ln_job j = {y, x, g, b, n_, eps, 0};
+#if defined(__x86_64__)
+    j.avx2 = attn__ct2_have_avx2();
+#endif
+    /* rows on attn's pool from 2^16 elements (an encoder's 1500 x 384: the caller alone was a
+     * serial stretch between two parallel products), in chunks of ~16K elements */
+    if (M <= 0) return;
+    const double cost = (double)M * (double)n_;
+    const int64_t chunk = n_ > 0 && 16384 / n_ > 1 ? 16384 / n_ : 1;
+    attn__pool_for(M, chunk, cost < 65536.0 ? 1 : attn__pool_threads(cost, 0), attn__ln_chunk, &j);
 }

@@ -2,6 +2,7 @@
 #include "attn_beam.h"
 #include "attn_sampling.h"
 #include "core/internal.h"
+#include "core/pool.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -19,9 +20,18 @@ attn_decode_opts attn_decode_opts_default(void) {
     return o;
 }
 
-void attn_log_softmax_rows(float *x, int64_t rows, int64_t n) {
-    for (int64_t r = 0; r < rows; r++) {
-        float *v = x + r * n;
+typedef struct {
+    float *x;
+    int64_t n;
+} attn__lsm_job;
+
+/* rows [lo, hi) of attn_log_softmax_rows, each whole on one thread (the same bits on any split) */
+static void attn__lsm_rows(void *p, int64_t lo, int64_t hi, int tid) {
+    const attn__lsm_job *jb = (const attn__lsm_job *)p;
+    const int64_t n = jb->n;
+    (void)tid;
+    for (int64_t r = lo; r < hi; r++) {
+        float *v = jb->x + r * n;
         float mx = -INFINITY;
         for (int64_t j = 0; j < n; j++)
             if (v[j] > mx) mx = v[j];
@@ -31,6 +41,15 @@ void attn_log_softmax_rows(float *x, int64_t rows, int64_t n) {
         float lse = mx + (float)log(s);
         for (int64_t j = 0; j < n; j++) v[j] -= lse;
     }
+}
+
+void attn_log_softmax_rows(float *x, int64_t rows, int64_t n) {
+    attn__lsm_job jb = {x, n};
+    if (rows <= 0) return;
+    /* rows on attn's pool when they are long (a beam's rows over Whisper's 51864 tokens: an
+     * exp per element, serial between two parallel products) */
+    const double cost = (double)rows * (double)n;
+    attn__pool_for(rows, 1, rows < 2 || cost < 65536.0 ? 1 : attn__pool_threads(cost, 0), attn__lsm_rows, &jb);
 }
 
 void attn_decode_results_free(attn_decode_result *results, int64_t n) {

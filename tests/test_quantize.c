@@ -125,7 +125,8 @@ static void test_writer(void) {
 }
 
 /* F32 / F16 input: each tensor quantized exactly as attn_quantize_rows does; norms copied;
- * a non-finite weight refused with the tensor named and no output left */
+ * a non-finite weight refused with the tensor named and no output left, also in a tensor
+ * copied as it is (an inf in a norm: the file written would not load) */
 static void test_quantize_f32(void) {
     char src[256], dst[256];
     snprintf(src, sizeof src, "%s/f32.gguf", dir);
@@ -137,7 +138,7 @@ static void test_quantize_f32(void) {
     attn_test_fill_uniform(wq, R * C, -1.0f, 1.0f, &seed);
     attn_test_fill_uniform(norm, C, 0.5f, 1.5f, &seed);
     for (int i = 0; i < R * C; i++) wh[i] = attn_f32_to_f16(wq[i] * 0.5f);
-    for (int pass = 0; pass < 2; pass++) {
+    for (int pass = 0; pass < 3; pass++) {
         attn_gguf_writer *w = NULL;
         CHECK_OK(attn_gguf_writer_open(&w, src, 0));
         if (!w) return;
@@ -151,21 +152,26 @@ static void test_quantize_f32(void) {
         CHECK_OK(attn_gguf_writer_tensor(w, "blk.0.attn_q.weight", ATTN_QT_F32, 2, ne2));
         CHECK_OK(attn_gguf_writer_tensor(w, "blk.0.ffn_up.weight", ATTN_QT_F16, 2, ne2));
         CHECK_OK(attn_gguf_writer_tensor(w, "blk.0.attn_norm.weight", ATTN_QT_F32, 1, ne1));
+        const float keep_w = wq[3 * C + 9], keep_n = norm[5];
         if (pass == 1) wq[3 * C + 9] = NAN;
+        if (pass == 2) norm[5] = INFINITY;
         CHECK_OK(attn_gguf_writer_data(w, wq, sizeof wq));
         CHECK_OK(attn_gguf_writer_data(w, wh, sizeof wh));
         CHECK_OK(attn_gguf_writer_data(w, norm, sizeof norm));
         CHECK_OK(attn_gguf_writer_commit(w));
-        if (pass == 1) {
+        wq[3 * C + 9] = keep_w;
+        norm[5] = keep_n;
+        if (pass >= 1) {
+            const char *bad = pass == 1 ? "blk.0.attn_q.weight" : "blk.0.attn_norm.weight";
             unlink(dst);
             CHECK_ERR(attn_gguf_quantize(src, dst, "Q4_K_M", 1, NULL), ATTN_E_RANGE);
-            CHECK(strstr(attn_last_error(), "blk.0.attn_q.weight") != NULL, "non-finite weight: tensor named: %s", attn_last_error());
+            CHECK(strstr(attn_last_error(), bad) != NULL, "non-finite weight: tensor %s named: %s", bad, attn_last_error());
             int left = 0; /* neither the output nor a temporary file */
             DIR *dd = opendir(dir);
             for (struct dirent *e; dd && (e = readdir(dd));) left += strstr(e->d_name, "f32-q") != NULL;
             if (dd) closedir(dd);
             CHECK(left == 0, "no output and no temporary file after the error (%d left)", left);
-            break;
+            continue;
         }
         int64_t counts[ATTN_QT_COUNT];
         CHECK_OK(attn_gguf_quantize(src, dst, "q4_k_m", 1, counts));

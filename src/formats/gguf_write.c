@@ -405,6 +405,38 @@ static int convert_tensor(attn_gguf_writer *w, const attn_gguf_tensor *t, attn_q
     return rc;
 }
 
+/* a tensor copied as it is must load again: float values finite, block scales finite (what
+ * the model loaders check; quantize refused such values only in the tensors it converts) */
+static int check_copied(const attn_gguf_tensor *t) {
+    const size_t n = t->nbytes / (t->type == ATTN_QT_F32 ? 4 : 2);
+    if (t->type == ATTN_QT_F32 || t->type == ATTN_QT_F16 || t->type == ATTN_QT_BF16) {
+        for (size_t i = 0; i < n; i++) {
+            int bad;
+            if (t->type == ATTN_QT_F32) {
+                uint32_t b;
+                memcpy(&b, (const unsigned char *)t->data + 4 * i, 4);
+                bad = (b & 0x7f800000u) == 0x7f800000u;
+            } else {
+                uint16_t h;
+                memcpy(&h, (const unsigned char *)t->data + 2 * i, 2);
+                const uint16_t e = t->type == ATTN_QT_F16 ? 0x7c00u : 0x7f80u;
+                bad = (h & e) == e;
+            }
+            if (bad) return attn_set_error(ATTN_E_RANGE, "quantize: tensor '%s' holds a non-finite value (element %zu)", t->name, i);
+        }
+        return ATTN_OK;
+    }
+    if (attn_qtype_block(t->type) <= 1 || t->ne[0] <= 0) return ATTN_OK;
+    const attn_qmatrix m = {t->type, t->data, (int64_t)(t->nbytes / attn_qtype_row_bytes(t->type, t->ne[0])), t->ne[0]};
+    const int rc = attn_qmatrix_check(&m);
+    if (rc < 0) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "%s", attn_last_error());
+        return attn_set_error(rc, "quantize: tensor '%s': %s", t->name, msg);
+    }
+    return ATTN_OK;
+}
+
 /* llama.cpp's tensor order (llama_model_loader's weight_name_comparer): by layer number
  * ("blk.N."; other tensors first), then by name; the mix counters and the output follow it */
 typedef struct {
@@ -473,7 +505,11 @@ int attn_gguf_quantize(const char *in, const char *out, const char *ftype, int n
     }
     for (int64_t i = 0; rc == ATTN_OK && i < ntn; i++) {
         attn_gguf_tensor_at(g, ord[i].index, &t);
-        rc = dst[i] == t.type ? attn_gguf_writer_data(w, t.data, t.nbytes) : convert_tensor(w, &t, dst[i], n_threads);
+        if (dst[i] == t.type) {
+            rc = check_copied(&t);
+            if (rc == ATTN_OK) rc = attn_gguf_writer_data(w, t.data, t.nbytes);
+        } else
+            rc = convert_tensor(w, &t, dst[i], n_threads);
     }
     free(dst);
     free(ord);

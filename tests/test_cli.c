@@ -992,7 +992,7 @@ static void test_llm_verbs(void) {
     put_file(empty, " \n\t\n");
     put_file(bad, "\xff" "abc");
     EXPECT_FAIL(1, "no text to summarize", "summarize a blank file", "summarize", "--model", smol, "-n", "3", empty);
-    EXPECT_FAIL(1, "the message is empty", "chat with an empty message", "chat", "--model", smol, "");
+    EXPECT_FAIL(2, "the message is empty", "chat with an empty message (a usage error, as generate's empty prompt)", "chat", "--model", smol, "");
     EXPECT_FAIL(1, "byte offset 0", "chat with invalid UTF-8: the offset is the message's", "chat", "--model", smol,
                 "\xff" "abc");
     EXPECT_FAIL(2, "is not a GGUF file", "generate with a non-GGUF model and no --tokenizer", "generate", "--model", empty,

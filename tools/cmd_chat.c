@@ -100,11 +100,12 @@ static int turn(llm_ctx *c, attn_llama_state *st, const char *text, const llm_op
     return rc;
 }
 
-/* A message must hold some text and be valid UTF-8: CLI_OK, or CLI_FAIL with the reason printed. */
-static int check_message(const char *m, size_t n) {
+/* A message must hold some text and be valid UTF-8: CLI_OK, or the reason printed and CLI_FAIL
+ * (an empty message given up front is a usage error, as generate's empty prompt: exit 2). */
+static int check_message(const char *m, size_t n, int up_front) {
     size_t nonblank = 0;
     for (size_t i = 0; i < n; i++) nonblank += !strchr(" \t\r\n\v\f", m[i]);
-    if (nonblank == 0) return cli_error("the message is empty");
+    if (nonblank == 0) return up_front ? cli_usage_error("chat", "the message is empty") : cli_error("the message is empty");
     if (attn_tokenizer_validate_utf8(m, n, NULL) < 0) return cli_lib_error("the message");
     return CLI_OK;
 }
@@ -150,7 +151,7 @@ int cmd_chat(int argc, char **argv) {
     }
     if (!interactive) {
         /* the message itself is checked, so that an error points into it, not into the template */
-        if ((rc = check_message(message, strlen(message))) != CLI_OK) goto done;
+        if ((rc = check_message(message, strlen(message), 1)) != CLI_OK) goto done;
         text = llm_chatml(system, message, 1);
         rc = text ? turn(&c, st, text, &o, &hist, &nh, &ch, 0) : cli_error("out of memory");
         goto done;
@@ -164,7 +165,7 @@ int cmd_chat(int argc, char **argv) {
         if (!fgets(line, sizeof line, stdin)) break;
         line[strcspn(line, "\r\n")] = 0;
         if (!line[0]) break;
-        if (check_message(line, strlen(line)) != CLI_OK) continue; /* said on stderr; ask again */
+        if (check_message(line, strlen(line), 0) != CLI_OK) continue; /* said on stderr; ask again */
         free(text);
         text = llm_chatml(system, line, first);
         first = 0;

@@ -529,23 +529,29 @@ static int run_attn(const char *first, ...) {
     return attn_test_run(attn_test_cli_path(), tmpdir, out_text, sizeof out_text, err_text, sizeof err_text, args);
 }
 
-static void write_wav(const char *path, int rate, int n) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return;
-    uint32_t data = (uint32_t)n * 2, riff = 36 + data, fmt = 16, br = (uint32_t)rate * 2, r = (uint32_t)rate;
-    uint16_t pcm = 1, ch = 1, ba = 2, bits = 16;
+/* the 44-byte header of a WAV file: RIFF size `riff`, a 16-byte fmt chunk (format tag, channels,
+ * rate, bits), then a data chunk announcing `data` bytes */
+static void write_wav_header(FILE *f, uint16_t tag, uint16_t ch, uint32_t rate, uint16_t bits, uint32_t data, uint32_t riff) {
+    const uint16_t ba = (uint16_t)(ch * ((bits + 7) / 8));
+    const uint32_t fmt = 16, br = rate * ba;
     fwrite("RIFF", 1, 4, f);
     fwrite(&riff, 4, 1, f);
     fwrite("WAVEfmt ", 1, 8, f);
     fwrite(&fmt, 4, 1, f);
-    fwrite(&pcm, 2, 1, f);
+    fwrite(&tag, 2, 1, f);
     fwrite(&ch, 2, 1, f);
-    fwrite(&r, 4, 1, f);
+    fwrite(&rate, 4, 1, f);
     fwrite(&br, 4, 1, f);
     fwrite(&ba, 2, 1, f);
     fwrite(&bits, 2, 1, f);
     fwrite("data", 1, 4, f);
     fwrite(&data, 4, 1, f);
+}
+
+static void write_wav(const char *path, int rate, int n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return;
+    write_wav_header(f, 1, 1, (uint32_t)rate, 16, (uint32_t)n * 2, 36 + (uint32_t)n * 2);
     int16_t zero = 0;
     for (int i = 0; i < n; i++) fwrite(&zero, 2, 1, f);
     fclose(f);
@@ -555,20 +561,7 @@ static void write_wav(const char *path, int rate, int n) {
 static void write_wav_f32_nan(const char *path, int n) {
     FILE *f = fopen(path, "wb");
     if (!f) return;
-    uint32_t data = (uint32_t)n * 4, riff = 36 + data, fmt = 16, r = 16000, br = 64000;
-    uint16_t ieee = 3, ch = 1, ba = 4, bits = 32;
-    fwrite("RIFF", 1, 4, f);
-    fwrite(&riff, 4, 1, f);
-    fwrite("WAVEfmt ", 1, 8, f);
-    fwrite(&fmt, 4, 1, f);
-    fwrite(&ieee, 2, 1, f);
-    fwrite(&ch, 2, 1, f);
-    fwrite(&r, 4, 1, f);
-    fwrite(&br, 4, 1, f);
-    fwrite(&ba, 2, 1, f);
-    fwrite(&bits, 2, 1, f);
-    fwrite("data", 1, 4, f);
-    fwrite(&data, 4, 1, f);
+    write_wav_header(f, 3, 1, 16000, 32, (uint32_t)n * 4, 36 + (uint32_t)n * 4);
     float x = NAN;
     for (int i = 0; i < n; i++) fwrite(&x, 4, 1, f);
     fclose(f);
@@ -580,20 +573,8 @@ static void write_wav_f32_nan(const char *path, int n) {
 static void write_wav_claim(const char *path, int ch, int bits, uint32_t claim, int n, int list) {
     FILE *f = fopen(path, "wb");
     if (!f) return;
-    const uint16_t pcm = 1, c = (uint16_t)ch, ba = (uint16_t)(ch * ((bits + 7) / 8)), b = (uint16_t)bits;
-    const uint32_t riff = 36 + (uint32_t)n + (list ? 12 : 0), fmt = 16, r = 16000, br = 16000u * ba, four = 4;
-    fwrite("RIFF", 1, 4, f);
-    fwrite(&riff, 4, 1, f);
-    fwrite("WAVEfmt ", 1, 8, f);
-    fwrite(&fmt, 4, 1, f);
-    fwrite(&pcm, 2, 1, f);
-    fwrite(&c, 2, 1, f);
-    fwrite(&r, 4, 1, f);
-    fwrite(&br, 4, 1, f);
-    fwrite(&ba, 2, 1, f);
-    fwrite(&b, 2, 1, f);
-    fwrite("data", 1, 4, f);
-    fwrite(&claim, 4, 1, f);
+    const uint32_t four = 4;
+    write_wav_header(f, 1, (uint16_t)ch, 16000, (uint16_t)bits, claim, 36 + (uint32_t)n + (list ? 12 : 0));
     uint64_t x = 0x9E3779B97F4A7C15ULL;
     for (int i = 0; i < n; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;

@@ -18,7 +18,7 @@ REPEAT=${REPEAT:-3}
 SMALL=${SMALL:-0}
 VERBS=${VERBS:-"generate chat embed classify translate transcribe"}
 COMPETE=${COMPETE:-"0 1 2"}
-A=./build/attn
+A=${ATTN:-./build/attn}  # ATTN=PATH: another build of attn (an A/B)
 OUT=${OUT:-build/contention}
 make -s -j2 build/attn >/dev/null
 mkdir -p "$OUT"

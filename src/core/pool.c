@@ -57,6 +57,7 @@ static struct {
     int probe;         /* parallel jobs left before the mean is judged */
     int64_t skip;      /* jobs still to run serially */
     int64_t backoff;   /* the next serial stretch */
+    int64_t calm;      /* judged jobs since the last fallback that did not fall back */
     _Atomic uint64_t n_parallel, n_serial, n_fallback;
 } attn__P = {.lock = PTHREAD_MUTEX_INITIALIZER, .spin_ns = -1};
 
@@ -206,7 +207,9 @@ static int attn__grow(int want) {
  * when the mean says the helpers no longer pay for themselves (>= 0.9 of the time alone), the
  * pool runs the next `backoff` jobs on the caller alone (each one the same calls as a parallel
  * run makes, so results do not change), then probes again; the stretch doubles (up to 16384
- * jobs) while probes keep failing. */
+ * jobs) each time a probe ends in another fallback before 1024 calm jobs, and is back to 256
+ * after them (a competitor that takes a core now and then made every probe pay a scheduler
+ * slice when one calm judgement already reset the stretch: ~60 fallbacks in a 128-token chat). */
 static void attn__judge(long t0, long t1, long t2, int64_t own, uint32_t nch) {
     if (!attn__P.adapt || own <= 0) return; /* the workers took every chunk: they help */
     const double alone = (double)(t1 - t0) * (double)nch / (double)own, r = alone > 0 ? (double)(t2 - t0) / alone : 0.0;
@@ -224,8 +227,9 @@ static void attn__judge(long t0, long t1, long t2, int64_t own, uint32_t nch) {
         attn__P.backoff = attn__P.backoff < 16384 ? 2 * attn__P.backoff : 16384;
         attn__P.ratio = 0.5;
         attn__P.probe = 8;
+        attn__P.calm = 0;
         atomic_fetch_add_explicit(&attn__P.n_fallback, 1, memory_order_relaxed);
-    } else {
+    } else if (++attn__P.calm >= 1024) {
         attn__P.backoff = 256;
     }
 }
@@ -239,6 +243,7 @@ void attn__pool_set_adapt(int on) {
     attn__P.slow = 0;
     attn__P.skip = 0;
     attn__P.backoff = 256;
+    attn__P.calm = 0;
     pthread_mutex_unlock(&attn__P.lock);
 }
 

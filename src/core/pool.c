@@ -77,6 +77,13 @@ int attn__pool_threads(double cost, int nt) {
     return cost < ATTN__POOL_MIN_COST ? 1 : nt;
 }
 
+void attn__pool_rows(int64_t n, int64_t chunk, double cost, int n_threads, attn__pool_fn fn, void *ctx) {
+    if (n <= 0) return;
+    const int nt = n < 2 ? 1 : attn__pool_threads(cost, n_threads);
+    if (chunk <= 0) chunk = nt > 1 ? n / (4 * (int64_t)nt) : n;
+    attn__pool_for(n, chunk < 1 ? 1 : chunk, nt, fn, ctx);
+}
+
 /* ---------------------------------------------------------------- waiting */
 
 static void attn__futex_wait(_Atomic uint32_t *w, uint32_t seen) {

@@ -35,6 +35,12 @@ void attn__pool_for(int64_t n, int64_t chunk, int n_threads, attn__pool_fn fn, v
  * (<= 0: attn_get_num_threads()) */
 int attn__pool_threads(double cost, int nt);
 
+/* Row-wise steps (norms, adds, quantization, log-softmax: each row computed whole by one thread)
+ * over [0, n): on the pool when `cost` (multiply-adds or comparable element operations) reaches
+ * ATTN__POOL_MIN_COST and n >= 2, else one call fn(ctx, 0, n, 0) on the caller. chunk <= 0 takes
+ * about 4 chunks a thread. n_threads <= 0: attn_get_num_threads(). */
+void attn__pool_rows(int64_t n, int64_t chunk, double cost, int n_threads, attn__pool_fn fn, void *ctx);
+
 /* 1 while the calling thread runs inside a job (its nested calls run serially) */
 int attn__pool_in_job(void);
 

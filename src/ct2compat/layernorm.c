@@ -108,5 +108,5 @@ void attn__ct2_layernorm(float *y, const float *x, int64_t M, const float *g, co
     if (M <= 0) return;
     const double cost = (double)M * (double)n_;
     const int64_t chunk = n_ > 0 && 16384 / n_ > 1 ? 16384 / n_ : 1;
-    attn__pool_for(M, chunk, cost < 65536.0 ? 1 : attn__pool_threads(cost, 0), attn__ln_chunk, &j);
+    attn__pool_rows(M, chunk, cost, 0, attn__ln_chunk, &j);
 }

@@ -49,7 +49,7 @@ void attn_log_softmax_rows(float *x, int64_t rows, int64_t n) {
     /* rows on attn's pool when they are long (a beam's rows over Whisper's 51864 tokens: an
      * exp per element, serial between two parallel products) */
     const double cost = (double)rows * (double)n;
-    attn__pool_for(rows, 1, rows < 2 || cost < 65536.0 ? 1 : attn__pool_threads(cost, 0), attn__lsm_rows, &jb);
+    attn__pool_rows(rows, 1, cost, 0, attn__lsm_rows, &jb);
 }
 
 void attn_decode_results_free(attn_decode_result *results, int64_t n) {

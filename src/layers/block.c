@@ -157,13 +157,7 @@ static void attn__rowwise_fn(void *p, int64_t lo, int64_t hi, int tid) {
 
 /* n units (rows, or elements), `work` elements in all */
 static void attn__rowwise_run(const attn__rowwise *j, int64_t n, double work, int n_threads) {
-    const int nt = attn__pool_threads(work, n_threads);
-    if (nt <= 1 || n < 2) {
-        attn__rowwise_fn((void *)j, 0, n, 0);
-        return;
-    }
-    const int64_t chunk = n / (4 * (int64_t)nt); /* about 4 chunks a thread */
-    attn__pool_for(n, chunk < 1 ? 1 : chunk, nt, attn__rowwise_fn, (void *)j);
+    attn__pool_rows(n, 0, work, n_threads, attn__rowwise_fn, (void *)j);
 }
 
 /* ---------------------------------------------------------------- pieces */

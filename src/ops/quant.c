@@ -294,10 +294,10 @@ static void attn__acts_rows(void *p, int64_t lo, int64_t hi, int tid) {
 
 int attn__quantize_acts(void *xq, const float *x, int64_t M, int64_t K, attn_qkernel k, int q8k, int nt) {
     attn__acts_job j = {xq, x, K, K / (q8k ? 256 : 32), q8k ? NULL : quantize_fn(k), q8k ? attn__quantize_q8k_for(k) : NULL, INT64_MAX};
-    if (nt <= 0) nt = attn_get_num_threads();
-    /* each row is quantized whole by one thread, as on one thread: the same bytes for any split */
-    if (nt > 1 && M > 1 && M * K >= 8192) attn__pool_for(M, 1, nt, attn__acts_rows, &j);
-    else attn__acts_rows(&j, 0, M, 0);
+    /* each row is quantized whole by one thread, as on one thread: the same bytes for any split;
+     * a quantized element (scan for the block's max, scale, round, pack) counted as 8 multiply-adds:
+     * rows on the pool from 8192 elements */
+    attn__pool_rows(M, 1, 8.0 * (double)M * (double)K, nt, attn__acts_rows, &j);
     const int64_t bad = atomic_load(&j.bad);
     return bad == INT64_MAX ? ATTN_OK : attn_set_error(ATTN_E_RANGE, "qmatmul: x[%lld] is not finite", (long long)bad);
 }

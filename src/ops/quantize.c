@@ -597,8 +597,7 @@ int attn_quantize_rows(void *dst, const float *x, int64_t n, int64_t cols, attn_
         if (!isfinite(x[i]))
             return attn_set_error(ATTN_E_RANGE, "quantize: value %lld (row %lld) is not finite", (long long)i, (long long)(cols ? i / cols : 0));
     const size_t rb = attn_qtype_row_bytes(t, cols);
-    const int nt = n_threads > 0 ? n_threads : attn_get_num_threads();
     attn__qrows_job j = {(uint8_t *)dst, x, cols, t, rb};
-    attn__pool_for(n, 4, nt > 1 && n * cols >= 65536 ? nt : 1, attn__qrows, &j);
+    attn__pool_rows(n, 4, (double)n * (double)cols, n_threads, attn__qrows, &j);
     return ATTN_OK;
 }

@@ -672,6 +672,20 @@ static void test_cli(void) {
             CHECK(rc == 1 && strstr(err_text, "badhdr") && strstr(err_text, "WAV header does not match the file") && strstr(err_text, junk) &&
                       !out_text[0],
                   "transcribe of a WAV header that does not match the file (%d): exit %d: '%s' %s", k, rc, out_text, err_text);
+            /* the same on standard input, redirected from the file (seekable) and through a pipe (new-user finding:
+             * `transcribe - < bad.wav` printed an empty transcript with exit 0) */
+            for (int via_pipe = 0; via_pipe < 2; via_pipe++) {
+                char cmd[2000], pe[600], e[4096] = "";
+                snprintf(pe, sizeof pe, "%s/stdin_err.txt", tmpdir);
+                if (via_pipe)
+                    snprintf(cmd, sizeof cmd, "cat '%s' | '%s' transcribe --model %s - >/dev/null 2>'%s'", p, attn_test_cli_path(), MODEL, pe);
+                else
+                    snprintf(cmd, sizeof cmd, "'%s' transcribe --model %s - < '%s' >/dev/null 2>'%s'", attn_test_cli_path(), MODEL, p, pe);
+                const int st = system(cmd);
+                attn_test_read_file(pe, e, sizeof e);
+                CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1 && strstr(e, "WAV header does not match the") && strstr(e, "not WAV chunks"),
+                      "a WAV header that does not match the input (%d) on standard input %s: %s", k, via_pipe ? "through a pipe" : "redirected", e);
+            }
         }
         snprintf(p, sizeof p, "%s/stray.wav", tmpdir);
         write_wav_claim(p, 1, 16, 32000, 32000 + 101, 0); /* 1 s of noise, 101 stray bytes */
@@ -685,6 +699,15 @@ static void test_cli(void) {
         lr = attn_audio_load(&a, &na, p, 16000);
         CHECK(lr == 0 && na == 16000, "1 s and a LIST chunk: %d, %lld samples (%s)", lr, (long long)na, lr ? attn_last_error() : "");
         free(a);
+        {
+            /* ... also through a pipe (the rest after the data is read and walked as chunks) */
+            char cmd[2000], pe[600], e[4096] = "";
+            snprintf(pe, sizeof pe, "%s/stdin_err.txt", tmpdir);
+            snprintf(cmd, sizeof cmd, "cat '%s' | '%s' transcribe --model %s - >/dev/null 2>'%s'", p, attn_test_cli_path(), MODEL, pe);
+            const int st = system(cmd);
+            attn_test_read_file(pe, e, sizeof e);
+            CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "1 s and a LIST chunk through a pipe: %s", e);
+        }
     }
     rc = run_attn("transcribe", "--model", MODEL, tmpdir, (const char *)NULL);
     CHECK(rc == 1 && strstr(err_text, "is a directory"), "a directory: exit %d: %s", rc, err_text);

@@ -157,37 +157,99 @@ static int wav_truncated(SNDFILE *sf, const SF_INFO *info, long long *declared, 
  * not a chunk (a tag of printable ASCII whose body fits in the file) to the end, when those exceed
  * both the announced data and one frame; a few stray bytes after the audio are left alone, and so
  * are data sizes past the file's end (truncation and streaming placeholders, checked elsewhere). */
-static int wav_junk_after_data(const char *path, const SF_INFO *info, long long *declared, long long *length, long long *junk) {
-    const int type = info->format & SF_FORMAT_TYPEMASK;
-    if (type != SF_FORMAT_WAV && type != SF_FORMAT_WAVEX) return 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    unsigned char h[12];
-    long long len = -1, pos = 12, d = -1, bad = -1;
-    if (fseeko(f, 0, SEEK_END) == 0) len = (long long)ftello(f);
-    if (len < 12 || fseeko(f, 0, SEEK_SET) != 0 || fread(h, 1, 12, f) != 12 || memcmp(h, "RIFF", 4) != 0 || memcmp(h + 8, "WAVE", 4) != 0) {
-        fclose(f);
-        return 0;
-    }
-    while (bad < 0 && pos + 8 <= len) {
-        if (fseeko(f, (off_t)pos, SEEK_SET) != 0 || fread(h, 1, 8, f) != 8) break;
+/* reads n bytes at offset pos of the input; 0 on success */
+typedef int (*wav_read_fn)(void *ctx, long long pos, unsigned char *h, int n);
+
+typedef struct {
+    int fd;
+    long long base; /* the input's offset 0 in the descriptor */
+} wav_fd;
+
+static int wav_pread(void *ctx, long long pos, unsigned char *h, int n) {
+    const wav_fd *f = (const wav_fd *)ctx;
+    return pread(f->fd, h, (size_t)n, (off_t)(f->base + pos)) == n ? 0 : -1;
+}
+
+typedef struct {
+    const unsigned char *p;
+    long long n;
+} wav_bytes;
+
+static int wav_memread(void *ctx, long long pos, unsigned char *h, int n) {
+    const wav_bytes *b = (const wav_bytes *)ctx;
+    if (pos < 0 || pos + n > b->n) return -1;
+    memcpy(h, b->p + pos, (size_t)n);
+    return 0;
+}
+
+/* Walks RIFF chunks from `pos` to `len`; with *d < 0 it first looks for the data chunk (its size
+ * into *d, -1 when there is none or it runs past the end). Returns the offset of the first thing
+ * after the data chunk that is not a chunk, or -1. */
+static long long wav_first_non_chunk(wav_read_fn rd, void *ctx, long long pos, long long len, long long *d) {
+    unsigned char h[8];
+    while (pos + 8 <= len) {
+        if (rd(ctx, pos, h, 8) != 0) return -1;
         const long long size = (long long)h[4] | (long long)h[5] << 8 | (long long)h[6] << 16 | (long long)h[7] << 24;
         int tag = 1;
         for (int k = 0; k < 4; k++) tag &= h[k] >= 0x20 && h[k] < 0x7f;
-        if (d < 0 && memcmp(h, "data", 4) == 0) {
-            if (pos + 8 + size > len) break; /* past the end: not this case */
-            d = size;
-        } else if (d >= 0 && (!tag || pos + 8 + size > len)) {
-            bad = pos;
-            break;
-        }
+        if (*d < 0 && memcmp(h, "data", 4) == 0) {
+            if (pos + 8 + size > len) return -1; /* past the end: not this case */
+            *d = size;
+        } else if (*d >= 0 && (!tag || pos + 8 + size > len))
+            return pos;
         pos += 8 + size + (size & 1);
     }
-    fclose(f);
+    return -1;
+}
+
+/* the file's (or seekable standard input's, from offset base) chunks, see above */
+static int wav_junk_after_data(int fd, long long base, const SF_INFO *info, long long *declared, long long *length, long long *junk) {
+    const int type = info->format & SF_FORMAT_TYPEMASK;
+    if (type != SF_FORMAT_WAV && type != SF_FORMAT_WAVEX) return 0;
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+    wav_fd ctx = {fd, base};
+    const long long len = (long long)st.st_size - base;
+    unsigned char h[12];
+    if (len < 12 || wav_pread(&ctx, 0, h, 12) != 0 || memcmp(h, "RIFF", 4) != 0 || memcmp(h + 8, "WAVE", 4) != 0) return 0;
+    long long d = -1;
+    const long long bad = wav_first_non_chunk(wav_pread, &ctx, 12, len, &d);
     if (d < 0 || bad < 0) return 0;
     const long long j = len - bad;
     if (j <= d || j < wav_frame_bytes(info)) return 0;
     *declared = d, *length = len, *junk = j;
+    return 1;
+}
+
+/* The same check for a pipe or socket on standard input, after libsndfile has read the `frames`
+ * the header announced: what is left is read to its end (counted, the first 16 MiB kept) and walked
+ * as chunks. Returns 1 with the announced data bytes and the bytes from the first non-chunk to the
+ * end, under the rules of wav_junk_after_data. */
+static int wav_junk_after_pipe(int fd, const SF_INFO *info, long long frames, long long *declared, long long *junk) {
+    const int type = info->format & SF_FORMAT_TYPEMASK;
+    if (type != SF_FORMAT_WAV && type != SF_FORMAT_WAVEX) return 0;
+    const long long d = frames * wav_frame_bytes(info);
+    enum { KEEP = 16 << 20 };
+    unsigned char *keep = (unsigned char *)malloc(KEEP), tmp[65536];
+    if (!keep) return 0;
+    long long n = 0;
+    for (;;) {
+        ssize_t r = read(fd, tmp, sizeof tmp);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        if (n < KEEP) memcpy(keep + n, tmp, (size_t)(n + r <= KEEP ? r : KEEP - n));
+        n += r;
+    }
+    wav_bytes b = {keep, n < KEEP ? n : KEEP};
+    long long dd = d;
+    /* an odd data size is followed by a pad byte */
+    long long bad = wav_first_non_chunk(wav_memread, &b, d & 1, b.n, &dd);
+    if (bad < 0 && b.n < n) bad = b.n; /* beyond what was kept: judged by its size alone */
+    free(keep);
+    if (bad < 0) return 0;
+    const long long j = n - bad;
+    if (j <= d || j < wav_frame_bytes(info)) return 0;
+    *declared = d, *junk = j;
     return 1;
 }
 
@@ -244,6 +306,10 @@ int attn_audio_load(float **samples, int64_t *n, const char *path, int rate) {
     const int regular = stat(path, &st) == 0 && S_ISREG(st.st_mode);
     const int quiet = regular && attn__looks_mpeg(path);
     int saved = quiet ? attn__quiet_begin() : -1;
+    const int std_in = strcmp(path, "-") == 0;
+    struct stat in_st;
+    const int in_regular = std_in && fstat(0, &in_st) == 0 && S_ISREG(in_st.st_mode);
+    const long long in_base = in_regular ? (long long)lseek(0, 0, SEEK_CUR) : 0;
     int in_fd;
     SNDFILE *sf = audio_open(path, &info, &in_fd);
     if (!sf) {
@@ -251,7 +317,6 @@ int attn_audio_load(float **samples, int64_t *n, const char *path, int rate) {
         char why[256];
         snprintf(why, sizeof why, "%s", sf_strerror(NULL));
         if (quiet) attn__quiet_end(saved);
-        const int std_in = strcmp(path, "-") == 0;
         if (!std_in && access(path, R_OK) != 0) return attn_set_error(ATTN_E_IO, "%s: cannot read as audio: %s", path, strerror(errno ? errno : e));
         /* a readable file libsndfile cannot decode; its own text then blames pipes ("File does
          * not exist or is not a regular file (possibly a pipe?)") for bytes mpg123 rejected */
@@ -283,7 +348,10 @@ int attn_audio_load(float **samples, int64_t *n, const char *path, int rate) {
                               path, declared, declared / fb, held, held / fb);
     }
     long long length = 0, junk = 0;
-    if (regular && wav_junk_after_data(path, &info, &declared, &length, &junk)) {
+    int junk_fd = regular ? open(path, O_RDONLY | O_CLOEXEC) : in_regular && in_base >= 0 ? in_fd : -1;
+    const int junk_found = wav_junk_after_data(junk_fd, regular ? 0 : in_base, &info, &declared, &length, &junk);
+    if (regular && junk_fd >= 0) close(junk_fd);
+    if (junk_found) {
         audio_close(sf, in_fd);
         if (quiet) attn__quiet_end(saved);
         return attn_set_error(ATTN_E_FORMAT,
@@ -310,8 +378,20 @@ int attn_audio_load(float **samples, int64_t *n, const char *path, int rate) {
         return attn_set_error(ATTN_E_NOMEM, "%s: out of memory", path);
     }
     sf_count_t got = frames > 0 ? sf_readf_float(sf, buf, frames) : 0;
+    const int pipe_junk = std_in && !in_regular && got == frames && wav_junk_after_pipe(in_fd, &info, frames, &declared, &junk);
     audio_close(sf, in_fd);
     if (quiet) attn__quiet_end(saved);
+    if (pipe_junk) {
+        free(buf);
+        free(mono);
+        return attn_set_error(ATTN_E_FORMAT,
+                              "%s: the WAV header does not match the input: its data chunk announces %lld frame%s of %d channel%s "
+                              "(%lld bytes of audio, %.3g s), but the %lld bytes after them are not WAV chunks; decoding the announced "
+                              "part alone would drop the rest (if the rest is audio, rewrite the header, e.g. `ffmpeg -ignore_length 1 "
+                              "-i IN.wav OUT.wav`)",
+                              path, (long long)frames, frames == 1 ? "" : "s", info.channels, info.channels == 1 ? "" : "s", declared,
+                              (double)frames / info.samplerate, junk);
+    }
     /* from a pipe libsndfile cannot check the sizes up front: frames is the header's, got what came */
     const int wav = (info.format & SF_FORMAT_TYPEMASK) == SF_FORMAT_WAV || (info.format & SF_FORMAT_TYPEMASK) == SF_FORMAT_WAVEX;
     if (wav && got < frames && frames * wav_frame_bytes(&info) < 0x7fffffffLL) {

@@ -65,6 +65,7 @@ typedef struct {
     int64_t M, N, K;
     int by_rows;
     int64_t pieces;
+    float beta;
 } attn__linear_job;
 
 static void attn__linear_piece(void *p, int64_t lo, int64_t hi, int tid) {
@@ -79,21 +80,21 @@ static void attn__linear_piece(void *p, int64_t lo, int64_t hi, int tid) {
         if (a >= b) continue;
         if (j->by_rows)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(b - a), (int)j->N, (int)j->K, 1.0f, j->x + a * j->K, (int)j->K,
-                        j->w, (int)j->K, 0.0f, j->o + a * j->N, (int)j->N);
+                        j->w, (int)j->K, j->beta, j->o + a * j->N, (int)j->N);
         else
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)j->M, (int)(b - a), (int)j->K, 1.0f, j->x, (int)j->K, j->w + a * j->K,
-                        (int)j->K, 0.0f, j->o + a, (int)j->N);
+                        (int)j->K, j->beta, j->o + a, (int)j->N);
     }
 }
 
-void attn__sgemm_split(float *y, const float *x, const float *w, int64_t M, int64_t N, int64_t K, int nt, int allow_rows) {
+void attn__sgemm_split(float *y, const float *x, const float *w, int64_t M, int64_t N, int64_t K, int nt, int allow_rows, float beta) {
     if (nt <= 1) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, x, (int)K, w, (int)K, 0.0f, y, (int)N);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, x, (int)K, w, (int)K, beta, y, (int)N);
         return;
     }
     /* pieces taken by attn's threads (core/pool.h), about 4 a thread (a thread that loses its
      * core holds back one piece); by rows, pieces of >= 32 rows, since each piece packs all of W */
-    attn__linear_job j = {y, x, w, M, N, K, allow_rows && M >= 8 * nt, 0};
+    attn__linear_job j = {y, x, w, M, N, K, allow_rows && M >= 8 * nt, 0, beta};
     const int64_t units = j.by_rows ? M : (N + 15) / 16;
     int64_t pieces = 4 * (int64_t)nt;
     if (j.by_rows && pieces > M / 32) pieces = M / 32 > nt ? M / 32 : nt;
@@ -105,10 +106,30 @@ void attn__sgemm_split(float *y, const float *x, const float *w, int64_t M, int6
     if ((double)pieces > work / 1e6) pieces = work >= 2e6 ? (int64_t)(work / 1e6) : 1;
     j.pieces = pieces < units ? pieces : units;
     if (j.pieces <= 1) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, x, (int)K, w, (int)K, 0.0f, y, (int)N);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, x, (int)K, w, (int)K, beta, y, (int)N);
         return;
     }
     attn__pool_for(j.pieces, 1, nt, attn__linear_piece, &j);
+}
+
+void attn__linear_f32(float *y, const float *x, const float *w, const float *bias, int64_t M, int64_t N, int64_t K, int nt, int accumulate) {
+    if (M <= 0 || N <= 0) return;
+    if (bias) {
+        for (int64_t r = 0; r < M; r++) {
+            float *restrict yr = y + r * N;
+            if (accumulate) {
+#pragma omp simd
+                for (int64_t c = 0; c < N; c++) yr[c] += bias[c];
+            } else {
+#pragma omp simd
+                for (int64_t c = 0; c < N; c++) yr[c] = bias[c];
+            }
+        }
+    } else if (!accumulate && K == 0) {
+        memset(y, 0, sizeof(float) * (size_t)(M * N));
+    }
+    if (K == 0) return;
+    attn__sgemm_split(y, x, w, M, N, K, (double)M * (double)N * (double)K >= 1e6 ? nt : 1, 1, bias || accumulate ? 1.0f : 0.0f);
 }
 
 int attn_linear(attn_tensor *out, const attn_tensor *x, const attn_tensor *w, const attn_tensor *b) {
@@ -137,26 +158,14 @@ int attn_linear(attn_tensor *out, const attn_tensor *x, const attn_tensor *w, co
     float *o = (float *)out->data;
     const float *xp = (const float *)x->data, *wp = (const float *)w->data;
     int nt = attn_get_num_threads(); /* also puts OpenBLAS in single-thread mode */
-    if (in == 0) {
-        memset(o, 0, sizeof(float) * (size_t)(M * of));
-    } else {
-        attn__sgemm_split(o, xp, wp, M, of, in, (double)M * (double)of * (double)in >= 1e6 ? nt : 1, 1);
-    }
-    if (b) {
+    if (b && b->stride[0] != 1) {
+        attn__linear_f32(o, xp, wp, NULL, M, of, in, nt, 0);
         const float *bb = (const float *)b->data;
-        int64_t bs = b->stride[0];
-        if (bs == 1) { /* the usual contiguous bias: a vectorised loop (same sums as below) */
-            for (int64_t r = 0; r < M; r++) {
-                float *restrict orow = o + r * of;
-                const float *restrict brow = bb;
-#pragma omp simd
-                for (int64_t c = 0; c < of; c++) orow[c] += brow[c];
-            }
-        } else {
-            for (int64_t r = 0; r < M; r++)
-                for (int64_t c = 0; c < of; c++) o[r * of + c] += bb[c * bs];
-        }
+        for (int64_t r = 0; r < M; r++)
+            for (int64_t c = 0; c < of; c++) o[r * of + c] += bb[c * b->stride[0]];
+        return ATTN_OK;
     }
+    attn__linear_f32(o, xp, wp, b ? (const float *)b->data : NULL, M, of, in, nt, 0);
     return ATTN_OK;
 }
 
@@ -170,7 +179,13 @@ typedef struct {
     int64_t E, xs, os;
 } attn__norm_job;
 
-/* rows [lo, hi) of a LayerNorm / RMSNorm (each row on its own: any split gives the same bits) */
+/* rows [lo, hi) of a LayerNorm / RMSNorm (each row on its own: any split gives the same bits).
+ * Cloned for AVX-512 / AVX2: the float64 passes ran 2 lanes wide in the baseline build (~9% of a
+ * ViT forward); the sums' lanes differ with the width, so the last bit of a float64 sum may
+ * differ between machines, not between runs or thread counts on one. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 static void attn__norm_rows(void *p, int64_t lo, int64_t hi, int tid) {
     const attn__norm_job *j = (const attn__norm_job *)p;
     attn_tensor *out = j->out;

@@ -420,7 +420,7 @@ int attn_qmatmul_kernel(float *y, const float *x, const attn_qmatrix *w, int64_t
         return attn__skinny_matmul(y, x, W, w->type, M, N, K, nt); /* decoding: each weight row read once for all rows */
     if (w->type == ATTN_QT_F32) {
         /* OpenBLAS, split by rows of W across attn's threads above 1e6 multiply-adds */
-        attn__sgemm_split(y, x, (const float *)W, M, N, K, nt > 1 && M * N * K >= 1000000 ? nt : 1, 0);
+        attn__sgemm_split(y, x, (const float *)W, M, N, K, nt > 1 && M * N * K >= 1000000 ? nt : 1, 0, 0.0f);
         return ATTN_OK;
     }
     if (w->type == ATTN_QT_F16 || w->type == ATTN_QT_BF16) return dequant_matmul(y, x, W, rb, w->type, M, N, K, nt, 0);

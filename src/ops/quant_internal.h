@@ -81,8 +81,15 @@ int attn__kq_vnni(attn_qtype t);
 attn__kdot_fn attn__kdot_for(attn_qkernel k);
 /* y[M, N] = x[M, K] · w[N, K]ᵀ with OpenBLAS (single-threaded calls), cut into pieces run on
  * attn's thread pool when nt > 1: by rows of x when allow_rows and M >= 8·nt, else by 16-row
- * units of w; nt == 1: one call (ops.c) */
-void attn__sgemm_split(float *y, const float *x, const float *w, int64_t M, int64_t N, int64_t K, int nt, int allow_rows);
+ * units of w; nt == 1: one call (ops.c). beta 0: y is overwritten; 1: y += the product */
+void attn__sgemm_split(float *y, const float *x, const float *w, int64_t M, int64_t N, int64_t K, int nt, int allow_rows, float beta);
+/* y[M, N] (+)= x[M, K] · w[N, K]ᵀ + bias[N] (bias may be NULL) on OpenBLAS split over nt threads
+ * as attn_linear does (which calls it): with accumulate 0 y's rows start from the bias (no
+ * zero-fill and no bias pass after the product), with 1 the bias is added to y first and the
+ * product accumulated into it (a residual connection: no temporary, no add pass). Each output is
+ * OpenBLAS's dot of its row plus what y held (one rounding per K block, as beta = 1 does), so
+ * a row's result never depends on the rows beside it. */
+void attn__linear_f32(float *y, const float *x, const float *w, const float *bias, int64_t M, int64_t N, int64_t K, int nt, int accumulate);
 /* Skinny products (skinny.c): y[M, N] = x[M, K] · W[N, K]ᵀ for M <= ATTN__SKINNY_MAX_M rows and
  * float32 / float16 / bfloat16 weights (t), each weight row read once for all M rows; threads
  * on the pool (nt <= 0: attn_get_num_threads()). _path: simd 1 = AVX2 + FMA + F16C (error when

@@ -3,6 +3,7 @@
 #include "core/internal.h"
 #include "ct2compat/ct2compat.h"
 #include "ops/quant_internal.h"
+#include "ops/weight_internal.h"
 
 #include <string.h>
 
@@ -78,6 +79,15 @@ int attn_weight_matmul(float *y, const float *x, int64_t M, const attn_weight *w
     attn_tensor ty = attn_tensor_f32_2d(y, M, w->rows), tb = attn_tensor_f32_1d((float *)w->bias, w->rows);
     ATTN_TRY(attn_linear(&ty, &tx, &tw, w->bias ? &tb : NULL));
     return attn__activate_rows(y, M, w->rows, act);
+}
+
+int attn__weight_on_blas(const attn_weight *w) { return w && w->data && w->type == ATTN_QT_F32 && w->kernel == ATTN_WKERNEL_AUTO; }
+
+int attn__weight_matmul_acc(float *y, const float *x, int64_t M, const attn_weight *w) {
+    ATTN_TRY(attn__check(y, x, M, w));
+    if (!attn__weight_on_blas(w)) return attn_set_error(ATTN_E_INVALID, "weight matmul_acc: needs float32 weights on the AUTO kernel");
+    attn__linear_f32(y, x, (const float *)w->data, w->bias, M, w->rows, w->cols, attn_get_num_threads(), 1);
+    return ATTN_OK;
 }
 
 int attn_weight_matmul_n(float *const *y, const float *x, const attn_weight *const *w, int count, int64_t M, int n_threads) {

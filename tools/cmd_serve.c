@@ -42,7 +42,7 @@ static int seconds(const cli_option *o, cli_args *a, const char *val, void *fiel
 #define F(f) offsetof(serve_cli, f)
 static const cli_option serve_options[] = {
     {"--model", NULL, CLI_CALL, 0, .fn = add_model, .takes_value = 1, .help = "  --model [NAME=]PATH  a model to serve (repeatable)\n"},
-    {"--host", NULL, CLI_STR, F(host), .help = "  --host ADDR          IP address to bind (default 127.0.0.1: this machine only)\n"},
+    {"--host", NULL, CLI_STR, F(host), .help = "  --host ADDR          IP address or name to bind (default 127.0.0.1: this machine only;\n                       0.0.0.0 or :: for every interface, localhost)\n"},
     {"--port", NULL, CLI_I64, F(port), 0, 65535, .help = "  --port N             TCP port (default 8080; 0: any free port, printed)\n"},
     {"--parallel", NULL, CLI_I64, F(parallel), 1, 256, .help = "  --parallel N         sequences decoded together per decoder model (default 4)\n"},
     {"--ctx", NULL, CLI_I64, F(ctx), 16, 1 << 20, .help = "  --ctx N              positions per sequence (default 2048, at most the model's context)\n"},
@@ -307,6 +307,9 @@ static int parse_command_line(serve_server *s, serve_cli *c, int argc, char **ar
     if (r != CLI_OK) return cli_parsed(r) == CLI_OK ? CLI_HELP_SHOWN : r;
     if (c->np == 0) return cli_usage_error("serve", "--model PATH is required (repeatable)");
     if (c->api_key && !*c->api_key) return cli_usage_error("serve", "--api-key must not be empty");
+    struct sockaddr_storage ss;
+    const char *why = NULL;
+    if (serve_host_addr(c->host, (int)c->port, &ss, &why) < 0) return cli_usage_error("serve", "--host %s: %s", c->host, why);
     s->api_key = c->api_key;
     s->parallel = c->parallel, s->ctx = c->ctx, s->threads = c->threads, s->max_body = c->max_body, s->queue = c->queue;
     s->timeout_s = c->timeout, s->grace_s = c->grace;

@@ -20,6 +20,7 @@
 #include "attn_whisper.h"
 
 #include <pthread.h>
+#include <sys/socket.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -224,6 +225,9 @@ extern const char serve_page_html[];
 /* ------------------------------------------------------------------ HTTP */
 
 struct MHD_Daemon;
+/* host (an IPv4 / IPv6 address or a name such as localhost) and port into *ss; returns AF_INET
+ * or AF_INET6, or -1 with *why saying what is wrong */
+int serve_host_addr(const char *host, int port, struct sockaddr_storage *ss, const char **why);
 struct MHD_Daemon *serve_http_start(serve_server *s, const char *host, int port, int *bound_port, serve_err *e);
 void serve_http_quiesce(struct MHD_Daemon *d);
 /* serve_http_stop: after the schedulers have stopped (every task has its ending), waits up to a few

@@ -3,6 +3,7 @@
 #include "serve.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <microhttpd.h>
@@ -640,6 +641,39 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
     __atomic_sub_fetch(&in_flight, 1, __ATOMIC_SEQ_CST);
 }
 
+int serve_host_addr(const char *host, int port, struct sockaddr_storage *ss, const char **why) {
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    const int r = getaddrinfo(host, NULL, &hints, &res);
+    if (r != 0 || !res) {
+        *why = r == EAI_NONAME || r == EAI_NODATA || r == EAI_FAIL || r == EAI_AGAIN ? "not an IP address or a name this machine resolves (e.g. 127.0.0.1, ::1, 0.0.0.0, localhost)"
+                                                                                     : gai_strerror(r);
+        if (res) freeaddrinfo(res);
+        return -1;
+    }
+    /* the first IPv4 answer where there is one (localhost: 127.0.0.1, as clients try first) */
+    const struct addrinfo *pick = res;
+    for (const struct addrinfo *a = res; a; a = a->ai_next)
+        if (a->ai_family == AF_INET) {
+            pick = a;
+            break;
+        }
+    memset(ss, 0, sizeof *ss);
+    memcpy(ss, pick->ai_addr, pick->ai_addrlen);
+    const int family = pick->ai_family;
+    if (family == AF_INET) ((struct sockaddr_in *)ss)->sin_port = htons((uint16_t)port);
+    else if (family == AF_INET6) ((struct sockaddr_in6 *)ss)->sin6_port = htons((uint16_t)port);
+    freeaddrinfo(res);
+    if (family != AF_INET && family != AF_INET6) {
+        *why = "not an IPv4 or IPv6 address";
+        return -1;
+    }
+    return family;
+}
+
 struct MHD_Daemon *serve_http_start(serve_server *s, const char *host, int port, int *bound_port, serve_err *e) {
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
@@ -649,18 +683,10 @@ struct MHD_Daemon *serve_http_start(serve_server *s, const char *host, int port,
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
         limit = rl.rlim_cur < 2 * FD_RESERVE ? FD_RESERVE : rl.rlim_cur - FD_RESERVE < CONN_LIMIT ? (unsigned)(rl.rlim_cur - FD_RESERVE) : CONN_LIMIT;
-    if (strchr(host, ':')) {
-        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-        a->sin6_family = AF_INET6;
-        a->sin6_port = htons((uint16_t)port);
-        if (inet_pton(AF_INET6, host, &a->sin6_addr) != 1) return serve_fail(e, 0, NULL, NULL, NULL, "--host %s is not an IP address", host), NULL;
-        flags |= MHD_USE_IPv6;
-    } else {
-        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-        a->sin_family = AF_INET;
-        a->sin_port = htons((uint16_t)port);
-        if (inet_pton(AF_INET, host, &a->sin_addr) != 1) return serve_fail(e, 0, NULL, NULL, NULL, "--host %s is not an IPv4 or IPv6 address", host), NULL;
-    }
+    const char *why = NULL;
+    const int family = serve_host_addr(host, port, &ss, &why);
+    if (family < 0) return serve_fail(e, 0, NULL, NULL, NULL, "--host %s: %s", host, why), NULL;
+    if (family == AF_INET6) flags |= MHD_USE_IPv6;
     struct MHD_Daemon *d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                                             MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->idle_timeout_s,
                                             MHD_OPTION_CONNECTION_LIMIT, limit, MHD_OPTION_END);

@@ -440,6 +440,31 @@ def test_model_errors_before_listening(tmp_path):
     assert r.returncode != 0 and "junk.gguf" in r.stderr and "listening" not in r.stderr and "ready" not in r.stderr
 
 
+def test_host_names_and_bad_hosts():
+    # --host takes a name this machine resolves (localhost -> 127.0.0.1, as clients try it); an
+    # address that is none (999.1.1.1) or an unknown name is a usage error (exit 2) before loading
+    r = subprocess.run([EXE, "serve", "--port", "0", "--host", "999.1.1.1", "--model", STORIES], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--host 999.1.1.1" in r.stderr and "not an IP address" in r.stderr and "listening" not in r.stderr, r.stderr
+    p = subprocess.Popen([EXE, "serve", "--port", "0", "--host", "localhost", "--model", STORIES], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        port = None
+        for line in p.stderr:
+            m = re.search(r"listening on http://localhost:(\d+)/", line)
+            if m:
+                port = int(m.group(1))
+            if "ready" in line:
+                break
+        assert port, "no 'listening' line"
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        c.request("GET", "/health")
+        assert c.getresponse().status == 200
+        c.close()
+    finally:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(30) == 0
+
+
 def test_empty_messages_agree_with_python(srv):
     # the server and attn.LLM.chat refuse an empty conversation alike (was: 400 here, a reply to
     # the default system turn there)

@@ -372,6 +372,41 @@ static int parse_translate(serve_req *r, const cJSON *root, serve_err *e) {
     return 0;
 }
 
+static int hex4(const char *p, const char *end, unsigned *v) {
+    if (end - p < 4) return 0;
+    unsigned x = 0;
+    for (int i = 0; i < 4; i++) {
+        const char c = p[i];
+        x = x << 4 | (unsigned)(c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : 99);
+        if (x & ~0xffffu) return 0;
+    }
+    *v = x;
+    return 1;
+}
+
+/* the byte offset of the first \uXXXX escape that is a lone UTF-16 surrogate (a high one not
+ * followed by a low one, or a low one alone), or -1: JSON text may spell it (RFC 8259 8.2), but
+ * it is not a character, so cJSON refuses the body and the generic message hid why */
+static long lone_surrogate(const char *body, size_t len) {
+    const char *end = body + len;
+    for (const char *p = body; p + 1 < end; p++) {
+        if (*p != '\\') continue;
+        if (p[1] != 'u') {
+            p++; /* an escaped character (\\ included) */
+            continue;
+        }
+        unsigned v, w;
+        if (!hex4(p + 2, end, &v)) continue;
+        if (v >= 0xDC00 && v <= 0xDFFF) return (long)(p - body);
+        if (v >= 0xD800 && v <= 0xDBFF) {
+            if (!(end - p >= 12 && p[6] == '\\' && p[7] == 'u' && hex4(p + 8, end, &w) && w >= 0xDC00 && w <= 0xDFFF)) return (long)(p - body);
+            p += 11;
+        } else
+            p += 5;
+    }
+    return -1;
+}
+
 int serve_parse(serve_req *r, serve_kind kind, const char *body, size_t len, serve_err *e) {
     memset(r, 0, sizeof *r);
     r->kind = kind;
@@ -385,6 +420,10 @@ int serve_parse(serve_req *r, serve_kind kind, const char *body, size_t len, ser
     cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
     if (!root) {
         size_t at = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
+        const long sur = lone_surrogate(body, len);
+        if (sur >= 0)
+            return serve_fail(e, 400, NULL, NULL, "invalid_json", "the body is not valid JSON: the escape %.6s at byte %ld is a lone UTF-16 surrogate "
+                              "(half of a pair: not a character a string can hold)", body + sur, sur);
         return serve_fail(e, 400, NULL, NULL, "invalid_json", "the body is not valid JSON (error near byte %zu of %zu)", at, len);
     }
     int rc = 0;

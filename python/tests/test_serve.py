@@ -214,6 +214,14 @@ def test_bad_requests(srv):
     st, _, body = srv.raw("POST", "/v1/chat/completions", b'{"model": "x", "messages": [')
     e = json.loads(body)["error"]
     assert st == 400 and "not valid JSON" in e["message"] and set(e) == {"message", "type", "param", "code"}
+    # a lone UTF-16 surrogate escape: named, with its byte offset (was only "not valid JSON"); a proper
+    # pair (an emoji) and an escaped backslash before 'ud800' are fine
+    st, _, body = srv.raw("POST", "/v1/embeddings", b'{"model": "all-MiniLM-L6-v2", "input": "a\\ud800b"}')
+    e = json.loads(body)["error"]
+    assert st == 400 and "lone UTF-16 surrogate" in e["message"] and "\\ud800 at byte 41" in e["message"], e
+    for ok in (b'{"model": "all-MiniLM-L6-v2", "input": "a\\ud83d\\ude00b"}', b'{"model": "all-MiniLM-L6-v2", "input": "a\\\\ud800b"}'):
+        st, _, body = srv.raw("POST", "/v1/embeddings", ok)
+        assert st == 200, body
     with pytest.raises(openai.BadRequestError) as ei:
         c.completions.create(model="stories260K", prompt="a", max_tokens="many")
     assert "max_tokens" in str(ei.value)

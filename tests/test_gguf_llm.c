@@ -280,9 +280,14 @@ static void test_quant(void) {
         }
         free(wa);
     }
-    /* the AVX2 activation quantizer equals the portable one bit for bit, ties included
+    /* the AVX2 and AVX-512 activation quantizers equal the portable one bit for bit, ties included
      * (roundf rounds half away from zero; the block with max 127 has d = 1, so 2.5 -> 3, -4.5 -> -5) */
-    if (attn__quantize_avx2()) {
+    for (int impl = 0; impl < 2; impl++) {
+        attn__quantize_fn qf = impl == 0 ? attn__quantize_avx2() : attn__quantize_avx512();
+#if defined(__x86_64__)
+        if (impl == 1 && !(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))) qf = NULL;
+#endif
+        if (!qf) continue;
         enum { NB = 64 };
         static float xs[NB * 32];
         static attn__q8blk qa[NB], qb[NB];
@@ -292,11 +297,13 @@ static void test_quant(void) {
         for (int j = 0; j < 32; j++) xs[32 + j] = 0.0f;
         for (int j = 0; j < 32; j++) xs[64 + j] = j % 2 ? 1e-30f : -2e-30f;
         attn__quantize_row_portable(qa, xs, NB);
-        attn__quantize_avx2()(qb, xs, NB);
+        memset(qb, 0x5a, sizeof qb);
+        qf(qb, xs, NB);
         int same = 1;
         for (int b = 0; b < NB; b++)
             same &= memcmp(qa[b].q, qb[b].q, 32) == 0 && qa[b].d == qb[b].d && qa[b].s == qb[b].s;
-        CHECK(same && qa[0].q[0] == -16 && qa[0].q[18] == 3 && qa[0].q[11] == -5, "AVX2 activation quantizer == portable (bit-identical, ties away from zero)");
+        CHECK(same && qa[0].q[0] == -16 && qa[0].q[18] == 3 && qa[0].q[11] == -5, "%s activation quantizer == portable (bit-identical, ties away from zero)",
+              impl ? "AVX-512" : "AVX2");
     }
     printf("quant: kernel in use: %s\n", attn_quant_kernel_name());
     float xx[32] = {0}, yy[4];

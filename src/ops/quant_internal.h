@@ -28,6 +28,8 @@ attn__qdot_fn attn__qdot_avx2(void);
 /* x[nb·32] -> nb quantized blocks (d = max|x|/127, q = roundf(x/d), s = d·Σq) */
 typedef void (*attn__quantize_fn)(attn__q8blk *q, const float *x, int64_t nb);
 void attn__quantize_row_portable(attn__q8blk *q, const float *x, int64_t nb);
+/* the same with AVX-512 (F, BW, VL: quant_avx512.c), for the AVX512VNNI kernel; NULL off x86 */
+attn__quantize_fn attn__quantize_avx512(void);
 attn__quantize_fn attn__quantize_avx2(void); /* bit-identical to the portable one; NULL off x86 */       /* NULL when not compiled for x86 */
 attn__qdot_fn attn__qdot_avx512vnni(void); /* NULL when not compiled for x86 */
 

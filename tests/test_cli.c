@@ -997,6 +997,17 @@ static void test_llm_verbs(void) {
                 "\xff" "abc");
     EXPECT_FAIL(2, "is not a GGUF file", "generate with a non-GGUF model and no --tokenizer", "generate", "--model", empty,
                 "-p", "hi");
+    {
+        /* a llama2.c checkpoint with one tokenizer beside it (stories260K.bin + tok512.bin) needs no --tokenizer:
+         * the same text as with it, and stderr names the file it took */
+        static char with[sizeof out_text];
+        int rc = run_attn("generate", "--model", s260, "--tokenizer", tok, "-p", "Once upon", "-n", "12", "--temp", "0", (const char *)NULL);
+        memcpy(with, out_text, sizeof with);
+        CHECK(rc == 0 && strlen(with) > 12, "generate with --tokenizer: exit %d: %s", rc, err_text);
+        rc = run_attn("generate", "--model", s260, "-p", "Once upon", "-n", "12", "--temp", "0", (const char *)NULL);
+        CHECK(rc == 0 && strcmp(out_text, with) == 0 && strstr(err_text, "tok512.bin") && strstr(err_text, "beside the model"),
+              "generate finds tok512.bin beside stories260K.bin: exit %d, '%s' vs '%s': %s", rc, out_text, with, err_text);
+    }
     EXPECT_FAIL(1, "chat needs a GGUF instruct model", "chat with a non-GGUF model", "chat", "--model", empty, "hi");
     EXPECT_FAIL(1, "is a directory", "generate with a directory as model", "generate", "--model", tmpdir, "-p", "hi");
     EXPECT_FAIL(2, "carries its own tokenizer", "GGUF with --tokenizer", "generate", "--model", smol, "--tokenizer", tok,

@@ -15,7 +15,7 @@ typedef struct {
 #define F(f) offsetof(generate_opts, f)
 static const cli_option options[] = {
     {"--model", NULL, CLI_STR, F(model), .help = "  --model FILE        GGUF (llama / qwen2 architecture) or llama2.c checkpoint\n"},
-    {"--tokenizer", NULL, CLI_STR, F(tokp), .help = "  --tokenizer FILE    llama2.c tokenizer.bin (llama2.c checkpoints only)\n"},
+    {"--tokenizer", NULL, CLI_STR, F(tokp), .help = "  --tokenizer FILE    llama2.c tokenizer.bin (llama2.c checkpoints only; default: the one\n                      tok*.bin beside the checkpoint, when there is exactly one)\n"},
     {"--prompt", "-p", CLI_STR, F(prompt), .help = "  -p, --prompt TEXT   prompt (UTF-8)\n"},
     CLI_HELP_LINE("  -n N                tokens to generate (default 128, >= 1)\n"
                   "  --temp T            temperature, 0 = greedy (default 0.8)\n"

@@ -2,12 +2,41 @@
 #include "llm.h"
 #include "progress.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+
+/* the llama2.c tokenizer beside a checkpoint (llama2.c's own names: tokenizer.bin, tok512.bin,
+ * tok4096.bin, ...) when there is exactly one, written to out; 0 when none or several */
+static int tokenizer_beside(char *out, size_t cap, const char *model) {
+    const char *slash = strrchr(model, '/');
+    const size_t dl = slash ? (size_t)(slash - model + 1) : 0;
+    char dir[4096];
+    if (dl + 2 > sizeof dir) return 0;
+    memcpy(dir, model, dl);
+    strcpy(dir + dl, dl ? "" : "./");
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int found = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *n = e->d_name;
+        const size_t nl = strlen(n);
+        if (nl < 7 || strncmp(n, "tok", 3) != 0 || strcmp(n + nl - 4, ".bin") != 0) continue;
+        if (strcmp(n, slash ? slash + 1 : model) == 0) continue; /* the checkpoint itself */
+        char path[4096];
+        if (snprintf(path, sizeof path, "%.*s%s", (int)dl, model, n) >= (int)sizeof path) continue;
+        struct stat sb;
+        if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
+        if (++found == 1 && strlen(path) < cap) strcpy(out, path);
+    }
+    closedir(d);
+    return found == 1;
+}
 
 int llm_load(llm_ctx *c, const char *verb, const char *model, const char *tokenizer) {
     memset(c, 0, sizeof *c);
@@ -31,6 +60,12 @@ int llm_load(llm_ctx *c, const char *verb, const char *model, const char *tokeni
         c->tok = attn_llama_tokenizer(c->model);
         c->is_gguf = 1;
         return CLI_OK;
+    }
+    char found[4096];
+    if (!tokenizer && strcmp(verb, "generate") == 0 && tokenizer_beside(found, sizeof found, model)) {
+        /* a llama2.c checkpoint with its tokenizer next to it (stories260K.bin + tok512.bin) */
+        tokenizer = found;
+        fprintf(stderr, "attn %s: tokenizer %s (the one beside the model; --tokenizer chooses another)\n", verb, found);
     }
     if (!tokenizer) {
         if (strcmp(verb, "generate") != 0)

@@ -51,6 +51,12 @@ typedef struct {
     const float *scale;     /* I8 only: [rows], W = q / scale */
     const int32_t *row_sum; /* I8 only: [rows], Σ_k q[r, k] (removes the u8 input shift) */
     attn_wkernel kernel;
+    /* optional: the same float32 values as float16 / bfloat16 (half_type ATTN_QT_F16 / ATTN_QT_BF16),
+     * [rows, cols], e.g. as a CTranslate2 file stores them (their widening to float32 is exact).
+     * With it, products of 1..16 rows (decoding, beams) stream these half-size rows through
+     * attn's skinny kernel, each weight row read once for all rows; NULL: not used. */
+    const uint16_t *half;
+    attn_qtype half_type;
 } attn_weight;
 
 /* attn_weight_f32: a float32 [rows, cols] view with an optional bias [rows] (kernel AUTO). */
@@ -66,8 +72,11 @@ int attn_weight_present(const attn_weight *w);
 /* attn_weight_matmul: y[M, rows] = act(x[M, cols] · Wᵀ + bias), float32, row-major,
  * contiguous; y must not alias x. act: ATTN_ACT_IDENTITY for none (RELU / GELU / GELU_TANH /
  * SILU otherwise, applied after the bias). n_threads <= 0: attn_get_num_threads() (the CT2
- * kernel's small products always run on one thread, as CTranslate2's do).
- * Errors: ATTN_E_INVALID (NULL, M < 0, no data, an unknown type or a kernel the type has not),
+ * kernel's small products always run on one thread, as CTranslate2's do). With w->half and
+ * 1 <= M <= 16 the product streams the 16-bit copy (attn's skinny kernel: each output a float32
+ * dot of the widened values, then + bias), whatever the kernel.
+ * Errors: ATTN_E_INVALID (NULL, M < 0, no data, an unknown type, a kernel the type has not, a
+ * half_type other than F16 / BF16 with half),
  * ATTN_E_RANGE (non-finite activations for block types), ATTN_E_NOMEM. */
 int attn_weight_matmul(float *y, const float *x, int64_t M, const attn_weight *w, attn_activation act, int n_threads);
 

@@ -445,6 +445,45 @@ static void test_skinny_order(void) {
     CHECK(bad16 == 0, "skinny: float16 / bfloat16 weights give the bits of their float32 widening (%d products differ)", bad16);
 }
 
+/* attn_weight_matmul with a 16-bit copy of the weights (attn_weight.half): 1..16 rows give the
+ * skinny kernel's bits on the copy, plus the bias (the CTranslate2 Whisper projection's path);
+ * more rows go to the float32 matrix (within 1e-5 of the same float64 sums); a copy that is not
+ * float16 / bfloat16 is refused */
+static void test_weight_half(void) {
+    const int64_t N = 37, K = 48;
+    float wf[37 * 48], b[37], x[17 * 48], y[17 * 37], ys[17 * 37];
+    uint16_t wh[37 * 48];
+    attn_test_fill_uniform(wf, (size_t)(N * K), -1, 1, &seed);
+    attn_test_fill_uniform(b, (size_t)N, -1, 1, &seed);
+    attn_test_fill_uniform(x, (size_t)(17 * K), -2, 2, &seed);
+    for (int64_t i = 0; i < N * K; i++) {
+        wh[i] = attn_f32_to_f16(wf[i]);
+        wf[i] = attn_f16_to_f32(wh[i]);
+    }
+    attn_weight w = attn_weight_f32(wf, b, N, K);
+    w.kernel = ATTN_WKERNEL_CT2;
+    w.half = wh, w.half_type = ATTN_QT_F16;
+    for (int64_t M = 1; M <= 17; M += 16) {
+        CHECK_OK(attn_weight_matmul(y, x, M, &w, ATTN_ACT_IDENTITY, 2));
+        double worst = 0;
+        int same = 1;
+        if (M <= ATTN__SKINNY_MAX_M) {
+            CHECK_OK(attn__skinny_matmul(ys, x, wh, ATTN_QT_F16, M, N, K, 1));
+            for (int64_t i = 0; i < M * N; i++) ys[i] += b[i % N];
+            same = same_bits(y, ys, (size_t)(M * N));
+        }
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = 0; n < N; n++) {
+                double e = b[n];
+                for (int64_t k = 0; k < K; k++) e += (double)x[m * K + k] * wf[n * K + k];
+                worst = fmax(worst, fabs(e - y[m * N + n]));
+            }
+        CHECK(same && worst < 1e-5, "weight with a float16 copy, M = %lld: skinny bits %d, max |diff| vs float64 %.3g", (long long)M, same, worst);
+    }
+    w.half_type = ATTN_QT_Q8_0;
+    CHECK_ERR(attn_weight_matmul(y, x, 1, &w, ATTN_ACT_IDENTITY, 1), ATTN_E_INVALID);
+}
+
 /* the fallback to one thread: a worker that holds its chunk for 2 ms (as one that lost its core)
  * while the caller's chunks take microseconds makes jobs slower than the caller alone */
 static void slow_worker_fn(void *p, int64_t lo, int64_t hi, int tid) {
@@ -491,6 +530,7 @@ int main(void) {
     test_concurrent();
     test_skinny();
     test_skinny_order();
+    test_weight_half();
     test_threads_bitwise();
     test_adapt();
     return attn_test_finish();

@@ -1,7 +1,6 @@
 /* Layers and the decoder loop shared by the CTranslate2 model families (see ct2_layers.h). */
 #include "models/ct2_layers.h"
 #include "core/internal.h"
-#include "ops/quant_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,21 +154,10 @@ int attn__ct2_dec_step(attn__ct2_dec *d, float *logits, float *attn_out, int64_t
         for (int64_t i = 0; i < N; i++) memcpy(attn_out + i * Ls, d->w_last + i * H * Ls, sizeof(float) * (size_t)Ls);
     if (!logits) return ATTN_OK;
     if (d->final_ln) attn__ct2_ln_apply(d->x, d->x, N, d->final_ln, 1e-5f);
-    /* a few rows (N <= 16: greedy, beams): the skinny kernel (each weight row read once for all
-     * rows, on the pool), where OpenBLAS would repack the whole [V, E] matrix at every step
-     * (Whisper's vocabulary, 80 MB); from the file's float16 / bfloat16 values when it stores
-     * them so (half the bytes; the same products: their widening to float32 is exact); more
-     * rows and int8 weights as before (attn_weight_matmul -> attn__ct2_gemm) */
-    const attn__ct2_lin *p = d->proj;
-    if (p->wh && N <= ATTN__SKINNY_MAX_M) {
-        const int64_t V = p->w.rows;
-        ATTN_TRY(attn__skinny_matmul(logits, d->x, p->wh, p->wh_type, N, V, p->w.cols, d->cfg.n_threads));
-        if (p->w.bias)
-            for (int64_t i = 0; i < N; i++)
-                for (int64_t v = 0; v < V; v++) logits[i * V + v] += p->w.bias[v];
-        return ATTN_OK;
-    }
-    return attn_weight_matmul(logits, d->x, N, &p->w, ATTN_ACT_IDENTITY, d->cfg.n_threads);
+    /* a few rows (N <= 16: greedy, beams) stream the file's float16 / bfloat16 copy when it kept
+     * one (attn__ct2_lin_keep16; attn_weight_matmul's skinny path); more rows and int8 weights
+     * through attn__ct2_gemm */
+    return attn_weight_matmul(logits, d->x, N, &d->proj->w, ATTN_ACT_IDENTITY, d->cfg.n_threads);
 }
 
 int attn__ct2_dec_reorder(attn__ct2_dec *d, const int64_t *src, int64_t n_new, const int64_t *row_item) {

@@ -72,6 +72,7 @@ int attn__ct2_lin_keep16(attn__ct2_lin *l, const attn_ct2_var *v) {
     free(l->wh);
     l->wh = (uint16_t *)p;
     l->wh_type = v->dtype == ATTN_CT2_F16 ? ATTN_QT_F16 : ATTN_QT_BF16;
+    l->w.half = l->wh, l->w.half_type = l->wh_type; /* attn_weight_matmul streams it for 1..16 rows */
     return ATTN_OK;
 }
 

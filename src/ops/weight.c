@@ -8,12 +8,12 @@
 #include <string.h>
 
 attn_weight attn_weight_f32(const float *w, const float *bias, int64_t rows, int64_t cols) {
-    return (attn_weight){ATTN_QT_F32, rows, cols, w, bias, NULL, NULL, ATTN_WKERNEL_AUTO};
+    return (attn_weight){ATTN_QT_F32, rows, cols, w, bias, NULL, NULL, ATTN_WKERNEL_AUTO, NULL, ATTN_QT_F32};
 }
 
 attn_weight attn_weight_from_qmatrix(const attn_qmatrix *q, const float *bias, attn_wkernel kernel) {
-    if (!q) return (attn_weight){ATTN_QT_F32, 0, 0, NULL, NULL, NULL, NULL, ATTN_WKERNEL_AUTO};
-    return (attn_weight){q->type, q->rows, q->cols, q->data, bias, NULL, NULL, kernel};
+    if (!q) return (attn_weight){ATTN_QT_F32, 0, 0, NULL, NULL, NULL, NULL, ATTN_WKERNEL_AUTO, NULL, ATTN_QT_F32};
+    return (attn_weight){q->type, q->rows, q->cols, q->data, bias, NULL, NULL, kernel, NULL, ATTN_QT_F32};
 }
 
 int attn_weight_present(const attn_weight *w) { return w && w->data ? 1 : 0; }
@@ -54,6 +54,16 @@ static int attn__activate_rows(float *y, int64_t M, int64_t N, attn_activation a
 
 int attn_weight_matmul(float *y, const float *x, int64_t M, const attn_weight *w, attn_activation act, int n_threads) {
     ATTN_TRY(attn__check(y, x, M, w));
+    if (w->half && M >= 1 && M <= ATTN__SKINNY_MAX_M) {
+        /* a few rows from the 16-bit copy: half the bytes of the float32 rows, the same products
+         * as the skinny kernel on them (Whisper's [51864, 384] vocabulary projection: OpenBLAS
+         * repacked the whole matrix at every beam step) */
+        if (w->half_type != ATTN_QT_F16 && w->half_type != ATTN_QT_BF16)
+            return attn_set_error(ATTN_E_INVALID, "weight matmul: the 16-bit copy must be float16 or bfloat16, not %s", attn_qtype_name(w->half_type));
+        ATTN_TRY(attn__skinny_matmul(y, x, w->half, w->half_type, M, w->rows, w->cols, n_threads));
+        attn__add_bias(y, M, w);
+        return attn__activate_rows(y, M, w->rows, act);
+    }
     if (w->type == ATTN_QT_F32 && M >= 1 && M <= ATTN__SKINNY_MAX_M && w->kernel == ATTN_WKERNEL_CT2) {
         /* a few rows (decoding, beams): each weight row streamed once for all of them, not
          * packed by OpenBLAS first (ops/skinny.c). Only for the CTranslate2 decoders: the AUTO

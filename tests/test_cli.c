@@ -1007,6 +1007,15 @@ static void test_llm_verbs(void) {
         rc = run_attn("generate", "--model", s260, "-p", "Once upon", "-n", "12", "--temp", "0", (const char *)NULL);
         CHECK(rc == 0 && strcmp(out_text, with) == 0 && strstr(err_text, "tok512.bin") && strstr(err_text, "beside the model"),
               "generate finds tok512.bin beside stories260K.bin: exit %d, '%s' vs '%s': %s", rc, out_text, with, err_text);
+        /* two tokenizers beside it: a usage error naming both; a GGUF file as --tokenizer: said so */
+        char cmd[2000];
+        snprintf(cmd, sizeof cmd, "cp '%s' '%s' '%s/' && cp '%s' '%s/tokenizer.bin'", s260, tok, tmpdir, tok, tmpdir);
+        CHECK(system(cmd) == 0, "copy the checkpoint: %s", cmd);
+        EXPECT_FAIL(2, "2 tokenizers lie beside it", "generate with two tokenizers beside the checkpoint", "generate", "--model",
+                    tmp_path("stories260K.bin"), "-p", "hi", "-n", "2");
+        CHECK(strstr(err_text, "tok512.bin") && strstr(err_text, "tokenizer.bin"), "both named: %s", err_text);
+        EXPECT_FAIL(1, "not a llama2.c tokenizer", "a GGUF file as --tokenizer", "generate", "--model", s260, "--tokenizer", smol, "-p", "hi");
+        CHECK(strstr(err_text, "give it as --model") != NULL, "GGUF as tokenizer: %s", err_text);
     }
     EXPECT_FAIL(1, "chat needs a GGUF instruct model", "chat with a non-GGUF model", "chat", "--model", empty, "hi");
     EXPECT_FAIL(1, "is a directory", "generate with a directory as model", "generate", "--model", tmpdir, "-p", "hi");

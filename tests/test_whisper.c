@@ -655,8 +655,11 @@ static void test_cli(void) {
             const char *what;
         } bad[] = {{200, 7, 10, 137000 - 44, "10 bytes of audio (0 frames of 200 channels"},
                    {1, 16, 10, 137000 - 44, "10 bytes of audio (5 frames of 1 channel"},
-                   {1, 16, 0, 32000, "0 bytes of audio (0 frames of 1 channel"}};
-        for (int k = 0; k < 3; k++) {
+                   {1, 16, 0, 32000, "0 bytes of audio (0 frames of 1 channel"},
+                   /* a header announcing 1 s of 1.6 (new-user finding: the junk was less than the announced
+                    * audio, so the first second alone was transcribed, exit 0) */
+                   {1, 16, 32000, 51200, "32000 bytes of audio (16000 frames of 1 channel"}};
+        for (int k = 0; k < 4; k++) {
             snprintf(p, sizeof p, "%s/badhdr%d.wav", tmpdir, k);
             write_wav_claim(p, bad[k].ch, bad[k].bits, bad[k].claim, bad[k].n, 0);
             float *a = NULL;

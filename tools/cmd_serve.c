@@ -363,7 +363,12 @@ int cmd_serve(int argc, char **argv) {
     int pr = parse_command_line(s, &c, argc, argv);
     free(c.paths);
     if (pr != CLI_OK) return pr == CLI_HELP_SHOWN ? CLI_OK : pr;
+    static char bare_host[256];
     const char *host = c.host;
+    if (host[0] == '[' && strlen(host) >= 2 && strlen(host) < sizeof bare_host && host[strlen(host) - 1] == ']') {
+        memcpy(bare_host, host + 1, strlen(host) - 2); /* [::1] as URLs write it; printed with brackets below */
+        host = bare_host;
+    }
     const int np = c.np;
     const int64_t port = c.port;
     s->n_models = np;

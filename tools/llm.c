@@ -11,7 +11,8 @@
 #include <time.h>
 
 /* the llama2.c tokenizer beside a checkpoint (llama2.c's own names: tokenizer.bin, tok512.bin,
- * tok4096.bin, ...) when there is exactly one, written to out; 0 when none or several */
+ * tok4096.bin, ...) when there is exactly one, written to out; returns how many there are (out
+ * then lists them, ", "-separated, when several) */
 static int tokenizer_beside(char *out, size_t cap, const char *model) {
     const char *slash = strrchr(model, '/');
     const size_t dl = slash ? (size_t)(slash - model + 1) : 0;
@@ -32,10 +33,13 @@ static int tokenizer_beside(char *out, size_t cap, const char *model) {
         if (snprintf(path, sizeof path, "%.*s%s", (int)dl, model, n) >= (int)sizeof path) continue;
         struct stat sb;
         if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
-        if (++found == 1 && strlen(path) < cap) strcpy(out, path);
+        const size_t have = found ? strlen(out) : 0;
+        if (found == 0) out[0] = 0;
+        if (have + strlen(path) + 3 < cap) snprintf(out + have, cap - have, "%s%s", found ? ", " : "", path);
+        found++;
     }
     closedir(d);
-    return found == 1;
+    return found;
 }
 
 int llm_load(llm_ctx *c, const char *verb, const char *model, const char *tokenizer) {
@@ -62,7 +66,11 @@ int llm_load(llm_ctx *c, const char *verb, const char *model, const char *tokeni
         return CLI_OK;
     }
     char found[4096];
-    if (!tokenizer && strcmp(verb, "generate") == 0 && tokenizer_beside(found, sizeof found, model)) {
+    const int n_found = !tokenizer && strcmp(verb, "generate") == 0 ? tokenizer_beside(found, sizeof found, model) : 0;
+    if (n_found > 1)
+        return cli_usage_error(verb, "%s is not a GGUF file; as a llama2.c checkpoint it needs --tokenizer: %d tokenizers lie beside it (%s)", model,
+                               n_found, found);
+    if (n_found == 1) {
         /* a llama2.c checkpoint with its tokenizer next to it (stories260K.bin + tok512.bin) */
         tokenizer = found;
         fprintf(stderr, "attn %s: tokenizer %s (the one beside the model; --tokenizer chooses another)\n", verb, found);

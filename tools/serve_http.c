@@ -643,6 +643,13 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
 
 int serve_host_addr(const char *host, int port, struct sockaddr_storage *ss, const char **why) {
     struct addrinfo hints, *res = NULL;
+    char bare[256];
+    const size_t hl = strlen(host);
+    if (hl >= 2 && hl < sizeof bare && host[0] == '[' && host[hl - 1] == ']') { /* [::1], as URLs write it */
+        memcpy(bare, host + 1, hl - 2);
+        bare[hl - 2] = 0;
+        host = bare;
+    }
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;

@@ -385,9 +385,12 @@ static int hex4(const char *p, const char *end, unsigned *v) {
 }
 
 /* the byte offset of the first \uXXXX escape that is a lone UTF-16 surrogate (a high one not
- * followed by a low one, or a low one alone), or -1: JSON text may spell it (RFC 8259 8.2), but
- * it is not a character, so cJSON refuses the body and the generic message hid why */
-static long lone_surrogate(const char *body, size_t len) {
+ * followed by a low one, or a low one alone) or \u0000 (*nul set), or -1. JSON text may spell
+ * both (RFC 8259 8.2), but a lone surrogate is not a character (cJSON refuses the body, and the
+ * generic message hid why) and cJSON's C strings end at a NUL (a string was silently cut there:
+ * "ab\u0000cd" embedded as "ab") */
+static long bad_escape(const char *body, size_t len, int *nul) {
+    *nul = 0;
     const char *end = body + len;
     for (const char *p = body; p + 1 < end; p++) {
         if (*p != '\\') continue;
@@ -397,6 +400,10 @@ static long lone_surrogate(const char *body, size_t len) {
         }
         unsigned v, w;
         if (!hex4(p + 2, end, &v)) continue;
+        if (v == 0) {
+            *nul = 1;
+            return (long)(p - body);
+        }
         if (v >= 0xDC00 && v <= 0xDFFF) return (long)(p - body);
         if (v >= 0xD800 && v <= 0xDBFF) {
             if (!(end - p >= 12 && p[6] == '\\' && p[7] == 'u' && hex4(p + 8, end, &w) && w >= 0xDC00 && w <= 0xDFFF)) return (long)(p - body);
@@ -417,14 +424,25 @@ int serve_parse(serve_req *r, serve_kind kind, const char *body, size_t len, ser
     if (kind == SERVE_TRANSCRIBE) return serve_fail(e, 400, NULL, NULL, "invalid_multipart", "transcriptions take a multipart/form-data body, not JSON");
     if (!body || len == 0) return serve_fail(e, 400, NULL, NULL, "invalid_json", "the request has no body (a JSON object is expected)");
     const char *end = NULL;
+    int nul = 0;
+    const long esc = bad_escape(body, len, &nul);
+    if (esc >= 0 && nul)
+        return serve_fail(e, 400, NULL, NULL, "invalid_value", "the escape \\u0000 at byte %ld puts a NUL character in a string; strings cannot hold one "
+                          "(it would end the text there)", esc);
     cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
     if (!root) {
         size_t at = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
-        const long sur = lone_surrogate(body, len);
-        if (sur >= 0)
+        if (esc >= 0)
             return serve_fail(e, 400, NULL, NULL, "invalid_json", "the body is not valid JSON: the escape %.6s at byte %ld is a lone UTF-16 surrogate "
-                              "(half of a pair: not a character a string can hold)", body + sur, sur);
+                              "(half of a pair: not a character a string can hold)", body + esc, esc);
         return serve_fail(e, 400, NULL, NULL, "invalid_json", "the body is not valid JSON (error near byte %zu of %zu)", at, len);
+    }
+    /* one JSON value and nothing after it but white space (cJSON stops at the value's end) */
+    size_t after = end && end >= body && end <= body + len ? (size_t)(end - body) : len;
+    while (after < len && (body[after] == ' ' || body[after] == '\t' || body[after] == '\n' || body[after] == '\r')) after++;
+    if (after < len) {
+        cJSON_Delete(root);
+        return serve_fail(e, 400, NULL, NULL, "invalid_json", "the body is not valid JSON: unexpected data after the JSON value at byte %zu of %zu", after, len);
     }
     int rc = 0;
     static const char *const gen_keys[] = {"model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed", "stop", "stream",

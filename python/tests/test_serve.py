@@ -222,6 +222,16 @@ def test_bad_requests(srv):
     for ok in (b'{"model": "all-MiniLM-L6-v2", "input": "a\\ud83d\\ude00b"}', b'{"model": "all-MiniLM-L6-v2", "input": "a\\\\ud800b"}'):
         st, _, body = srv.raw("POST", "/v1/embeddings", ok)
         assert st == 200, body
+    # a \u0000 escape (cJSON's strings end there: "ab\u0000cd" was embedded as "ab") and data after the
+    # JSON value (was ignored): 400s that say so (new-user findings)
+    st, _, body = srv.raw("POST", "/v1/embeddings", b'{"model": "all-MiniLM-L6-v2", "input": "ab\\u0000cd"}')
+    e = json.loads(body)["error"]
+    assert st == 400 and "u0000 at byte 42" in e["message"] and "NUL" in e["message"], e
+    st, _, body = srv.raw("POST", "/v1/embeddings", b'{"model": "all-MiniLM-L6-v2", "input": "abc"} trailing')
+    e = json.loads(body)["error"]
+    assert st == 400 and "after the JSON value at byte 46" in e["message"], e
+    st, _, body = srv.raw("POST", "/v1/embeddings", b'{"model": "all-MiniLM-L6-v2", "input": "abc"} \r\n')
+    assert st == 200, body
     with pytest.raises(openai.BadRequestError) as ei:
         c.completions.create(model="stories260K", prompt="a", max_tokens="many")
     assert "max_tokens" in str(ei.value)

@@ -202,6 +202,14 @@ static long long wav_first_non_chunk(wav_read_fn rd, void *ctx, long long pos, l
     return -1;
 }
 
+/* j bytes that are not chunks after a data chunk of d bytes: refused when they could hold a frame and
+ * either outnumber the announced audio or pass 4 KiB (a header that under-announces by a fraction:
+ * the new-user case of 60% announced decoded the first part alone, exit 0); a few stray bytes, a
+ * 128-byte ID3v1 trailer or padding stay accepted */
+static int wav_junk_matters(long long j, long long d, const SF_INFO *info) {
+    return j >= wav_frame_bytes(info) && (j > d || j > 4096);
+}
+
 /* the file's (or seekable standard input's, from offset base) chunks, see above */
 static int wav_junk_after_data(int fd, long long base, const SF_INFO *info, long long *declared, long long *length, long long *junk) {
     const int type = info->format & SF_FORMAT_TYPEMASK;
@@ -216,7 +224,7 @@ static int wav_junk_after_data(int fd, long long base, const SF_INFO *info, long
     const long long bad = wav_first_non_chunk(wav_pread, &ctx, 12, len, &d);
     if (d < 0 || bad < 0) return 0;
     const long long j = len - bad;
-    if (j <= d || j < wav_frame_bytes(info)) return 0;
+    if (!wav_junk_matters(j, d, info)) return 0;
     *declared = d, *length = len, *junk = j;
     return 1;
 }
@@ -248,7 +256,7 @@ static int wav_junk_after_pipe(int fd, const SF_INFO *info, long long frames, lo
     free(keep);
     if (bad < 0) return 0;
     const long long j = n - bad;
-    if (j <= d || j < wav_frame_bytes(info)) return 0;
+    if (!wav_junk_matters(j, d, info)) return 0;
     *declared = d, *junk = j;
     return 1;
 }

@@ -328,7 +328,8 @@ int attn_bpe_load_llama2c(attn_bpe **out, const char *path, int64_t vocab_size) 
     memcpy(&max_len, data, 4);
     off = 4;
     if (max_len < 1 || max_len > (1 << 20)) {
-        rc = attn_set_error(ATTN_E_FORMAT, "%s: max token length %d out of range", path, (int)max_len);
+        rc = attn_set_error(ATTN_E_FORMAT, "%s: not a llama2.c tokenizer (tokenizer.bin / tok512.bin): its header's max token length %d is out of range%s",
+                            path, (int)max_len, len >= 4 && memcmp(data, "GGUF", 4) == 0 ? " (this is a GGUF file: it carries its own tokenizer; give it as --model)" : "");
         goto done;
     }
     for (int64_t i = 0; i < vocab_size; i++) {

@@ -444,8 +444,8 @@ static int eval_report(runner *r, results *res, const attn_idx *lb, int64_t N, d
         conf[lb->data[i] * L + res->pred[i]]++;
         correct += res->pred[i] == lb->data[i];
     }
-    fprintf(stderr, "classified %lld images in %.2f s (%.0f images/s, %d threads)\n", (long long)N, dt,
-            dt > 0 ? (double)N / dt : 0.0, attn_get_num_threads());
+    fprintf(stderr, "classified %lld images in %.2f s (%.0f images/s, %d thread%s)\n", (long long)N, dt,
+            dt > 0 ? (double)N / dt : 0.0, attn_get_num_threads(), attn_get_num_threads() == 1 ? "" : "s");
     print_confusion(r->m, conf, L);
     int rc = confusion ? write_confusion(r->m, conf, L, correct, N, confusion, cfmt) : CLI_OK;
     if (rc == CLI_OK && logits_out) {

@@ -3,6 +3,7 @@
 #include "attn_attention.h"
 #include "attention/sdpa_internal.h"
 #include "core/internal.h"
+#include "core/simd_math.h"
 
 #include <float.h>
 #include <math.h>
@@ -18,25 +19,6 @@ static int attn__check_4d(const attn_tensor *t, const char *name, int halves) {
     if (!t->data && attn_tensor_numel(t) > 0)
         return attn_set_error(ATTN_E_INVALID, "sdpa: %s has no data", name);
     return ATTN_OK;
-}
-
-/* 1 if any of the n floats at p (stride s) is NaN or +-inf: exponent bits all ones. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-int attn__any_nonfinite(const float *p, int64_t n, int64_t s) {
-    unsigned bad = 0;
-    if (s == 1) {
-#pragma omp simd reduction(| : bad)
-        for (int64_t i = 0; i < n; i++) {
-            uint32_t b;
-            memcpy(&b, p + i, 4);
-            bad |= (b & 0x7f800000u) == 0x7f800000u;
-        }
-    } else {
-        for (int64_t i = 0; i < n; i++) bad |= !isfinite(p[i * s]);
-    }
-    return bad != 0;
 }
 
 /* 1 if any of n 16-bit halves at p (stride s) is NaN or +-inf: exponent bits (expmask) all ones. */

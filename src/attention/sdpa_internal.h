@@ -4,6 +4,7 @@
 #define ATTN_SDPA_INTERNAL_H
 
 #include "attn_attention.h"
+#include "core/simd_math.h"
 #include <float.h>
 #include <math.h>
 
@@ -37,8 +38,7 @@ int attn__sdpa_check_ex(const attn_tensor *out, const attn_tensor *weights, cons
 int attn__sdpa_post_check(const attn_tensor *out, const attn_tensor *weights, const attn_tensor *q,
                           const attn_tensor *k, const attn_tensor *v, int bad_scores);
 
-/* 1 if any of the n floats at p (stride s) is NaN or +-inf. */
-int attn__any_nonfinite(const float *p, int64_t n, int64_t s);
+/* attn__any_nonfinite (NaN / inf in n floats): core/simd_math.h */
 /* The same for n elements of dtype dt (float32, bfloat16 or float16). */
 int attn__any_nonfinite_dt(const void *p, attn_dtype dt, int64_t n, int64_t s);
 

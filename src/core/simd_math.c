@@ -2,6 +2,7 @@
 #include "core/simd_math.h"
 #include "core/cpu.h"
 
+#include <math.h>
 #include <string.h>
 
 #if defined(__clang__) /* at -O0/-O1 (e.g. `make fuzz`) clang cannot vectorise and would warn on the loop */
@@ -52,4 +53,23 @@ attn__exp_n_fn attn__exp_n_best(void) {
     if (attn__cpu_has(ATTN__CPU_AVX2 | ATTN__CPU_FMA)) return attn__exp_n_avx2;
 #endif
     return attn__exp_n_portable;
+}
+
+/* 1 if any of the n floats at p (stride s) is NaN or +-inf: exponent bits all ones. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+int attn__any_nonfinite(const float *p, int64_t n, int64_t s) {
+    unsigned bad = 0;
+    if (s == 1) {
+#pragma omp simd reduction(| : bad)
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t b;
+            memcpy(&b, p + i, 4);
+            bad |= (b & 0x7f800000u) == 0x7f800000u;
+        }
+    } else {
+        for (int64_t i = 0; i < n; i++) bad |= !isfinite(p[i * s]);
+    }
+    return bad != 0;
 }

@@ -111,4 +111,8 @@ void attn__exp_n_avx2(float *y, const float *x, int64_t n);   /* only on a CPU w
 void attn__exp_n_avx512(float *y, const float *x, int64_t n); /* only on a CPU with AVX-512F */
 #endif
 
+/* 1 if any of the n floats at p (stride s) is NaN or +-inf (exponent bits all ones): one
+ * vectorised pass, no early exit (SDPA's input/output checks, activation rows before quantization) */
+int attn__any_nonfinite(const float *p, int64_t n, int64_t s);
+
 #endif

@@ -4,6 +4,7 @@
 #include "core/cpu.h"
 #include "core/internal.h"
 #include "core/pool.h"
+#include "core/simd_math.h"
 #include "ops/quant_internal.h"
 
 #include <cblas.h>
@@ -275,30 +276,13 @@ typedef struct {
     _Atomic int64_t bad; /* the first non-finite index found, INT64_MAX: none */
 } attn__acts_job;
 
-/* 1 when any of the n floats is NaN or +-inf (exponent bits all ones): one vectorised pass with
- * no early exit (the scalar isfinite loop that stopped at the first bad value was 1-2 cycles an
- * element, more than the quantization after it) */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-static int attn__row_nonfinite(const float *x, int64_t n) {
-    unsigned bad = 0;
-#pragma omp simd reduction(| : bad)
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t b;
-        memcpy(&b, x + i, 4);
-        bad |= (b & 0x7f800000u) == 0x7f800000u;
-    }
-    return bad != 0;
-}
-
 static void attn__acts_rows(void *p, int64_t lo, int64_t hi, int tid) {
     attn__acts_job *j = (attn__acts_job *)p;
     (void)tid;
     for (int64_t m = lo; m < hi; m++) {
         const float *xr = j->x + m * j->K;
         int64_t i = j->K;
-        if (attn__row_nonfinite(xr, j->K))
+        if (attn__any_nonfinite(xr, j->K, 1)) /* one vectorised pass; the first bad index only then */
             for (i = 0; i < j->K && isfinite(xr[i]);) i++;
         if (i < j->K) { /* keep the smallest index over all threads: the message names the first */
             int64_t b = m * j->K + i, cur = atomic_load(&j->bad);

@@ -307,9 +307,17 @@ static int parse_command_line(serve_server *s, serve_cli *c, int argc, char **ar
     if (r != CLI_OK) return cli_parsed(r) == CLI_OK ? CLI_HELP_SHOWN : r;
     if (c->np == 0) return cli_usage_error("serve", "--model PATH is required (repeatable)");
     if (c->api_key && !*c->api_key) return cli_usage_error("serve", "--api-key must not be empty");
-    struct sockaddr_storage ss;
+    /* [::1] as URLs write it: the address without its brackets (printed with them) */
+    static char bare_host[256];
+    const size_t hl = strlen(c->host);
+    if (hl >= 2 && hl < sizeof bare_host && c->host[0] == '[' && c->host[hl - 1] == ']') {
+        memcpy(bare_host, c->host + 1, hl - 2);
+        bare_host[hl - 2] = 0;
+        c->host = bare_host;
+    }
     const char *why = NULL;
-    if (serve_host_addr(c->host, (int)c->port, &ss, &why) < 0) return cli_usage_error("serve", "--host %s: %s", c->host, why);
+    s->bind_family = serve_host_addr(c->host, (int)c->port, &s->bind_addr, &why);
+    if (s->bind_family < 0) return cli_usage_error("serve", "--host %s: %s", c->host, why);
     s->api_key = c->api_key;
     s->parallel = c->parallel, s->ctx = c->ctx, s->threads = c->threads, s->max_body = c->max_body, s->queue = c->queue;
     s->timeout_s = c->timeout, s->grace_s = c->grace;
@@ -363,12 +371,7 @@ int cmd_serve(int argc, char **argv) {
     int pr = parse_command_line(s, &c, argc, argv);
     free(c.paths);
     if (pr != CLI_OK) return pr == CLI_HELP_SHOWN ? CLI_OK : pr;
-    static char bare_host[256];
     const char *host = c.host;
-    if (host[0] == '[' && strlen(host) >= 2 && strlen(host) < sizeof bare_host && host[strlen(host) - 1] == ']') {
-        memcpy(bare_host, host + 1, strlen(host) - 2); /* [::1] as URLs write it; printed with brackets below */
-        host = bare_host;
-    }
     const int np = c.np;
     const int64_t port = c.port;
     s->n_models = np;

@@ -147,6 +147,8 @@ typedef struct {
     int idle_timeout_s;   /* a connection silent this long is closed */
     double grace_s;       /* on SIGTERM: in-flight requests get this long to finish */
     const char *api_key;
+    struct sockaddr_storage bind_addr; /* --host and --port, resolved once (serve_host_addr) */
+    int bind_family;                   /* AF_INET or AF_INET6 */
     volatile int loading, stopping;
     serve_metrics metrics;
 } serve_server;
@@ -225,9 +227,10 @@ extern const char serve_page_html[];
 /* ------------------------------------------------------------------ HTTP */
 
 struct MHD_Daemon;
-/* host (an IPv4 / IPv6 address or a name such as localhost) and port into *ss; returns AF_INET
- * or AF_INET6, or -1 with *why saying what is wrong */
+/* host (an IPv4 / IPv6 address without brackets, or a name such as localhost) and port into
+ * *ss; returns AF_INET or AF_INET6, or -1 with *why saying what is wrong */
 int serve_host_addr(const char *host, int port, struct sockaddr_storage *ss, const char **why);
+/* listen on s->bind_addr (host: its spelling for messages) */
 struct MHD_Daemon *serve_http_start(serve_server *s, const char *host, int port, int *bound_port, serve_err *e);
 void serve_http_quiesce(struct MHD_Daemon *d);
 /* serve_http_stop: after the schedulers have stopped (every task has its ending), waits up to a few

@@ -643,13 +643,6 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
 
 int serve_host_addr(const char *host, int port, struct sockaddr_storage *ss, const char **why) {
     struct addrinfo hints, *res = NULL;
-    char bare[256];
-    const size_t hl = strlen(host);
-    if (hl >= 2 && hl < sizeof bare && host[0] == '[' && host[hl - 1] == ']') { /* [::1], as URLs write it */
-        memcpy(bare, host + 1, hl - 2);
-        bare[hl - 2] = 0;
-        host = bare;
-    }
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -682,19 +675,14 @@ int serve_host_addr(const char *host, int port, struct sockaddr_storage *ss, con
 }
 
 struct MHD_Daemon *serve_http_start(serve_server *s, const char *host, int port, int *bound_port, serve_err *e) {
-    struct sockaddr_storage ss;
-    memset(&ss, 0, sizeof ss);
     /* poll(), not select(): descriptors past FD_SETSIZE (1024) are usual with 1000 idle clients */
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_POLL;
     unsigned limit = CONN_LIMIT;
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
         limit = rl.rlim_cur < 2 * FD_RESERVE ? FD_RESERVE : rl.rlim_cur - FD_RESERVE < CONN_LIMIT ? (unsigned)(rl.rlim_cur - FD_RESERVE) : CONN_LIMIT;
-    const char *why = NULL;
-    const int family = serve_host_addr(host, port, &ss, &why);
-    if (family < 0) return serve_fail(e, 0, NULL, NULL, NULL, "--host %s: %s", host, why), NULL;
-    if (family == AF_INET6) flags |= MHD_USE_IPv6;
-    struct MHD_Daemon *d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+    if (s->bind_family == AF_INET6) flags |= MHD_USE_IPv6;
+    struct MHD_Daemon *d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&s->bind_addr,
                                             MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->idle_timeout_s,
                                             MHD_OPTION_CONNECTION_LIMIT, limit, MHD_OPTION_END);
     if (!d) return serve_fail(e, 0, NULL, NULL, NULL, "cannot listen on %s port %d: %s", host, port, strerror(errno ? errno : EADDRINUSE)), NULL;

@@ -702,6 +702,22 @@ static void test_cli(void) {
         lr = attn_audio_load(&a, &na, p, 16000);
         CHECK(lr == 0 && na == 16000, "1 s and a LIST chunk: %d, %lld samples (%s)", lr, (long long)na, lr ? attn_last_error() : "");
         free(a);
+        /* sox's "length unknown" data size (0x7FFFF000) over 1 s of audio: loads as a file and through a pipe
+         * (new-user finding: `sox ... -t wav - | attn transcribe -` was refused as truncated) */
+        write_wav_claim(p, 1, 16, 0x7FFFF000u, 32000, 0);
+        lr = attn_audio_load(&a, &na, p, 16000);
+        CHECK(lr == 0 && na == 16000, "sox's unknown-length size: %d, %lld samples (%s)", lr, (long long)na, lr ? attn_last_error() : "");
+        free(a);
+        a = NULL;
+        {
+            char cmd[2000], pe[600], e[4096] = "";
+            snprintf(pe, sizeof pe, "%s/stdin_err.txt", tmpdir);
+            snprintf(cmd, sizeof cmd, "cat '%s' | '%s' transcribe --model %s - >/dev/null 2>'%s'", p, attn_test_cli_path(), MODEL, pe);
+            const int st = system(cmd);
+            attn_test_read_file(pe, e, sizeof e);
+            CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "sox's unknown-length size through a pipe: %s", e);
+        }
+        write_wav_claim(p, 1, 16, 32000, 32000, 1); /* 1 s of noise, then a LIST chunk */
         {
             /* ... also through a pipe (the rest after the data is read and walked as chunks) */
             char cmd[2000], pe[600], e[4096] = "";

@@ -113,6 +113,10 @@ static SNDFILE *audio_open(const char *path, SF_INFO *info, int *fd) {
     return sf;
 }
 
+/* A data size at or above this is a streaming writer's "length unknown" (0xFFFFFFFF, 0x80000000,
+ * sox's 0x7FFFF000), never a truncation: one 8 KiB below 2^31 */
+#define WAV_SIZE_UNKNOWN 0x7fffe000LL
+
 /* bytes of one frame (all channels) of a PCM / float / G.711 WAV; 1 per channel otherwise */
 static long long wav_frame_bytes(const SF_INFO *info) {
     int b = 1;
@@ -129,7 +133,7 @@ static long long wav_frame_bytes(const SF_INFO *info) {
 /* A WAV whose data chunk announces more bytes than the file holds (a cut download or copy):
  * libsndfile quietly reads what is there and logs "data : 96000 (should be 8000)". Returns 1 and
  * the two byte counts when at least one whole frame is missing; streaming placeholders (0, and
- * sizes >= 2^31 - 1 that writers to a pipe put there) are not truncation. */
+ * sizes from WAV_SIZE_UNKNOWN up that writers to a pipe put there) are not truncation. */
 static int wav_truncated(SNDFILE *sf, const SF_INFO *info, long long *declared, long long *held) {
     const int type = info->format & SF_FORMAT_TYPEMASK;
     if (type != SF_FORMAT_WAV && type != SF_FORMAT_WAVEX) return 0;
@@ -140,7 +144,7 @@ static int wav_truncated(SNDFILE *sf, const SF_INFO *info, long long *declared, 
         const char *colon = strchr(p, ':'), *sb = strstr(p, "(should be "), *eol = strchr(p, '\n');
         if (!colon || !sb || (eol && sb > eol)) return 0;
         const long long d = strtoll(colon + 1, NULL, 10), h = strtoll(sb + 11, NULL, 10);
-        if (d <= 0 || d >= 0x7fffffffLL || h < 0 || d - h < wav_frame_bytes(info)) return 0;
+        if (d <= 0 || d >= WAV_SIZE_UNKNOWN || h < 0 || d - h < wav_frame_bytes(info)) return 0;
         *declared = d, *held = h;
         return 1;
     }
@@ -402,7 +406,7 @@ int attn_audio_load(float **samples, int64_t *n, const char *path, int rate) {
     }
     /* from a pipe libsndfile cannot check the sizes up front: frames is the header's, got what came */
     const int wav = (info.format & SF_FORMAT_TYPEMASK) == SF_FORMAT_WAV || (info.format & SF_FORMAT_TYPEMASK) == SF_FORMAT_WAVEX;
-    if (wav && got < frames && frames * wav_frame_bytes(&info) < 0x7fffffffLL) {
+    if (wav && got < frames && frames * wav_frame_bytes(&info) < WAV_SIZE_UNKNOWN) {
         free(buf);
         free(mono);
         return attn_set_error(ATTN_E_FORMAT,

@@ -7,6 +7,8 @@
  * the float32 result rounds once, ~6e-8, and float32 GEMM sums add a few ulp). */
 #include "attn.h"
 #include "testutil.h"
+#include "attention/fused_internal.h"
+#include "train/train_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -41,6 +43,93 @@ static attn_tensor like(const attn_tensor *t, float **buf) {
 static double worst_torch = 0, worst_fd = 0;
 static void note(double *w, double e) {
     if (e > *w) *w = e;
+}
+
+/* ---- the ViT trainer's attention fast path (src/train/vit_kernels_tmpl.h: blocked products of 4 rows x
+ * 16 / 8 / 1 columns and a lincomb for the last T % 4 rows) against a float64 forward and backward
+ * written here, on its AVX2 and portable compilations. Shapes cover every remainder: T = 1, 5, 17, 23,
+ * 64 (T % 4 = 1, 1, 1, 3, 0; padded to 8, 8, 24, 24, 64) and D = 8, 12, 32, 40, 16. q, k, v are the
+ * thirds of one [B·T, 3·H·D] buffer as the trainer writes them. Tolerance 2e-6 relative to max
+ * |reference|: float32 sums of <= 64 products (a few ulp, ~1e-7 each) plus the exp polynomial's 1e-7;
+ * one wrong or missing term (a dropped remainder row or column) is off by > 1e-2. */
+static void ref_attention(double *out, double *lse, double *dq, double *dk, double *dv, const float *qkv, const float *dout,
+                          int64_t B, int64_t T, int64_t H, int64_t D) {
+    const int64_t E = H * D, ld = 3 * E;
+    const double scale = 1.0 / sqrt((double)D);
+    double *p = malloc(sizeof(double) * (size_t)(T * T)), *ds = malloc(sizeof(double) * (size_t)(T * T));
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++) {
+            const float *q = qkv + b * T * ld + h * D, *k = q + E, *v = q + 2 * E, *g = dout + b * T * E + h * D;
+            const int64_t o = b * T * E + h * D, oq = b * T * ld + h * D;
+            for (int64_t i = 0; i < T; i++) {
+                double m = -INFINITY, l = 0;
+                for (int64_t j = 0; j < T; j++) {
+                    double s = 0;
+                    for (int64_t d = 0; d < D; d++) s += (double)q[i * ld + d] * k[j * ld + d];
+                    p[i * T + j] = s * scale;
+                    m = fmax(m, s * scale);
+                }
+                for (int64_t j = 0; j < T; j++) l += exp(p[i * T + j] - m);
+                lse[(b * H + h) * T + i] = m + log(l);
+                for (int64_t j = 0; j < T; j++) p[i * T + j] = exp(p[i * T + j] - m) / l;
+                for (int64_t d = 0; d < D; d++) {
+                    double s = 0;
+                    for (int64_t j = 0; j < T; j++) s += p[i * T + j] * v[j * ld + d];
+                    out[o + i * E + d] = s;
+                }
+            }
+            for (int64_t i = 0; i < T; i++) {
+                double delta = 0;
+                for (int64_t d = 0; d < D; d++) delta += (double)g[i * E + d] * out[o + i * E + d];
+                for (int64_t j = 0; j < T; j++) {
+                    double dp = 0;
+                    for (int64_t d = 0; d < D; d++) dp += (double)g[i * E + d] * v[j * ld + d];
+                    ds[i * T + j] = p[i * T + j] * (dp - delta) * scale;
+                }
+            }
+            for (int64_t i = 0; i < T; i++)
+                for (int64_t d = 0; d < D; d++) {
+                    double sq = 0, sk = 0, sv = 0;
+                    for (int64_t j = 0; j < T; j++) {
+                        sq += ds[i * T + j] * k[j * ld + d];
+                        sk += ds[j * T + i] * q[j * ld + d];
+                        sv += p[j * T + i] * g[j * E + d];
+                    }
+                    dq[oq + i * ld + d] = sq, dk[oq + i * ld + d] = sk, dv[oq + i * ld + d] = sv;
+                }
+        }
+    free(p);
+    free(ds);
+}
+
+static void test_vit_attention_kernels(void) {
+    static const int64_t shapes[][2] = {{1, 8}, {5, 12}, {17, 32}, {23, 40}, {64, 16}};
+    static const char *const paths[] = {"avx2", "portable"};
+    const int64_t B = 2, H = 3;
+    uint64_t st = 42;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int64_t T = shapes[si][0], D = shapes[si][1], E = H * D, n3 = B * T * 3 * E, n = B * T * E;
+        float *qkv = malloc(sizeof(float) * (size_t)n3), *g = malloc(sizeof(float) * (size_t)n);
+        for (int64_t i = 0; i < n3; i++) st = st * 6364136223846793005ULL + 1442695040888963407ULL, qkv[i] = (float)((double)(st >> 40) / (1 << 24) * 4 - 2);
+        for (int64_t i = 0; i < n; i++) st = st * 6364136223846793005ULL + 1442695040888963407ULL, g[i] = (float)((double)(st >> 40) / (1 << 24) * 2 - 1);
+        double *ro = calloc((size_t)n, sizeof(double)), *rl = calloc((size_t)(B * H * T), sizeof(double));
+        double *rg = calloc((size_t)n3, sizeof(double));
+        ref_attention(ro, rl, rg, rg + E, rg + 2 * E, qkv, g, B, T, H, D);
+        for (size_t pi = 0; pi < 2; pi++) {
+            setenv("ATTN_SIMD", paths[pi], 1);
+            if (pi == 0 && !attn__fused_path_supported(ATTN__SIMD_AVX2)) continue;
+            float *o = calloc((size_t)n, sizeof(float)), *l = calloc((size_t)(B * H * T), sizeof(float));
+            float *dg = calloc((size_t)n3, sizeof(float));
+            attn__vk_attention_forward(o, l, qkv, qkv + E, qkv + 2 * E, 3 * E, B, T, H, D);
+            attn__vk_attention_backward(dg, dg + E, dg + 2 * E, qkv, qkv + E, qkv + 2 * E, o, l, g, 3 * E, B, T, H, D);
+            const double eo = rel64(o, ro, (size_t)n), el = rel64(l, rl, (size_t)(B * H * T)), eg = rel64(dg, rg, (size_t)n3);
+            CHECK(eo <= 2e-6 && el <= 2e-6 && eg <= 2e-6, "ViT attention kernel (%s) T %lld D %lld: out %.2e lse %.2e grads %.2e",
+                  paths[pi], (long long)T, (long long)D, eo, el, eg);
+            free(o), free(l), free(dg);
+        }
+        unsetenv("ATTN_SIMD");
+        free(qkv), free(g), free(ro), free(rl), free(rg);
+    }
 }
 
 /* ---- torch fixtures */
@@ -333,6 +422,7 @@ int main(void) {
     test_torch();
     test_finite_differences();
     test_edges_and_errors();
+    test_vit_attention_kernels();
     printf("worst relative errors: vs torch %.3g, vs finite differences %.3g\n", worst_torch, worst_fd);
     return attn_test_finish();
 }

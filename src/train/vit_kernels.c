@@ -199,7 +199,7 @@ void attn__vk_layernorm_backward(float *dx, float *dgamma, float *dbeta, const f
 /* ---- attention of short sequences */
 
 /* scratch of one (image, head) (the kernels' W): K and V transposed and padded to Tp = T rounded up
- * to 16 (2·D·Tp), P and dS (2·T·Tp) */
+ * to 8 (2·D·Tp), P and dS (2·T·Tp) */
 #define VK_SCRATCH (2 * ATTN__VK_MAX_D * ATTN__VK_MAX_T + 2 * ATTN__VK_MAX_T * ATTN__VK_MAX_T)
 
 typedef struct {

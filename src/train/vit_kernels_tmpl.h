@@ -158,16 +158,64 @@ static inline void VK_FN(attn__vk_pack_t)(float *restrict XT, const float *restr
         for (int64_t j = T; j < Tp; j++) XT[d * Tp + j] = 0.0f;
 }
 
+/* Y[i·ldy + 0..n) = Σ_{r<R} A[i·ai + r·ar]·X[r·ldx + 0..n) for i < M: a small product, rows 4 at a time
+ * so that each load of X serves 4 rows (register blocks of 4 rows x 16 columns: 8 sums, one FMA
+ * chain each, r in order), the last M % 4 rows by lincomb. A's strides (ai, ar) read it as it lies
+ * or transposed. */
+static inline void VK_FN(attn__vk_prod)(float *restrict Y, int64_t ldy, const float *restrict A, int64_t ai, int64_t ar,
+                                        const float *restrict X, int64_t ldx, int64_t M, int64_t R, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= M; i += 4) {
+        const float *a0 = A + i * ai, *a1 = a0 + ai, *a2 = a1 + ai, *a3 = a2 + ai;
+        float *y0 = Y + i * ldy, *y1 = y0 + ldy, *y2 = y1 + ldy, *y3 = y2 + ldy;
+        int64_t j0 = 0;
+        for (; j0 + 16 <= n; j0 += 16) {
+            attn__vk_v8 c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0}, c30 = {0}, c31 = {0};
+            for (int64_t r = 0; r < R; r++) {
+                const float *x = X + r * ldx + j0;
+                const attn__vk_v8 x0 = attn__vk_ld(x), x1 = attn__vk_ld(x + 8);
+                const attn__vk_v8 s0 = attn__vk_splat(a0[r * ar]), s1 = attn__vk_splat(a1[r * ar]);
+                const attn__vk_v8 s2 = attn__vk_splat(a2[r * ar]), s3 = attn__vk_splat(a3[r * ar]);
+                c00 = VK_VFMA(s0, x0, c00), c01 = VK_VFMA(s0, x1, c01), c10 = VK_VFMA(s1, x0, c10), c11 = VK_VFMA(s1, x1, c11);
+                c20 = VK_VFMA(s2, x0, c20), c21 = VK_VFMA(s2, x1, c21), c30 = VK_VFMA(s3, x0, c30), c31 = VK_VFMA(s3, x1, c31);
+            }
+            attn__vk_st(y0 + j0, c00), attn__vk_st(y0 + j0 + 8, c01), attn__vk_st(y1 + j0, c10), attn__vk_st(y1 + j0 + 8, c11);
+            attn__vk_st(y2 + j0, c20), attn__vk_st(y2 + j0 + 8, c21), attn__vk_st(y3 + j0, c30), attn__vk_st(y3 + j0 + 8, c31);
+        }
+        for (; j0 + 8 <= n; j0 += 8) {
+            attn__vk_v8 c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0};
+            for (int64_t r = 0; r < R; r++) {
+                const attn__vk_v8 x0 = attn__vk_ld(X + r * ldx + j0);
+                c0 = VK_VFMA(attn__vk_splat(a0[r * ar]), x0, c0), c1 = VK_VFMA(attn__vk_splat(a1[r * ar]), x0, c1);
+                c2 = VK_VFMA(attn__vk_splat(a2[r * ar]), x0, c2), c3 = VK_VFMA(attn__vk_splat(a3[r * ar]), x0, c3);
+            }
+            attn__vk_st(y0 + j0, c0), attn__vk_st(y1 + j0, c1), attn__vk_st(y2 + j0, c2), attn__vk_st(y3 + j0, c3);
+        }
+        for (int64_t j = j0; j < n; j++) {
+            float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+            for (int64_t r = 0; r < R; r++) {
+                const float x = X[r * ldx + j];
+                s0 = VK_FMA(a0[r * ar], x, s0), s1 = VK_FMA(a1[r * ar], x, s1);
+                s2 = VK_FMA(a2[r * ar], x, s2), s3 = VK_FMA(a3[r * ar], x, s3);
+            }
+            y0[j] = s0, y1[j] = s1, y2[j] = s2, y3[j] = s3;
+        }
+    }
+    for (; i < M; i++) VK_FN(attn__vk_lincomb)(Y + i * ldy, A + i * ai, ar, X, ldx, R, n);
+}
+
 /* Unmasked attention of one (image, head) whose T rows of q, k, v sit ld floats apart and those of
  * out ldo apart (the [B, T, ..] buffers at column h·D): out = softmax(scale·q·kᵀ)·v, lse = the
- * rows' log-sum-exp of scale·q·kᵀ. W: the scratch of vit_kernels.c's VK_SCRATCH (64-byte aligned). */
+ * rows' log-sum-exp of scale·q·kᵀ; S = q·kᵀ and P·v as blocked products (prod) over kᵀ padded to
+ * Tp = T rounded up to 8 columns. W: the scratch of vit_kernels.c's VK_SCRATCH (64-byte aligned). */
 static void VK_FN(attn__vk_attn_fwd)(float *out, float *lse, const float *q, const float *k, const float *v, float *W,
                                      int64_t T, int64_t D, int64_t ld, int64_t ldo, float scale) {
-    const int64_t Tp = (T + 15) & ~(int64_t)15;
-    float *KT = W, *pr = W + D * Tp;
+    const int64_t Tp = (T + 7) & ~(int64_t)7;
+    float *KT = W, *S = W + D * Tp;
     VK_FN(attn__vk_pack_t)(KT, k, T, Tp, D, ld);
+    VK_FN(attn__vk_prod)(S, Tp, q, ld, 1, KT, Tp, T, D, Tp);
     for (int64_t i = 0; i < T; i++) {
-        VK_FN(attn__vk_lincomb)(pr, q + i * ld, 1, KT, Tp, D, Tp);
+        float *restrict pr = S + i * Tp;
         float m = -INFINITY;
         for (int64_t j = 0; j < T; j++) m = pr[j] > m ? pr[j] : m;
         m *= scale;
@@ -180,21 +228,23 @@ static void VK_FN(attn__vk_attn_fwd)(float *out, float *lse, const float *q, con
         const float inv = 1.0f / l;
         VK_SIMD
         for (int64_t j = 0; j < T; j++) pr[j] *= inv;
-        VK_FN(attn__vk_lincomb)(out + i * ldo, pr, 1, v, ld, T, D);
         lse[i] = m + logf(l);
     }
+    VK_FN(attn__vk_prod)(out, ldo, S, Tp, 1, v, ld, T, T, D);
 }
 
 /* Its backward (FlashAttention's formulas, P recomputed from lse): Δ_i = dO_i·O_i (in double),
- * dV = Pᵀ·dO, dS = P ⊙ (dO·Vᵀ − Δ), dQ = scale·dS·K, dK = scale·dSᵀ·Q; dq, dk, dv rows ld apart,
- * dout's ldo. W: VK_SCRATCH. */
+ * dV = Pᵀ·dO, dS = P ⊙ (dO·Vᵀ − Δ), dQ = scale·dS·K, dK = scale·dSᵀ·Q, every product blocked (prod);
+ * dq, dk, dv rows ld apart, dout's ldo. W: VK_SCRATCH. */
 static void VK_FN(attn__vk_attn_bwd)(float *dq, float *dk, float *dv, const float *q, const float *k, const float *v,
                                      const float *out, const float *lse, const float *dout, float *W, int64_t T, int64_t D,
                                      int64_t ld, int64_t ldo, float scale) {
-    const int64_t Tp = (T + 15) & ~(int64_t)15;
+    const int64_t Tp = (T + 7) & ~(int64_t)7;
     float *KT = W, *VT = KT + D * Tp, *P = VT + D * Tp, *S = P + T * Tp;
     VK_FN(attn__vk_pack_t)(KT, k, T, Tp, D, ld);
     VK_FN(attn__vk_pack_t)(VT, v, T, Tp, D, ld);
+    VK_FN(attn__vk_prod)(P, Tp, q, ld, 1, KT, Tp, T, D, Tp);     /* q·kᵀ */
+    VK_FN(attn__vk_prod)(S, Tp, dout, ldo, 1, VT, Tp, T, D, Tp); /* dO·vᵀ */
     for (int64_t i = 0; i < T; i++) {
         const float *restrict gi = dout + i * ldo, *restrict oi = out + i * ldo;
         float *restrict pr = P + i * Tp, *restrict sr = S + i * Tp;
@@ -202,17 +252,13 @@ static void VK_FN(attn__vk_attn_bwd)(float *dq, float *dk, float *dv, const floa
         VK_SIMD_RED(dd)
         for (int64_t d = 0; d < D; d++) dd += (double)gi[d] * oi[d];
         const float delta = (float)dd, li = lse[i];
-        VK_FN(attn__vk_lincomb)(pr, q + i * ld, 1, KT, Tp, D, Tp);
-        VK_FN(attn__vk_lincomb)(sr, gi, 1, VT, Tp, D, Tp);
         VK_SIMD
         for (int64_t j = 0; j < T; j++) {
             pr[j] = attn__exp_scalar(scale * pr[j] - li);
             sr[j] = scale * pr[j] * (sr[j] - delta); /* scale·dS */
         }
-        VK_FN(attn__vk_lincomb)(dq + i * ld, sr, 1, k, ld, T, D);
     }
-    for (int64_t j = 0; j < T; j++) { /* columns of P and dS */
-        VK_FN(attn__vk_lincomb)(dv + j * ld, P + j, Tp, dout, ldo, T, D);
-        VK_FN(attn__vk_lincomb)(dk + j * ld, S + j, Tp, q, ld, T, D);
-    }
+    VK_FN(attn__vk_prod)(dq, ld, S, Tp, 1, k, ld, T, T, D);    /* scale·dS·k */
+    VK_FN(attn__vk_prod)(dv, ld, P, 1, Tp, dout, ldo, T, T, D); /* Pᵀ·dO */
+    VK_FN(attn__vk_prod)(dk, ld, S, 1, Tp, q, ld, T, T, D);    /* scale·dSᵀ·q */
 }

@@ -49,7 +49,8 @@ extern "C" {
 #endif
 
 typedef enum {
-    ATTN_IMPL_DEFAULT = 0,   /* the library's best implementation (fused when available) */
+    ATTN_IMPL_DEFAULT = 0,   /* the library's best implementation: the short-sequence kernel for unmasked
+                                float32 with Lq, Lk <= 64, else fused */
     ATTN_IMPL_REFERENCE = 1, /* plain float64-accumulating reference path (the oracle) */
     ATTN_IMPL_FUSED = 2      /* tiled online-softmax kernel */
 } attn_impl;
@@ -111,7 +112,9 @@ int attn_sdpa_check(const attn_tensor *out, const attn_tensor *weights, const at
 /* attn_sdpa_kernel_name: which code attn_sdpa runs for implementation `impl` and input dtype
  * `dtype` on this CPU with the current ATTN_SIMD setting (ATTN_SIMD = avx512 | avx2 | portable |
  * auto forces the fused kernel's SIMD path): a constant string such as "reference",
- * "fused avx2" or "fused avx2 (bfloat16 widened to float32 per tile)". For benchmarks and logs.
+ * "fused avx2" or "fused avx2 (bfloat16 widened to float32 per tile)" (the long-sequence kernel: with
+ * ATTN_IMPL_DEFAULT, unmasked float32 attention of Lq, Lk <= 64 runs the short-sequence kernel of the
+ * same SIMD path instead). For benchmarks and logs.
  * Returns NULL (attn_last_error set) when ATTN_SIMD names a path this CPU cannot run or is not a
  * known value, or for an unknown impl / dtype. */
 const char *attn_sdpa_kernel_name(attn_impl impl, attn_dtype dtype);

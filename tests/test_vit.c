@@ -356,27 +356,35 @@ static void test_config_and_errors(attn_vit *m) {
     char cfg[8192];
     attn_test_read_file(MODEL "/config.json", cfg, sizeof cfg);
     attn_vit *bad = NULL;
-    struct {
-        const char *from, *to;
+    struct { /* a key's value replaced (whatever the file's spacing: transformers indents, attn train tabs) */
+        const char *key, *to;
         int want;
         const char *msg;
     } cases[] = {
-        {"\"image_size\": 28", "\"image_size\": 56", ATTN_E_SHAPE, "position_embeddings"},
-        {"\"hidden_size\": 96", "\"hidden_size\": 192", ATTN_E_SHAPE, "expected"},
-        {"\"num_channels\": 1", "\"num_channels\": 3", ATTN_E_SHAPE, "patch_embeddings"},
-        {"\"intermediate_size\": ", "\"intermediate_size\": 1", ATTN_E_SHAPE, "expected"},
-        {"\"num_attention_heads\": 3", "\"num_attention_heads\": 5", ATTN_E_FORMAT, "multiple"},
-        {"\"model_type\": \"vit\"", "\"model_type\": \"deit\"", ATTN_E_UNSUPPORTED, "deit"},
-        {"\"hidden_act\": \"gelu\"", "\"hidden_act\": \"swish9\"", ATTN_E_UNSUPPORTED, "swish9"},
-        {"\"patch_size\": 7", "\"patch_size\": 0", ATTN_E_FORMAT, "patch_size"},
-        {"{", "[", ATTN_E_FORMAT, "JSON"},
+        {"image_size", "56", ATTN_E_SHAPE, "position_embeddings"},
+        {"hidden_size", "192", ATTN_E_SHAPE, "expected"},
+        {"num_channels", "3", ATTN_E_SHAPE, "patch_embeddings"},
+        {"intermediate_size", "1", ATTN_E_SHAPE, "expected"},
+        {"num_attention_heads", "5", ATTN_E_FORMAT, "multiple"},
+        {"model_type", "\"deit\"", ATTN_E_UNSUPPORTED, "deit"},
+        {"hidden_act", "\"swish9\"", ATTN_E_UNSUPPORTED, "swish9"},
+        {"patch_size", "0", ATTN_E_FORMAT, "patch_size"},
+        {NULL, "[", ATTN_E_FORMAT, "JSON"}, /* the opening brace */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char *p = strstr(cfg, cases[i].from);
-        CHECK(p != NULL, "config.json has %s", cases[i].from);
-        if (!p) continue;
-        char mod[8300];
-        snprintf(mod, sizeof mod, "%.*s%s%s", (int)(p - cfg), cfg, cases[i].to, p + strlen(cases[i].from));
+        char key[64], mod[8300];
+        const char *v0 = cfg, *v1 = cfg + 1; /* the value's span [v0, v1) */
+        if (cases[i].key) {
+            snprintf(key, sizeof key, "\"%s\"", cases[i].key);
+            const char *p = strstr(cfg, key);
+            CHECK(p != NULL, "config.json has %s", key);
+            if (!p) continue;
+            v0 = p + strlen(key);
+            while (*v0 == ' ' || *v0 == '\t' || *v0 == ':') v0++;
+            v1 = v0;
+            while (*v1 && *v1 != ',' && *v1 != '\n' && *v1 != '}') v1++;
+        }
+        snprintf(mod, sizeof mod, "%.*s%s%s", (int)(v0 - cfg), cfg, cases[i].to, v1);
         write_text(tmp_path("config.json"), mod);
         int rc = attn_vit_load(&bad, tmpdir);
         CHECK(rc == cases[i].want && bad == NULL, "config case %zu (%s): rc %d want %d (%s)", i, cases[i].to, rc,

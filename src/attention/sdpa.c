@@ -2,6 +2,7 @@
 #include "attn_attention.h"
 #include "attention/fused_internal.h"
 #include "attention/sdpa_internal.h"
+#include "attention/short_internal.h"
 #include "core/internal.h"
 
 #include <string.h>
@@ -18,6 +19,10 @@ int attn_sdpa(attn_tensor *out, attn_tensor *weights, const attn_tensor *q, cons
      * SIMD path follows ATTN_SIMD, else the best the CPU supports). An unknown impl value is
      * rejected by attn_sdpa_check inside either path. */
     if (p && p->impl == ATTN_IMPL_REFERENCE) return attn_sdpa_reference(out, weights, q, k, v, p);
+    if (!p || p->impl == ATTN_IMPL_DEFAULT) { /* unmasked float32 with Lq, Lk <= 64: sdpa_short.c */
+        const int rc = attn__sdpa_short(out, weights, q, k, v, p);
+        if (rc != ATTN__SHORT_DECLINED) return rc;
+    }
     return attn__sdpa_fused(out, weights, q, k, v, p);
 }
 

@@ -61,12 +61,26 @@ static int attn__vec_param(const attn_tensor *p, int64_t n, const char *op, cons
 /* y = x · Wᵀ cut into `pieces` balanced pieces (rows of x, or 16-wide units of W's rows) */
 typedef struct {
     float *o;
-    const float *x, *w;
+    const float *x, *w, *bias;
     int64_t M, N, K;
-    int by_rows;
+    int by_rows, bias_acc;
     int64_t pieces;
     float beta;
 } attn__linear_job;
+
+/* y[r, c] = bias[c] (or += with acc) for rows [r0, r1), columns [c0, c1) of y [.., N] */
+static void attn__bias_fill(float *y, const float *bias, int64_t N, int64_t r0, int64_t r1, int64_t c0, int64_t c1, int acc) {
+    for (int64_t r = r0; r < r1; r++) {
+        float *restrict yr = y + r * N;
+        if (acc) {
+#pragma omp simd
+            for (int64_t c = c0; c < c1; c++) yr[c] += bias[c];
+        } else {
+#pragma omp simd
+            for (int64_t c = c0; c < c1; c++) yr[c] = bias[c];
+        }
+    }
+}
 
 static void attn__linear_piece(void *p, int64_t lo, int64_t hi, int tid) {
     const attn__linear_job *j = (const attn__linear_job *)p;
@@ -78,6 +92,9 @@ static void attn__linear_piece(void *p, int64_t lo, int64_t hi, int tid) {
             b = b * 16 < j->N ? b * 16 : j->N;
         }
         if (a >= b) continue;
+        if (j->bias) /* the piece's own block, just before its product (in cache; on every thread) */
+            attn__bias_fill(j->o, j->bias, j->N, j->by_rows ? a : 0, j->by_rows ? b : j->M, j->by_rows ? 0 : a, j->by_rows ? j->N : b,
+                            j->bias_acc);
         if (j->by_rows)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(b - a), (int)j->N, (int)j->K, 1.0f, j->x + a * j->K, (int)j->K,
                         j->w, (int)j->K, j->beta, j->o + a * j->N, (int)j->N);
@@ -87,14 +104,18 @@ static void attn__linear_piece(void *p, int64_t lo, int64_t hi, int tid) {
     }
 }
 
-void attn__sgemm_split(float *y, const float *x, const float *w, int64_t M, int64_t N, int64_t K, int nt, int allow_rows, float beta) {
+/* attn__sgemm_split with y first set to (bias_acc: increased by) bias [N] row by row, beta then 1 */
+static void attn__sgemm_split_bias(float *y, const float *x, const float *w, const float *bias, int bias_acc, int64_t M, int64_t N,
+                                   int64_t K, int nt, int allow_rows, float beta) {
+    if (bias) beta = 1.0f;
     if (nt <= 1) {
+        if (bias) attn__bias_fill(y, bias, N, 0, M, 0, N, bias_acc);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, x, (int)K, w, (int)K, beta, y, (int)N);
         return;
     }
     /* pieces taken by attn's threads (core/pool.h), about 4 a thread (a thread that loses its
      * core holds back one piece); by rows, pieces of >= 32 rows, since each piece packs all of W */
-    attn__linear_job j = {y, x, w, M, N, K, allow_rows && M >= 8 * nt, 0, beta};
+    attn__linear_job j = {y, x, w, bias, M, N, K, allow_rows && M >= 8 * nt, bias_acc, 0, beta};
     const int64_t units = j.by_rows ? M : (N + 15) / 16;
     int64_t pieces = 4 * (int64_t)nt;
     if (j.by_rows && pieces > M / 32) pieces = M / 32 > nt ? M / 32 : nt;
@@ -106,30 +127,26 @@ void attn__sgemm_split(float *y, const float *x, const float *w, int64_t M, int6
     if ((double)pieces > work / 1e6) pieces = work >= 2e6 ? (int64_t)(work / 1e6) : 1;
     j.pieces = pieces < units ? pieces : units;
     if (j.pieces <= 1) {
+        if (bias) attn__bias_fill(y, bias, N, 0, M, 0, N, bias_acc);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, x, (int)K, w, (int)K, beta, y, (int)N);
         return;
     }
     attn__pool_for(j.pieces, 1, nt, attn__linear_piece, &j);
 }
 
+void attn__sgemm_split(float *y, const float *x, const float *w, int64_t M, int64_t N, int64_t K, int nt, int allow_rows, float beta) {
+    attn__sgemm_split_bias(y, x, w, NULL, 0, M, N, K, nt, allow_rows, beta);
+}
+
 void attn__linear_f32(float *y, const float *x, const float *w, const float *bias, int64_t M, int64_t N, int64_t K, int nt, int accumulate) {
     if (M <= 0 || N <= 0) return;
-    if (bias) {
-        for (int64_t r = 0; r < M; r++) {
-            float *restrict yr = y + r * N;
-            if (accumulate) {
-#pragma omp simd
-                for (int64_t c = 0; c < N; c++) yr[c] += bias[c];
-            } else {
-#pragma omp simd
-                for (int64_t c = 0; c < N; c++) yr[c] = bias[c];
-            }
-        }
-    } else if (!accumulate && K == 0) {
-        memset(y, 0, sizeof(float) * (size_t)(M * N));
+    if (K == 0) {
+        if (bias) attn__bias_fill(y, bias, N, 0, M, 0, N, accumulate);
+        else if (!accumulate) memset(y, 0, sizeof(float) * (size_t)(M * N));
+        return;
     }
-    if (K == 0) return;
-    attn__sgemm_split(y, x, w, M, N, K, (double)M * (double)N * (double)K >= 1e6 ? nt : 1, 1, bias || accumulate ? 1.0f : 0.0f);
+    attn__sgemm_split_bias(y, x, w, bias, accumulate, M, N, K, (double)M * (double)N * (double)K >= 1e6 ? nt : 1, 1,
+                           accumulate ? 1.0f : 0.0f);
 }
 
 int attn_linear(attn_tensor *out, const attn_tensor *x, const attn_tensor *w, const attn_tensor *b) {

@@ -34,8 +34,6 @@ struct attn_vit_trainer {
 /* Fast paths of the trainer (vit_kernels.c): float32, split over attn's threads, the same bits
  * for any thread count. Tensors are contiguous row-major. */
 #define ATTN__CLIP_BLOCK 16384 /* elements per block of the gradient norm's sums */
-#define ATTN__VK_MAX_T 64  /* longest sequence of the attention fast path */
-#define ATTN__VK_MAX_D 256 /* largest head size of the attention fast path */
 
 /* dx[n] = dy · GELU'(x) (erf GELU) */
 void attn__vk_gelu_backward(float *dx, const float *dy, const float *x, int64_t n);
@@ -55,19 +53,5 @@ size_t attn__vk_ln_part_floats(int64_t M, int64_t E);
  * overwritten; part: attn__vk_ln_part_floats(M, E) floats of scratch. dx must not alias dy, x or res. */
 void attn__vk_layernorm_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x, const float *gamma,
                                  const float *res, float eps, int64_t M, int64_t E, float *part);
-
-/* Unmasked multi-head attention of q, k, v [B, T, H·D] (heads side by side, as the projections
- * write them; rows ldq floats apart: q, k, v may be the thirds of one fused [B·T, 3·H·D]
- * buffer; T <= ATTN__VK_MAX_T, D <= ATTN__VK_MAX_D), scale 1/sqrt(D): out [B, T, H·D]
- * (contiguous), lse [B, H, T] (natural log-sum-exp of the scaled scores, as attn_sdpa's
- * params.lse) */
-void attn__vk_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v, int64_t ldq, int64_t B,
-                                int64_t T, int64_t H, int64_t D);
-
-/* its backward from out, lse and dout [B, T, H·D] (contiguous): dq, dk, dv [B, T, H·D] (rows
- * ldq apart, like q, k, v) overwritten */
-void attn__vk_attention_backward(float *dq, float *dk, float *dv, const float *q, const float *k, const float *v,
-                                 const float *out, const float *lse, const float *dout, int64_t ldq, int64_t B, int64_t T,
-                                 int64_t H, int64_t D);
 
 #endif

@@ -1,12 +1,10 @@
 /* Fast paths of the ViT trainer (train_internal.h): GELU backward, LayerNorm forward and backward and the
- * attention forward + backward of short sequences, in float32, split over attn's threads
- * (core/pool.h). They replace, inside attn_vit_trainer_*, the general ops (attn_activation_backward,
- * attn_layernorm_backward in double, attn_sdpa / attn_sdpa_backward with their FlashAttention
- * tiling and input scans) where those cost more than the arithmetic: at the trainer's sizes
- * (L = 17 tokens, D = 32) a 64 x 64 tile is mostly padding. Same formulas; checked by
- * tests/test_train_vit.c against the float64 torch fixture (and the general ops, in
- * tests/test_train_ops.c's ViT-kernel test).
- * Determinism: every item (row block, (image, head) pair, element chunk) is computed on its own
+ * bias-preloaded linear, in float32, split over attn's threads (core/pool.h). They replace, inside
+ * attn_vit_trainer_*, the general ops (attn_activation_backward, attn_layernorm_backward in double)
+ * where those cost more than the arithmetic. The attention of the trainer's short sequences is
+ * attention/sdpa_short.c's. Same formulas; checked by tests/test_train_vit.c against the float64
+ * torch fixture.
+ * Determinism: every item (row block, element chunk) is computed on its own
  * and the LayerNorm parameter sums add fixed 32-row blocks in order, so the bits do not depend
  * on the thread count. Kernels: vit_kernels_tmpl.h, AVX2 + FMA or portable by ATTN_SIMD like the
  * fused attention. */
@@ -31,17 +29,7 @@
 #define VK_SIMD_RED2(a, b)
 #endif
 
-/* 8 floats (GCC / clang vector extension: AVX registers in the AVX2 build, SSE pairs in the
- * portable one); loads and stores unaligned */
-typedef float attn__vk_v8 __attribute__((vector_size(32)));
-typedef float attn__vk_v8u __attribute__((vector_size(32), aligned(4)));
-#define attn__vk_ld(p) (*(const attn__vk_v8u *)(p))
-#define attn__vk_st(p, v) (*(attn__vk_v8u *)(p) = (v))
-#define attn__vk_splat(x) ((attn__vk_v8){(x), (x), (x), (x), (x), (x), (x), (x)})
-
 #define VK_FN(x) x##_portable
-#define VK_FMA(a, b, c) ((a) * (b) + (c))
-#define VK_VFMA(a, b, c) ((a) * (b) + (c))
 #include "train/vit_kernels_tmpl.h"
 #undef VK_FN
 
@@ -49,15 +37,8 @@ typedef float attn__vk_v8u __attribute__((vector_size(32), aligned(4)));
 #define ATTN__VK_HAVE_AVX2 1
 #include "core/target_avx2_begin.h"
 #define VK_FN(x) x##_avx2
-#define VK_AVX2 1
-#include <immintrin.h>
-#undef VK_FMA
-#undef VK_VFMA
-#define VK_FMA(a, b, c) fmaf(a, b, c) /* one vfmadd (the build's -std=c11 contracts nothing) */
-#define VK_VFMA(a, b, c) ((attn__vk_v8)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
 #include "train/vit_kernels_tmpl.h"
 #undef VK_FN
-#undef VK_AVX2
 #include "core/target_avx2_end.h"
 #endif
 
@@ -194,57 +175,4 @@ void attn__vk_layernorm_backward(float *dx, float *dgamma, float *dbeta, const f
         for (int64_t blk = 0; blk < nb; blk++) sg += part[blk * 2 * E + e], sb += part[blk * 2 * E + E + e];
         dgamma[e] = (float)sg, dbeta[e] = (float)sb;
     }
-}
-
-/* ---- attention of short sequences */
-
-/* scratch of one (image, head) (the kernels' W): K and V transposed and padded to Tp = T rounded up
- * to 8 (2·D·Tp), P and dS (2·T·Tp) */
-#define VK_SCRATCH (2 * ATTN__VK_MAX_D * ATTN__VK_MAX_T + 2 * ATTN__VK_MAX_T * ATTN__VK_MAX_T)
-
-typedef struct {
-    float *out, *lse, *dq, *dk, *dv;
-    const float *q, *k, *v, *o, *l, *dout;
-    int64_t ldq, B, T, H, D;
-    float scale;
-    int avx2;
-} attn__vk_attn_job;
-
-static void attn__vk_attn_fwd_piece(void *p, int64_t lo, int64_t hi, int tid) {
-    const attn__vk_attn_job *j = (const attn__vk_attn_job *)p;
-    _Alignas(64) float P[VK_SCRATCH];
-    const int64_t E = j->H * j->D;
-    (void)tid;
-    for (int64_t it = lo; it < hi; it++) {
-        const int64_t b = it / j->H, h = it % j->H, off = b * j->T * E + h * j->D, oq = b * j->T * j->ldq + h * j->D;
-        VK_CALL(j->avx2, attn__vk_attn_fwd, j->out + off, j->lse + it * j->T, j->q + oq, j->k + oq, j->v + oq, P, j->T, j->D,
-                j->ldq, E, j->scale);
-    }
-}
-
-static void attn__vk_attn_bwd_piece(void *p, int64_t lo, int64_t hi, int tid) {
-    const attn__vk_attn_job *j = (const attn__vk_attn_job *)p;
-    _Alignas(64) float P[VK_SCRATCH];
-    const int64_t E = j->H * j->D;
-    (void)tid;
-    for (int64_t it = lo; it < hi; it++) {
-        const int64_t b = it / j->H, h = it % j->H, off = b * j->T * E + h * j->D, oq = b * j->T * j->ldq + h * j->D;
-        VK_CALL(j->avx2, attn__vk_attn_bwd, j->dq + oq, j->dk + oq, j->dv + oq, j->q + oq, j->k + oq, j->v + oq, j->o + off,
-                j->l + it * j->T, j->dout + off, P, j->T, j->D, j->ldq, E, j->scale);
-    }
-}
-
-void attn__vk_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v, int64_t ldq, int64_t B,
-                                int64_t T, int64_t H, int64_t D) {
-    attn__vk_attn_job j = {out, lse, NULL, NULL, NULL, q, k, v, NULL, NULL, NULL, ldq, B, T, H, D,
-                           (float)(1.0 / sqrt((double)D)), attn__vk_avx2()};
-    attn__pool_for(B * H, 4, attn__pool_threads(2.0 * (double)B * H * T * T * D, 0), attn__vk_attn_fwd_piece, &j);
-}
-
-void attn__vk_attention_backward(float *dq, float *dk, float *dv, const float *q, const float *k, const float *v,
-                                 const float *out, const float *lse, const float *dout, int64_t ldq, int64_t B, int64_t T,
-                                 int64_t H, int64_t D) {
-    attn__vk_attn_job j = {NULL, NULL, dq, dk, dv, q, k, v, out, lse, dout, ldq, B, T, H, D,
-                           (float)(1.0 / sqrt((double)D)), attn__vk_avx2()};
-    attn__pool_for(B * H, 4, attn__pool_threads(5.0 * (double)B * H * T * T * D, 0), attn__vk_attn_bwd_piece, &j);
 }

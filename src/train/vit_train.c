@@ -6,6 +6,7 @@
  * (tests/test_train_vit.c, scripts/gen_train_step_fixtures.py). */
 #include "attn_train.h"
 #include "attn_attention.h"
+#include "attention/short_internal.h"
 #include "core/internal.h"
 #include "train/train_internal.h"
 
@@ -294,8 +295,8 @@ int attn_vit_trainer_forward(attn_vit_trainer *t, float *logits, const float *pi
         attn__vk_layernorm_forward(a.ln1, xin, (const float *)g1.data, (const float *)be1.data, c->eps, BT, E);
         /* [q | k | v] = LN1 · [Wq; Wk; Wv]ᵀ + [bq; bk; bv]: one product */
         attn__vk_linear(a.q, a.ln1, pp + t->par[b0 + LQW].off, pp + t->par[b0 + LQB].off, NULL, BT, 3 * E, E);
-        if (rc == 0 && T <= ATTN__VK_MAX_T && E / d.H <= ATTN__VK_MAX_D) { /* short sequences: the direct kernel (vit_kernels.c) */
-            attn__vk_attention_forward(a.att, a.lse, a.q, a.k, a.v, 3 * E, B, T, d.H, E / d.H);
+        if (rc == 0 && T <= ATTN__SHORT_MAX_L && E / d.H <= ATTN__SHORT_MAX_D) { /* short sequences: the direct kernel (attention/sdpa_short.c) */
+            attn__short_attention_forward(a.att, a.lse, a.q, a.k, a.v, 3 * E, B, T, d.H, E / d.H);
         } else if (rc == 0) {
             attn_tensor q4 = attn__heads(a.q, B, T, E, d.H, 3 * E), k4 = attn__heads(a.k, B, T, E, d.H, 3 * E);
             attn_tensor v4 = attn__heads(a.v, B, T, E, d.H, 3 * E), o4 = attn__heads(a.att, B, T, E, d.H, E);
@@ -378,8 +379,8 @@ static int attn__backward(attn_vit_trainer *t) {
         attn_tensor tda = attn_tensor_f32_2d(datt, BT, E);
         attn_tensor wo = attn__pv(t, t->p, b0 + LOW), dwo = attn__pv(t, t->g, b0 + LOW), dbo = attn__pv(t, t->g, b0 + LOB);
         ATTN_TRY(attn_linear_backward(&tda, &dwo, &dbo, &tdh, &ta, &wo, 0));
-        if (T <= ATTN__VK_MAX_T && E / d.H <= ATTN__VK_MAX_D) {
-            attn__vk_attention_backward(dq, dk, dv, a.q, a.k, a.v, a.att, a.lse, datt, 3 * E, B, T, d.H, E / d.H);
+        if (T <= ATTN__SHORT_MAX_L && E / d.H <= ATTN__SHORT_MAX_D) {
+            attn__short_attention_backward(dq, dk, dv, a.q, a.k, a.v, a.att, a.lse, datt, 3 * E, B, T, d.H, E / d.H);
         } else {
             attn_tensor q4 = attn__heads(a.q, B, T, E, d.H, 3 * E), k4 = attn__heads(a.k, B, T, E, d.H, 3 * E);
             attn_tensor v4 = attn__heads(a.v, B, T, E, d.H, 3 * E), o4 = attn__heads(a.att, B, T, E, d.H, E);

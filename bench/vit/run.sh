@@ -7,7 +7,7 @@
 set -eu
 cd "$(dirname "$0")/../.."
 PY=${PY:-python3}
-M=models/vit-fashion-mnist
+M=${M:-models/vit-fashion-mnist}
 D=/usr/share/datasets/fashion-mnist
 REPEAT=${REPEAT:-1}
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) vCPUs"
@@ -22,6 +22,6 @@ for t in 1 2; do
     if [ -z "$best" ] || [ "$s" -gt "$best" ]; then best=$s; fi
   done
   echo "attn: $best images/s (best of $REPEAT), $t threads, batch 64, $acc"
-  $PY bench/vit/torch_vit.py --threads $t --batch 64 --repeat "$REPEAT" 2>/dev/null
+  $PY bench/vit/torch_vit.py --model "$M" --threads $t --batch 64 --repeat "$REPEAT" 2>/dev/null
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

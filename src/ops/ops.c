@@ -113,11 +113,13 @@ static void attn__sgemm_split_bias(float *y, const float *x, const float *w, con
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, x, (int)K, w, (int)K, beta, y, (int)N);
         return;
     }
-    /* pieces taken by attn's threads (core/pool.h), about 4 a thread (a thread that loses its
-     * core holds back one piece); by rows, pieces of >= 32 rows, since each piece packs all of W */
+    /* pieces taken by attn's threads (core/pool.h), about 2 a thread (a thread that loses its
+     * core holds back one piece, and the pool falls back to one thread when helpers keep coming
+     * late); by rows, pieces of >= 32 rows, since each piece packs all of W: with 4 a thread the
+     * packing of W was ~5% of a 2-thread ViT forward (8 copies a product) against ~2% on one thread */
     attn__linear_job j = {y, x, w, bias, M, N, K, allow_rows && M >= 8 * nt, bias_acc, 0, beta};
     const int64_t units = j.by_rows ? M : (N + 15) / 16;
-    int64_t pieces = 4 * (int64_t)nt;
+    int64_t pieces = 2 * (int64_t)nt;
     if (j.by_rows && pieces > M / 32) pieces = M / 32 > nt ? M / 32 : nt;
     /* every piece at least 1e6 multiply-adds: OpenBLAS takes another kernel for small products
      * (measured on its Zen builds: products under ~5e5 multiply-adds sum in another order), and

@@ -164,27 +164,20 @@ typedef struct {
     int avx2;
 } attn__sa_train_job;
 
-static void attn__sa_fwd_piece(void *p, int64_t lo, int64_t hi, int tid) {
+/* items [lo, hi) of (image, head) pairs: the forward, or with j->dq the backward */
+static void attn__sa_train_piece(void *p, int64_t lo, int64_t hi, int tid) {
     const attn__sa_train_job *j = (const attn__sa_train_job *)p;
     _Alignas(64) float W[SA_SCRATCH];
     const int64_t E = j->H * j->D;
     (void)tid;
     for (int64_t it = lo; it < hi; it++) {
         const int64_t b = it / j->H, h = it % j->H, off = b * j->T * E + h * j->D, oq = b * j->T * j->ldq + h * j->D;
-        (void)SA_CALL(j->avx2, attn__sa_attn_fwd, j->out + off, E, j->lse + it * j->T, 1, NULL, 0, 0, j->q + oq, j->ldq, j->k + oq, j->ldq,
-                      j->v + oq, j->ldq, W, j->T, j->T, j->D, j->D, j->scale);
-    }
-}
-
-static void attn__sa_bwd_piece(void *p, int64_t lo, int64_t hi, int tid) {
-    const attn__sa_train_job *j = (const attn__sa_train_job *)p;
-    _Alignas(64) float W[SA_SCRATCH];
-    const int64_t E = j->H * j->D;
-    (void)tid;
-    for (int64_t it = lo; it < hi; it++) {
-        const int64_t b = it / j->H, h = it % j->H, off = b * j->T * E + h * j->D, oq = b * j->T * j->ldq + h * j->D;
-        SA_CALL(j->avx2, attn__sa_attn_bwd, j->dq + oq, j->dk + oq, j->dv + oq, j->q + oq, j->k + oq, j->v + oq, j->o + off,
-                j->l + it * j->T, j->dout + off, W, j->T, j->D, j->ldq, E, j->scale);
+        if (j->dq)
+            SA_CALL(j->avx2, attn__sa_attn_bwd, j->dq + oq, j->dk + oq, j->dv + oq, j->q + oq, j->k + oq, j->v + oq, j->o + off,
+                    j->l + it * j->T, j->dout + off, W, j->T, j->D, j->ldq, E, j->scale);
+        else
+            (void)SA_CALL(j->avx2, attn__sa_attn_fwd, j->out + off, E, j->lse + it * j->T, 1, NULL, 0, 0, j->q + oq, j->ldq, j->k + oq,
+                          j->ldq, j->v + oq, j->ldq, W, j->T, j->T, j->D, j->D, j->scale);
     }
 }
 
@@ -194,7 +187,7 @@ void attn__short_attention_forward(float *out, float *lse, const float *q, const
                                    int64_t T, int64_t H, int64_t D) {
     attn__sa_train_job j = {out, lse, NULL, NULL, NULL, q, k, v, NULL, NULL, NULL, ldq, B, T, H, D,
                             (float)(1.0 / sqrt((double)D)), attn__sa_default_avx2()};
-    attn__pool_for(B * H, 4, attn__pool_threads(2.0 * (double)B * H * T * T * D, 0), attn__sa_fwd_piece, &j);
+    attn__pool_for(B * H, 4, attn__pool_threads(2.0 * (double)B * H * T * T * D, 0), attn__sa_train_piece, &j);
 }
 
 void attn__short_attention_backward(float *dq, float *dk, float *dv, const float *q, const float *k, const float *v,
@@ -202,5 +195,5 @@ void attn__short_attention_backward(float *dq, float *dk, float *dv, const float
                                     int64_t H, int64_t D) {
     attn__sa_train_job j = {NULL, NULL, dq, dk, dv, q, k, v, out, lse, dout, ldq, B, T, H, D,
                             (float)(1.0 / sqrt((double)D)), attn__sa_default_avx2()};
-    attn__pool_for(B * H, 4, attn__pool_threads(5.0 * (double)B * H * T * T * D, 0), attn__sa_bwd_piece, &j);
+    attn__pool_for(B * H, 4, attn__pool_threads(5.0 * (double)B * H * T * T * D, 0), attn__sa_train_piece, &j);
 }

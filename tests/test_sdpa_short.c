@@ -5,8 +5,9 @@
  * scale, the weights output; the same bits for 1 and 2 threads and with or without weights; the fused
  * kernel's errors for NaN / inf / overflow; and the cases it declines (masks, causal, Lq or Lk > 64,
  * float16), which attn_sdpa hands on.
- * Tolerance 2e-6 of max |v| on out and 2e-6 absolute on lse: float32 sums of <= 256 products (a few
- * ulp) and the exp polynomial's 1.5e-7 relative error; a dropped key, row or lane is off by > 1e-2. */
+ * Tolerance 2e-6 of max |v| (2) on out and weights, 2e-6 of max(1, |lse|) on lse: float32 sums of <= 256
+ * products (a few ulp) and the exp polynomial's 1.5e-7 relative error; a dropped key, row or lane is
+ * off by > 1e-2. */
 #include "attn.h"
 #include "attention/fused_internal.h"
 #include "attention/short_internal.h"
@@ -123,6 +124,8 @@ static void test_values(void) {
         {1, 6, 2, 5, 9, 12, 20, 0, 0, 0},       /* GQA, Lq != Lk, Dv != D */
         {3, 2, 1, 1, 64, 64, 64, 0, 0, 0},      /* one query row, the longest keys */
         {1, 1, 1, 64, 1, 256, 8, 0, 0, 0},      /* one key, the largest head */
+        {1, 2, 1, 64, 64, 256, 256, 0, 0, 0},   /* the largest item: the whole forward scratch */
+        {8, 4, 4, 17, 17, 32, 32, 0, 0, 0},     /* enough work for 2 threads (the bit check below) */
         {2, 3, 3, 23, 23, 40, 40, 1, 0, 0},     /* remainders: 23 % 4, 40 % 16, 23 -> 24 columns */
         {2, 3, 3, 23, 40, 40, 40, 0, 0, 0},     /* Lq != Lk with remainders */
         {1, 2, 2, 7, 7, 16, 16, 0, 1, -0.3f},   /* a negative scale */
@@ -143,25 +146,35 @@ static void test_errors(void) {
     float q[9 * 16], k[9 * 16], v[9 * 16], o[9 * 16], o2[9 * 16];
     attn_tensor tq = attn_tensor_f32_4d(q, 1, 1, L, D), tk = attn_tensor_f32_4d(k, 1, 1, L, D), tv = attn_tensor_f32_4d(v, 1, 1, L, D);
     attn_tensor to = attn_tensor_f32_4d(o, 1, 1, L, D), to2 = attn_tensor_f32_4d(o2, 1, 1, L, D);
-    attn_sdpa_params fused = attn_sdpa_params_default();
-    fused.impl = ATTN_IMPL_FUSED;
     struct {
         float *t;
         int64_t at;
         float val;
         const char *what;
     } cases[] = {{q, 5, NAN, "NaN in q"}, {k, 20, NAN, "NaN in k"}, {k, 3, INFINITY, "inf in k"}, {v, 40, INFINITY, "inf in v"},
-                 {q, 0, 1e30f, "a score past float32"}};
+                 {q, 0, 1e30f, "a score past float32"}, {NULL, 0, 0, "a scale past float32 (scores finite)"},
+                 {NULL, 0, 0, "a raw score past float32, scale 0 (no error: scores 0)"}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         for (int64_t i = 0; i < L * D; i++) q[i] = urand(-1, 1), k[i] = urand(-1, 1), v[i] = urand(-1, 1);
-        cases[c].t[cases[c].at] = cases[c].val;
+        if (cases[c].t) cases[c].t[cases[c].at] = cases[c].val;
         if (c == 4) k[0] = 1e30f;
-        const int want = attn_sdpa(&to2, NULL, &tq, &tk, &tv, &fused);
+        attn_sdpa_params sp = attn_sdpa_params_default();
+        if (c == 5) {
+            for (int64_t i = 0; i < L * D; i++) q[i] = 1.0f, k[i] = 1.0f;
+            sp.has_scale = 1, sp.scale = 1e38f; /* each score 16e38 */
+        }
+        if (c == 6) {
+            for (int64_t d = 0; d < D; d++) q[d] = 1e30f, k[d] = 1e30f;
+            sp.has_scale = 1, sp.scale = 0.0f;
+        }
+        attn_sdpa_params fp = sp;
+        fp.impl = ATTN_IMPL_FUSED;
+        const int want = attn_sdpa(&to2, NULL, &tq, &tk, &tv, &fp);
         char msg[256];
-        snprintf(msg, sizeof msg, "%s", attn_last_error());
-        const int got = attn_sdpa(&to, NULL, &tq, &tk, &tv, NULL);
-        CHECK(want < 0 && got == want && strcmp(msg, attn_last_error()) == 0, "%s: short %d (%s), fused %d (%s)", cases[c].what, got,
-              attn_last_error(), want, msg);
+        snprintf(msg, sizeof msg, "%s", want < 0 ? attn_last_error() : "");
+        const int got = attn_sdpa(&to, NULL, &tq, &tk, &tv, &sp);
+        CHECK(got == want && (want == 0 || strcmp(msg, attn_last_error()) == 0) && (c == 6) == (want == 0),
+              "%s: short %d (%s), fused %d (%s)", cases[c].what, got, got < 0 ? attn_last_error() : "", want, msg);
     }
 }
 

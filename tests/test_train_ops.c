@@ -48,7 +48,8 @@ static void note(double *w, double e) {
 /* ---- the ViT trainer's attention fast path (src/attention/sdpa_short_tmpl.h: blocked products of 4 rows x
  * 16 / 8 / 1 columns and a lincomb for the last T % 4 rows) against a float64 forward and backward
  * written here, on its AVX2 and portable compilations. Shapes cover every remainder: T = 1, 5, 17, 23,
- * 64 (T % 4 = 1, 1, 1, 3, 0; padded to 8, 8, 24, 24, 64) and D = 8, 12, 32, 40, 16. q, k, v are the
+ * 64 (T % 4 = 1, 1, 1, 3, 0; padded to 8, 8, 24, 24, 64) and D = 8, 12, 32, 40, 16, and the largest
+ * item (T 64, D 256: the whole backward scratch). q, k, v are the
  * thirds of one [B·T, 3·H·D] buffer as the trainer writes them. Tolerance 2e-6 relative to max
  * |reference|: float32 sums of <= 64 products (a few ulp, ~1e-7 each) plus the exp polynomial's 1e-7;
  * one wrong or missing term (a dropped remainder row or column) is off by > 1e-2. */
@@ -103,7 +104,7 @@ static void ref_attention(double *out, double *lse, double *dq, double *dk, doub
 }
 
 static void test_vit_attention_kernels(void) {
-    static const int64_t shapes[][2] = {{1, 8}, {5, 12}, {17, 32}, {23, 40}, {64, 16}};
+    static const int64_t shapes[][2] = {{1, 8}, {5, 12}, {17, 32}, {23, 40}, {64, 16}, {64, 256}};
     static const char *const paths[] = {"avx2", "portable"};
     const int64_t B = 2, H = 3;
     uint64_t st = 42;
@@ -120,8 +121,8 @@ static void test_vit_attention_kernels(void) {
             if (pi == 0 && !attn__fused_path_supported(ATTN__SIMD_AVX2)) continue;
             float *o = calloc((size_t)n, sizeof(float)), *l = calloc((size_t)(B * H * T), sizeof(float));
             float *dg = calloc((size_t)n3, sizeof(float));
-            attn__short_attention_forward(o, l, qkv, qkv + E, qkv + 2 * E, 3 * E, B, T, H, D);
-            attn__short_attention_backward(dg, dg + E, dg + 2 * E, qkv, qkv + E, qkv + 2 * E, o, l, g, 3 * E, B, T, H, D);
+            CHECK_OK(attn__short_attention_forward(o, l, qkv, qkv + E, qkv + 2 * E, 3 * E, B, T, H, D));
+            CHECK_OK(attn__short_attention_backward(dg, dg + E, dg + 2 * E, qkv, qkv + E, qkv + 2 * E, o, l, g, 3 * E, B, T, H, D));
             const double eo = rel64(o, ro, (size_t)n), el = rel64(l, rl, (size_t)(B * H * T)), eg = rel64(dg, rg, (size_t)n3);
             CHECK(eo <= 2e-6 && el <= 2e-6 && eg <= 2e-6, "ViT attention kernel (%s) T %lld D %lld: out %.2e lse %.2e grads %.2e",
                   paths[pi], (long long)T, (long long)D, eo, el, eg);

@@ -3,9 +3,9 @@
  * block, a float32 softmax, P·v — instead of the fused kernel's 64 x 64 tiles, most of which are
  * padding at such lengths (a ViT's 17 tokens: the fused kernel's packing, tiles and output pass were
  * ~14% of a ViT forward). The ViT trainer's forward and backward (src/train/) are the same kernels.
- * Kernels: sdpa_short_tmpl.h, AVX2 + FMA or portable by ATTN_SIMD as the fused attention. Checked by
- * tests/test_sdpa_short.c against attn_sdpa_reference (float64) and the fused kernel, and by
- * tests/test_train_ops.c (forward and backward against a float64 reference). */
+ * Kernels: sdpa_short_tmpl.h, AVX2 + FMA or portable by ATTN_SIMD as the fused attention; scratch per
+ * thread from the heap. Checked by tests/test_sdpa_short.c against a float64 oracle (and the fused
+ * kernel's error codes), and by tests/test_train_ops.c (forward and backward against float64). */
 #include "attention/fused_internal.h"
 #include "attention/sdpa_internal.h"
 #include "attention/short_internal.h"
@@ -15,6 +15,7 @@
 
 #include <math.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef _OPENMP
@@ -37,17 +38,14 @@ typedef float attn__sa_v8u __attribute__((vector_size(32), aligned(4)));
 #define attn__sa_splat(x) ((attn__sa_v8){(x), (x), (x), (x), (x), (x), (x), (x)})
 typedef int32_t attn__sa_i8 __attribute__((vector_size(32)));
 
-/* the two helpers below take and return 8-float vectors in the portable build too; they are static
- * and inlined, so GCC's note that such a return "changes the ABI" without AVX concerns no caller */
-#if defined(__GNUC__) && !defined(__clang__)
+/* the portable template's helpers take and return 8-float vectors; they are static and called only
+ * from code of the same compilation, so GCC's note that such a return "changes the ABI" without AVX
+ * concerns no caller (the AVX2 copies are compiled, and called, inside the AVX2 target region) */
+#if defined(__clang__)
+#pragma clang diagnostic ignored "-Wpsabi"
+#elif defined(__GNUC__)
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
-
-/* lane-wise max (a > b ? a : b; a NaN in b is kept, in a dropped: the caller checks the scores apart) */
-static inline attn__sa_v8 attn__sa_max(attn__sa_v8 a, attn__sa_v8 b) {
-    const attn__sa_i8 m = a > b;
-    return (attn__sa_v8)((m & (attn__sa_i8)a) | (~m & (attn__sa_i8)b));
-}
 
 /* exp of 8 lanes, portable: core/simd_math.h's scalar exp a lane (the AVX2 build uses attn__exp256) */
 static inline attn__sa_v8 attn__sa_exp8_portable(attn__sa_v8 x) {
@@ -97,9 +95,17 @@ static int attn__sa_avx2(int path) {
 #define SA_CALL(avx2, fn, ...) fn##_portable(__VA_ARGS__)
 #endif
 
-/* scratch of one item (the kernels' W): kᵀ and vᵀ padded to Lkp = Lk rounded up to 8 columns
- * (2·D·Lkp), the scores P and dS (2·Lq·Lkp) */
-#define SA_SCRATCH (2 * ATTN__SHORT_MAX_D * ATTN__SHORT_MAX_L + 2 * ATTN__SHORT_MAX_L * ATTN__SHORT_MAX_L)
+/* scratch floats of one item (the kernels' W), each part rounded up to 16 floats: the forward kᵀ padded
+ * to Lkp = Lk rounded up to 8 columns (D·Lkp) and the scores (Lq·Lkp); the backward kᵀ and vᵀ (2·D·Tp),
+ * P and dS (2·T·Tp) */
+static size_t attn__sa_fwd_floats(int64_t Lq, int64_t Lk, int64_t D) {
+    const int64_t Tp = (Lk + 7) & ~(int64_t)7;
+    return (size_t)(((D * Tp + 15) & ~(int64_t)15) + Lq * Tp);
+}
+static size_t attn__sa_bwd_floats(int64_t T, int64_t D) {
+    const int64_t Tp = (T + 7) & ~(int64_t)7;
+    return (size_t)(2 * D * Tp + 2 * T * Tp);
+}
 
 /* ---------------------------------------------------------------- attn_sdpa's short path */
 
@@ -109,14 +115,15 @@ typedef struct {
     int64_t H, group, Lq, Lk, D, Dv;
     float scale;
     int avx2;
+    float *scratch; /* per floats for each thread id */
+    size_t per;
     _Atomic int bad;
 } attn__sa_job;
 
 static void attn__sa_sdpa_piece(void *p, int64_t lo, int64_t hi, int tid) {
     attn__sa_job *j = (attn__sa_job *)p;
-    _Alignas(64) float W[SA_SCRATCH];
+    float *W = j->scratch + (size_t)tid * j->per;
     const attn_tensor *q = j->q, *k = j->k, *v = j->v, *o = j->out, *l = j->lse, *w = j->w;
-    (void)tid;
     for (int64_t it = lo; it < hi; it++) {
         const int64_t b = it / j->H, h = it % j->H, hk = h / j->group;
         const float *qp = (const float *)q->data + b * q->stride[0] + h * q->stride[1];
@@ -148,9 +155,13 @@ int attn__sdpa_short(attn_tensor *out, attn_tensor *weights, const attn_tensor *
     if (path < 0) return path;
     if (B * H == 0) return ATTN_OK;
     attn__sa_job j = {q, k, v, out, p ? p->lse : NULL, weights, H, Hkv > 0 ? H / Hkv : 1, Lq, Lk, D, Dv,
-                      (p && p->has_scale) ? p->scale : (float)(1.0 / sqrt((double)D)), attn__sa_avx2(path), 0};
-    const int nt = p && p->n_threads > 0 ? p->n_threads : 0;
-    attn__pool_for(B * H, 1, attn__pool_threads((double)B * H * Lq * Lk * (D + Dv), nt), attn__sa_sdpa_piece, &j);
+                      (p && p->has_scale) ? p->scale : (float)(1.0 / sqrt((double)D)), attn__sa_avx2(path), NULL, 0, 0};
+    const int nt = attn__pool_threads((double)B * H * Lq * Lk * (D + Dv), p && p->n_threads > 0 ? p->n_threads : 0);
+    j.per = (attn__sa_fwd_floats(Lq, Lk, D) + 15) & ~(size_t)15;
+    j.scratch = (float *)aligned_alloc(64, sizeof(float) * j.per * (size_t)nt);
+    if (!j.scratch) return attn_set_error(ATTN_E_NOMEM, "sdpa: out of memory for %d x %zu bytes of scratch", nt, sizeof(float) * j.per);
+    attn__pool_for(B * H, 1, nt, attn__sa_sdpa_piece, &j);
+    free(j.scratch);
     return attn__sdpa_post_check(out, weights, q, k, v, atomic_load(&j.bad));
 }
 
@@ -162,14 +173,15 @@ typedef struct {
     int64_t ldq, B, T, H, D;
     float scale;
     int avx2;
+    float *scratch; /* per floats for each thread id */
+    size_t per;
 } attn__sa_train_job;
 
 /* items [lo, hi) of (image, head) pairs: the forward, or with j->dq the backward */
 static void attn__sa_train_piece(void *p, int64_t lo, int64_t hi, int tid) {
     const attn__sa_train_job *j = (const attn__sa_train_job *)p;
-    _Alignas(64) float W[SA_SCRATCH];
+    float *W = j->scratch + (size_t)tid * j->per;
     const int64_t E = j->H * j->D;
-    (void)tid;
     for (int64_t it = lo; it < hi; it++) {
         const int64_t b = it / j->H, h = it % j->H, off = b * j->T * E + h * j->D, oq = b * j->T * j->ldq + h * j->D;
         if (j->dq)
@@ -183,17 +195,28 @@ static void attn__sa_train_piece(void *p, int64_t lo, int64_t hi, int tid) {
 
 static int attn__sa_default_avx2(void) { return attn__sa_avx2(attn__fused_resolve_path(ATTN__SIMD_AUTO)); }
 
-void attn__short_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v, int64_t ldq, int64_t B,
-                                   int64_t T, int64_t H, int64_t D) {
-    attn__sa_train_job j = {out, lse, NULL, NULL, NULL, q, k, v, NULL, NULL, NULL, ldq, B, T, H, D,
-                            (float)(1.0 / sqrt((double)D)), attn__sa_default_avx2()};
-    attn__pool_for(B * H, 4, attn__pool_threads(2.0 * (double)B * H * T * T * D, 0), attn__sa_train_piece, &j);
+/* the items of j on the pool with per-thread scratch from the heap (user threads may have small stacks) */
+static int attn__sa_train_run(attn__sa_train_job *j, double cost) {
+    const int nt = attn__pool_threads(cost, 0);
+    j->per = ((j->dq ? attn__sa_bwd_floats(j->T, j->D) : attn__sa_fwd_floats(j->T, j->T, j->D)) + 15) & ~(size_t)15;
+    j->scratch = (float *)aligned_alloc(64, sizeof(float) * j->per * (size_t)nt);
+    if (!j->scratch) return attn_set_error(ATTN_E_NOMEM, "vit train: out of memory for the attention's scratch");
+    attn__pool_for(j->B * j->H, 4, nt, attn__sa_train_piece, j);
+    free(j->scratch);
+    return ATTN_OK;
 }
 
-void attn__short_attention_backward(float *dq, float *dk, float *dv, const float *q, const float *k, const float *v,
-                                    const float *out, const float *lse, const float *dout, int64_t ldq, int64_t B, int64_t T,
-                                    int64_t H, int64_t D) {
+int attn__short_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v, int64_t ldq, int64_t B,
+                                  int64_t T, int64_t H, int64_t D) {
+    attn__sa_train_job j = {out, lse, NULL, NULL, NULL, q, k, v, NULL, NULL, NULL, ldq, B, T, H, D,
+                            (float)(1.0 / sqrt((double)D)), attn__sa_default_avx2(), NULL, 0};
+    return attn__sa_train_run(&j, 2.0 * (double)B * H * T * T * D);
+}
+
+int attn__short_attention_backward(float *dq, float *dk, float *dv, const float *q, const float *k, const float *v,
+                                   const float *out, const float *lse, const float *dout, int64_t ldq, int64_t B, int64_t T,
+                                   int64_t H, int64_t D) {
     attn__sa_train_job j = {NULL, NULL, dq, dk, dv, q, k, v, out, lse, dout, ldq, B, T, H, D,
-                            (float)(1.0 / sqrt((double)D)), attn__sa_default_avx2()};
-    attn__pool_for(B * H, 4, attn__pool_threads(5.0 * (double)B * H * T * T * D, 0), attn__sa_train_piece, &j);
+                            (float)(1.0 / sqrt((double)D)), attn__sa_default_avx2(), NULL, 0};
+    return attn__sa_train_run(&j, 5.0 * (double)B * H * T * T * D);
 }

@@ -4,10 +4,16 @@
  * with the exp of core/simd_math.h. Both compilations compute the same formulas and agree to float
  * rounding (the FMA contraction differs). No include guard. */
 
-/* y[0..n) = Σ_{r<R} c[r·cs]·X[r·ldx + 0..n): a row of a small product, 32 or 8 columns at a
+/* lane-wise max (a > b ? a : b: a NaN in b is kept, in a dropped; the caller checks the scores apart) */
+static inline attn__sa_v8 SA_FN(attn__sa_max)(attn__sa_v8 a, attn__sa_v8 b) {
+    const attn__sa_i8 m = a > b;
+    return (attn__sa_v8)((m & (attn__sa_i8)a) | (~m & (attn__sa_i8)b));
+}
+
+/* y[0..n) = Σ_{r<R} (α·c[r·cs])·X[r·ldx + 0..n): a row of a small product, 32 or 8 columns at a
  * time with the sums in vector registers (even and odd r in separate sums: independent FMA
  * chains), no horizontal sums */
-static inline void SA_FN(attn__sa_lincomb)(float *restrict y, const float *restrict c, int64_t cs, const float *restrict X,
+static inline void SA_FN(attn__sa_lincomb)(float *restrict y, const float *restrict c, int64_t cs, float alpha, const float *restrict X,
                                            int64_t ldx, int64_t R, int64_t n) {
     int64_t j0 = 0;
     for (; j0 + 32 <= n; j0 += 32) {
@@ -15,7 +21,7 @@ static inline void SA_FN(attn__sa_lincomb)(float *restrict y, const float *restr
         int64_t r = 0;
         for (; r + 1 < R; r += 2) {
             const float *x0 = X + r * ldx + j0, *x1 = x0 + ldx;
-            const attn__sa_v8 c0 = attn__sa_splat(c[r * cs]), c1 = attn__sa_splat(c[(r + 1) * cs]);
+            const attn__sa_v8 c0 = attn__sa_splat(alpha * c[r * cs]), c1 = attn__sa_splat(alpha * c[(r + 1) * cs]);
             a0 = SA_VFMA(c0, attn__sa_ld(x0), a0), a1 = SA_VFMA(c0, attn__sa_ld(x0 + 8), a1);
             a2 = SA_VFMA(c0, attn__sa_ld(x0 + 16), a2), a3 = SA_VFMA(c0, attn__sa_ld(x0 + 24), a3);
             b0 = SA_VFMA(c1, attn__sa_ld(x1), b0), b1 = SA_VFMA(c1, attn__sa_ld(x1 + 8), b1);
@@ -23,7 +29,7 @@ static inline void SA_FN(attn__sa_lincomb)(float *restrict y, const float *restr
         }
         if (r < R) {
             const float *x0 = X + r * ldx + j0;
-            const attn__sa_v8 c0 = attn__sa_splat(c[r * cs]);
+            const attn__sa_v8 c0 = attn__sa_splat(alpha * c[r * cs]);
             a0 = SA_VFMA(c0, attn__sa_ld(x0), a0), a1 = SA_VFMA(c0, attn__sa_ld(x0 + 8), a1);
             a2 = SA_VFMA(c0, attn__sa_ld(x0 + 16), a2), a3 = SA_VFMA(c0, attn__sa_ld(x0 + 24), a3);
         }
@@ -35,15 +41,15 @@ static inline void SA_FN(attn__sa_lincomb)(float *restrict y, const float *restr
         int64_t r = 0;
         for (; r + 1 < R; r += 2) {
             const float *x0 = X + r * ldx + j0;
-            a0 = SA_VFMA(attn__sa_splat(c[r * cs]), attn__sa_ld(x0), a0);
-            b0 = SA_VFMA(attn__sa_splat(c[(r + 1) * cs]), attn__sa_ld(x0 + ldx), b0);
+            a0 = SA_VFMA(attn__sa_splat(alpha * c[r * cs]), attn__sa_ld(x0), a0);
+            b0 = SA_VFMA(attn__sa_splat(alpha * c[(r + 1) * cs]), attn__sa_ld(x0 + ldx), b0);
         }
-        if (r < R) a0 = SA_VFMA(attn__sa_splat(c[r * cs]), attn__sa_ld(X + r * ldx + j0), a0);
+        if (r < R) a0 = SA_VFMA(attn__sa_splat(alpha * c[r * cs]), attn__sa_ld(X + r * ldx + j0), a0);
         attn__sa_st(y + j0, a0 + b0);
     }
     for (int64_t j = j0; j < n; j++) {
         float acc = 0.0f;
-        for (int64_t r = 0; r < R; r++) acc = SA_FMA(c[r * cs], X[r * ldx + j], acc);
+        for (int64_t r = 0; r < R; r++) acc = SA_FMA(alpha * c[r * cs], X[r * ldx + j], acc);
         y[j] = acc;
     }
 }
@@ -84,11 +90,11 @@ static inline void SA_FN(attn__sa_pack_t)(float *restrict XT, const float *restr
         for (int64_t j = T; j < Tp; j++) XT[d * Tp + j] = 0.0f;
 }
 
-/* Y[i·ldy + 0..n) = Σ_{r<R} A[i·ai + r·ar]·X[r·ldx + 0..n) for i < M: a small product, rows 4 at a time
+/* Y[i·ldy + 0..n) = Σ_{r<R} (α·A[i·ai + r·ar])·X[r·ldx + 0..n) for i < M: a small product, rows 4 at a time
  * so that each load of X serves 4 rows (register blocks of 4 rows x 16 columns: 8 sums, one FMA
  * chain each, r in order), the last M % 4 rows by lincomb. A's strides (ai, ar) read it as it lies
  * or transposed. */
-static inline void SA_FN(attn__sa_prod)(float *restrict Y, int64_t ldy, const float *restrict A, int64_t ai, int64_t ar,
+static inline void SA_FN(attn__sa_prod)(float *restrict Y, int64_t ldy, const float *restrict A, int64_t ai, int64_t ar, float alpha,
                                         const float *restrict X, int64_t ldx, int64_t M, int64_t R, int64_t n) {
     int64_t i = 0;
     for (; i + 4 <= M; i += 4) {
@@ -100,8 +106,8 @@ static inline void SA_FN(attn__sa_prod)(float *restrict Y, int64_t ldy, const fl
             for (int64_t r = 0; r < R; r++) {
                 const float *x = X + r * ldx + j0;
                 const attn__sa_v8 x0 = attn__sa_ld(x), x1 = attn__sa_ld(x + 8);
-                const attn__sa_v8 s0 = attn__sa_splat(a0[r * ar]), s1 = attn__sa_splat(a1[r * ar]);
-                const attn__sa_v8 s2 = attn__sa_splat(a2[r * ar]), s3 = attn__sa_splat(a3[r * ar]);
+                const attn__sa_v8 s0 = attn__sa_splat(alpha * a0[r * ar]), s1 = attn__sa_splat(alpha * a1[r * ar]);
+                const attn__sa_v8 s2 = attn__sa_splat(alpha * a2[r * ar]), s3 = attn__sa_splat(alpha * a3[r * ar]);
                 c00 = SA_VFMA(s0, x0, c00), c01 = SA_VFMA(s0, x1, c01), c10 = SA_VFMA(s1, x0, c10), c11 = SA_VFMA(s1, x1, c11);
                 c20 = SA_VFMA(s2, x0, c20), c21 = SA_VFMA(s2, x1, c21), c30 = SA_VFMA(s3, x0, c30), c31 = SA_VFMA(s3, x1, c31);
             }
@@ -112,8 +118,8 @@ static inline void SA_FN(attn__sa_prod)(float *restrict Y, int64_t ldy, const fl
             attn__sa_v8 c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0};
             for (int64_t r = 0; r < R; r++) {
                 const attn__sa_v8 x0 = attn__sa_ld(X + r * ldx + j0);
-                c0 = SA_VFMA(attn__sa_splat(a0[r * ar]), x0, c0), c1 = SA_VFMA(attn__sa_splat(a1[r * ar]), x0, c1);
-                c2 = SA_VFMA(attn__sa_splat(a2[r * ar]), x0, c2), c3 = SA_VFMA(attn__sa_splat(a3[r * ar]), x0, c3);
+                c0 = SA_VFMA(attn__sa_splat(alpha * a0[r * ar]), x0, c0), c1 = SA_VFMA(attn__sa_splat(alpha * a1[r * ar]), x0, c1);
+                c2 = SA_VFMA(attn__sa_splat(alpha * a2[r * ar]), x0, c2), c3 = SA_VFMA(attn__sa_splat(alpha * a3[r * ar]), x0, c3);
             }
             attn__sa_st(y0 + j0, c0), attn__sa_st(y1 + j0, c1), attn__sa_st(y2 + j0, c2), attn__sa_st(y3 + j0, c3);
         }
@@ -121,38 +127,38 @@ static inline void SA_FN(attn__sa_prod)(float *restrict Y, int64_t ldy, const fl
             float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
             for (int64_t r = 0; r < R; r++) {
                 const float x = X[r * ldx + j];
-                s0 = SA_FMA(a0[r * ar], x, s0), s1 = SA_FMA(a1[r * ar], x, s1);
-                s2 = SA_FMA(a2[r * ar], x, s2), s3 = SA_FMA(a3[r * ar], x, s3);
+                s0 = SA_FMA(alpha * a0[r * ar], x, s0), s1 = SA_FMA(alpha * a1[r * ar], x, s1);
+                s2 = SA_FMA(alpha * a2[r * ar], x, s2), s3 = SA_FMA(alpha * a3[r * ar], x, s3);
             }
             y0[j] = s0, y1[j] = s1, y2[j] = s2, y3[j] = s3;
         }
     }
-    for (; i < M; i++) SA_FN(attn__sa_lincomb)(Y + i * ldy, A + i * ai, ar, X, ldx, R, n);
+    for (; i < M; i++) SA_FN(attn__sa_lincomb)(Y + i * ldy, A + i * ai, ar, alpha, X, ldx, R, n);
 }
 
 /* Unmasked attention of one (batch, head): Lq query rows (ldq floats apart) over Lk keys and values
  * (ldk / ldv apart), head sizes D (q, k) and Dv (v, out): out (rows ldo apart) = softmax(scale·q·kᵀ)·v
  * and, when lse != NULL, lse[i·ls] = row i's log-sum-exp of scale·q·kᵀ; when wt != NULL, the weights
  * P[i, j] at wt[i·wrs + j·wcs]. S = q·kᵀ and P·v are
- * blocked products (prod) over kᵀ padded to Lkp = Lk rounded up to 8 columns. Returns 1 when a raw
- * score q·k is NaN or inf (out is then undefined), else 0. W: SA_SCRATCH floats (64-byte aligned). */
+ * blocked products (prod) over kᵀ padded to Lkp = Lk rounded up to 8 columns, the scale applied to q
+ * as the fused kernel does. Returns 1 when a score (scale·q)·k is NaN or inf (out is then undefined;
+ * the fused kernel checks the same scores), else 0. W: attn__sa_fwd_floats(Lq, Lk, D) floats (64-byte aligned). */
 static int SA_FN(attn__sa_attn_fwd)(float *out, int64_t ldo, float *lse, int64_t ls, float *wt, int64_t wrs, int64_t wcs,
                                     const float *q, int64_t ldq, const float *k, int64_t ldk, const float *v, int64_t ldv, float *W,
                                     int64_t Lq, int64_t Lk, int64_t D, int64_t Dv, float scale) {
     const int64_t Tp = (Lk + 7) & ~(int64_t)7;
     float *KT = W, *S = W + D * Tp;
     SA_FN(attn__sa_pack_t)(KT, k, Lk, Tp, D, ldk);
-    SA_FN(attn__sa_prod)(S, Tp, q, ldq, 1, KT, Tp, Lq, D, Tp);
+    SA_FN(attn__sa_prod)(S, Tp, q, ldq, 1, scale, KT, Tp, Lq, D, Tp); /* (scale·q)·kᵀ, as the fused kernel scales q */
     /* the softmax on whole rows of Tp (a multiple of 8) in vectors: the padding columns as -inf (exp 0) */
-    const attn__sa_v8 vs = attn__sa_splat(scale), zero = {0};
-    attn__sa_v8 vchk = zero; /* NaN when any raw score is NaN or inf (inf·0; the padding holds q·0 = 0) */
-    for (int64_t e = 0; e < Lq * Tp; e += 8) vchk += attn__sa_ld(S + e) * zero;
+    const attn__sa_v8 zero = {0};
+    attn__sa_v8 vchk = zero; /* NaN when a score is NaN or inf (inf·0; the padding holds q·0 = 0) */
     for (int64_t i = 0; i < Lq; i++) {
         float *restrict pr = S + i * Tp;
-        for (int64_t j = 0; j < Tp; j += 8) attn__sa_st(pr + j, attn__sa_ld(pr + j) * vs);
+        for (int64_t j = 0; j < Tp; j += 8) vchk += attn__sa_ld(pr + j) * zero;
         for (int64_t j = Lk; j < Tp; j++) pr[j] = -INFINITY;
         attn__sa_v8 vm = attn__sa_splat(-INFINITY);
-        for (int64_t j = 0; j < Tp; j += 8) vm = attn__sa_max(vm, attn__sa_ld(pr + j));
+        for (int64_t j = 0; j < Tp; j += 8) vm = SA_FN(attn__sa_max)(vm, attn__sa_ld(pr + j));
         float m = vm[0];
         for (int k8 = 1; k8 < 8; k8++) m = vm[k8] > m ? vm[k8] : m;
         const attn__sa_v8 vmx = attn__sa_splat(m);
@@ -169,7 +175,7 @@ static int SA_FN(attn__sa_attn_fwd)(float *out, int64_t ldo, float *lse, int64_t
         if (wt)
             for (int64_t j = 0; j < Lk; j++) wt[i * wrs + j * wcs] = pr[j];
     }
-    SA_FN(attn__sa_prod)(out, ldo, S, Tp, 1, v, ldv, Lq, Lk, Dv);
+    SA_FN(attn__sa_prod)(out, ldo, S, Tp, 1, 1.0f, v, ldv, Lq, Lk, Dv);
     int bad = 0;
     for (int k8 = 0; k8 < 8; k8++) bad |= vchk[k8] != vchk[k8];
     return bad;
@@ -178,7 +184,7 @@ static int SA_FN(attn__sa_attn_fwd)(float *out, int64_t ldo, float *lse, int64_t
 /* The backward of a self-attention item (Lq = Lk = T, Dv = D; q, k, v, dq, dk, dv rows ld apart, out
  * and dout ldo apart), FlashAttention's formulas with P recomputed from lse: Δ_i = dO_i·O_i (in double),
  * dV = Pᵀ·dO, dS = P ⊙ (dO·Vᵀ − Δ), dQ = scale·dS·K, dK = scale·dSᵀ·Q, every product blocked (prod);
- * W: SA_SCRATCH. */
+ * W: attn__sa_bwd_floats(T, D) floats. */
 static void SA_FN(attn__sa_attn_bwd)(float *dq, float *dk, float *dv, const float *q, const float *k, const float *v,
                                      const float *out, const float *lse, const float *dout, float *W, int64_t T, int64_t D,
                                      int64_t ld, int64_t ldo, float scale) {
@@ -186,8 +192,8 @@ static void SA_FN(attn__sa_attn_bwd)(float *dq, float *dk, float *dv, const floa
     float *KT = W, *VT = KT + D * Tp, *P = VT + D * Tp, *S = P + T * Tp;
     SA_FN(attn__sa_pack_t)(KT, k, T, Tp, D, ld);
     SA_FN(attn__sa_pack_t)(VT, v, T, Tp, D, ld);
-    SA_FN(attn__sa_prod)(P, Tp, q, ld, 1, KT, Tp, T, D, Tp);     /* q·kᵀ */
-    SA_FN(attn__sa_prod)(S, Tp, dout, ldo, 1, VT, Tp, T, D, Tp); /* dO·vᵀ */
+    SA_FN(attn__sa_prod)(P, Tp, q, ld, 1, scale, KT, Tp, T, D, Tp); /* (scale·q)·kᵀ, as the forward */
+    SA_FN(attn__sa_prod)(S, Tp, dout, ldo, 1, 1.0f, VT, Tp, T, D, Tp); /* dO·vᵀ */
     for (int64_t i = 0; i < T; i++) {
         const float *restrict gi = dout + i * ldo, *restrict oi = out + i * ldo;
         float *restrict pr = P + i * Tp, *restrict sr = S + i * Tp;
@@ -197,12 +203,12 @@ static void SA_FN(attn__sa_attn_bwd)(float *dq, float *dk, float *dv, const floa
         const float delta = (float)dd, li = lse[i];
         const attn__sa_v8 vs = attn__sa_splat(scale), vli = attn__sa_splat(li), vd = attn__sa_splat(delta);
         for (int64_t j = 0; j < Tp; j += 8) { /* whole rows: the padding columns (finite) are never read */
-            const attn__sa_v8 pj = SA_EXP8(vs * attn__sa_ld(pr + j) - vli);
+            const attn__sa_v8 pj = SA_EXP8(attn__sa_ld(pr + j) - vli);
             attn__sa_st(pr + j, pj);
             attn__sa_st(sr + j, vs * pj * (attn__sa_ld(sr + j) - vd)); /* scale·dS */
         }
     }
-    SA_FN(attn__sa_prod)(dq, ld, S, Tp, 1, k, ld, T, T, D);    /* scale·dS·k */
-    SA_FN(attn__sa_prod)(dv, ld, P, 1, Tp, dout, ldo, T, T, D); /* Pᵀ·dO */
-    SA_FN(attn__sa_prod)(dk, ld, S, 1, Tp, q, ld, T, T, D);    /* scale·dSᵀ·q */
+    SA_FN(attn__sa_prod)(dq, ld, S, Tp, 1, 1.0f, k, ld, T, T, D);    /* scale·dS·k */
+    SA_FN(attn__sa_prod)(dv, ld, P, 1, Tp, 1.0f, dout, ldo, T, T, D); /* Pᵀ·dO */
+    SA_FN(attn__sa_prod)(dk, ld, S, 1, Tp, 1.0f, q, ld, T, T, D);    /* scale·dSᵀ·q */
 }

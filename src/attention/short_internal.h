@@ -15,7 +15,9 @@
  * key_lengths, float32 q, k, v and out (and weights, when given) of rank 4, q, k, v, out with unit last-dim stride,
  * 1 <= Lq, Lk <= ATTN__SHORT_MAX_L, 1 <= D, Dv <= ATTN__SHORT_MAX_D (GQA and p->lse supported).
  * Returns ATTN__SHORT_DECLINED (nothing checked or written) for any other case; otherwise the status
- * of attn_sdpa (the same validation, the same errors for non-finite inputs and overflow). */
+ * of attn_sdpa (the same validation, and the fused kernel's errors for non-finite inputs and for scaled
+ * scores past float32). The bits differ from the fused kernel's (another summation order): a caller
+ * that gives key_lengths equal to Lk gets the fused kernel, one that gives none this one. */
 int attn__sdpa_short(attn_tensor *out, attn_tensor *weights, const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                      const attn_sdpa_params *p);
 
@@ -23,13 +25,14 @@ int attn__sdpa_short(attn_tensor *out, attn_tensor *weights, const attn_tensor *
  * apart: q, k, v may be the thirds of one fused [B·T, 3·H·D] buffer; 1 <= T <= ATTN__SHORT_MAX_L,
  * 1 <= D <= ATTN__SHORT_MAX_D), scale 1/sqrt(D), no mask: out [B, T, H·D] (contiguous), lse [B, H, T]
  * (natural log-sum-exp of the scaled scores, as attn_sdpa's params.lse). No input checks (the
- * trainer's activations). Split over attn's threads by (b, h) item: the same bits for any thread count. */
-void attn__short_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v, int64_t ldq, int64_t B,
+ * trainer's activations). Split over attn's threads by (b, h) item: the same bits for any thread count.
+ * Returns ATTN_OK, or ATTN_E_NOMEM (the per-thread scratch: at most 160 KiB a thread). */
+int attn__short_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v, int64_t ldq, int64_t B,
                                    int64_t T, int64_t H, int64_t D);
 
 /* its backward from out, lse and dout [B, T, H·D] (contiguous): dq, dk, dv [B, T, H·D] (rows ldq apart,
- * like q, k, v) overwritten (FlashAttention-2's backward formulas, P recomputed from lse) */
-void attn__short_attention_backward(float *dq, float *dk, float *dv, const float *q, const float *k, const float *v,
+ * like q, k, v) overwritten (FlashAttention-2's backward formulas, P recomputed from lse); status as the forward */
+int attn__short_attention_backward(float *dq, float *dk, float *dv, const float *q, const float *k, const float *v,
                                     const float *out, const float *lse, const float *dout, int64_t ldq, int64_t B, int64_t T,
                                     int64_t H, int64_t D);
 

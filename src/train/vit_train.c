@@ -296,7 +296,7 @@ int attn_vit_trainer_forward(attn_vit_trainer *t, float *logits, const float *pi
         /* [q | k | v] = LN1 · [Wq; Wk; Wv]ᵀ + [bq; bk; bv]: one product */
         attn__vk_linear(a.q, a.ln1, pp + t->par[b0 + LQW].off, pp + t->par[b0 + LQB].off, NULL, BT, 3 * E, E);
         if (rc == 0 && T <= ATTN__SHORT_MAX_L && E / d.H <= ATTN__SHORT_MAX_D) { /* short sequences: the direct kernel (attention/sdpa_short.c) */
-            attn__short_attention_forward(a.att, a.lse, a.q, a.k, a.v, 3 * E, B, T, d.H, E / d.H);
+            rc = attn__short_attention_forward(a.att, a.lse, a.q, a.k, a.v, 3 * E, B, T, d.H, E / d.H);
         } else if (rc == 0) {
             attn_tensor q4 = attn__heads(a.q, B, T, E, d.H, 3 * E), k4 = attn__heads(a.k, B, T, E, d.H, 3 * E);
             attn_tensor v4 = attn__heads(a.v, B, T, E, d.H, 3 * E), o4 = attn__heads(a.att, B, T, E, d.H, E);
@@ -380,7 +380,7 @@ static int attn__backward(attn_vit_trainer *t) {
         attn_tensor wo = attn__pv(t, t->p, b0 + LOW), dwo = attn__pv(t, t->g, b0 + LOW), dbo = attn__pv(t, t->g, b0 + LOB);
         ATTN_TRY(attn_linear_backward(&tda, &dwo, &dbo, &tdh, &ta, &wo, 0));
         if (T <= ATTN__SHORT_MAX_L && E / d.H <= ATTN__SHORT_MAX_D) {
-            attn__short_attention_backward(dq, dk, dv, a.q, a.k, a.v, a.att, a.lse, datt, 3 * E, B, T, d.H, E / d.H);
+            ATTN_TRY(attn__short_attention_backward(dq, dk, dv, a.q, a.k, a.v, a.att, a.lse, datt, 3 * E, B, T, d.H, E / d.H));
         } else {
             attn_tensor q4 = attn__heads(a.q, B, T, E, d.H, 3 * E), k4 = attn__heads(a.k, B, T, E, d.H, 3 * E);
             attn_tensor v4 = attn__heads(a.v, B, T, E, d.H, 3 * E), o4 = attn__heads(a.att, B, T, E, d.H, E);

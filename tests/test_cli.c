@@ -612,6 +612,8 @@ static void test_end_of_options(void) {
           rc, out_text, err_text);
     rc = run_attn("tokenize", "--model", MODEL, "--", "--", (const char *)NULL);
     CHECK(rc == 0 && strstr(out_text, "4 tokens"), "tokenize -- --: the text '--' (exit %d): %s", rc, out_text);
+    rc = run_attn("tokenize", "--model", MODEL, "--no-special", "hi", (const char *)NULL);
+    CHECK(rc == 0 && strstr(out_text, "\n1 token\n"), "one token is '1 token' (exit %d): %s", rc, out_text);
     EXPECT_FAIL(2, "unknown option '-5 degrees'", "tokenize without --", "tokenize", "--model", MODEL, "-5 degrees");
     rc = run_attn("similarity", "--model", MODEL, "--", "-hot", "-cold", (const char *)NULL);
     CHECK(rc == 0 && strstr(out_text, "-hot") && strstr(out_text, "-cold"), "similarity -- -hot -cold: exit %d: %s", rc,

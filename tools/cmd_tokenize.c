@@ -68,7 +68,7 @@ int cmd_tokenize(int argc, char **argv) {
         printf("%5s %7s  %s\n", "pos", "id", "token");
         for (int64_t i = 0; i < n; i++)
             printf("%5lld %7d  %s\n", (long long)i, ids[i], attn_tokenizer_id_to_token(tok, ids[i]));
-        printf("%lld tokens\n", (long long)n);
+        printf("%lld token%s\n", (long long)n, n == 1 ? "" : "s");
         if (fflush(stdout) != 0) out = cli_stdout_error();
     }
     free(ids);

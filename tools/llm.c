@@ -215,9 +215,9 @@ int llm_generate_print(llm_ctx *c, attn_llama_state *st, const int32_t *ids, int
 }
 
 void llm_print_stats(const llm_stats *s) {
-    fprintf(stderr, "prompt: %lld tokens, %.1f tokens/s; generation: %lld tokens, %.1f tokens/s\n", (long long)s->n_prompt,
-            s->t_prompt > 0 ? (double)s->n_prompt / s->t_prompt : 0.0, (long long)s->n_gen,
-            s->t_gen > 0 ? (double)s->n_gen / s->t_gen : 0.0);
+    fprintf(stderr, "prompt: %lld token%s, %.1f tokens/s; generation: %lld token%s, %.1f tokens/s\n", (long long)s->n_prompt,
+            s->n_prompt == 1 ? "" : "s", s->t_prompt > 0 ? (double)s->n_prompt / s->t_prompt : 0.0, (long long)s->n_gen,
+            s->n_gen == 1 ? "" : "s", s->t_gen > 0 ? (double)s->n_gen / s->t_gen : 0.0);
     if (s->stop_reason == 3) fprintf(stderr, "attn: note: generation stopped because the context is full\n");
 }
 

@@ -997,8 +997,8 @@ static void test_llm_verbs(void) {
     EXPECT_FAIL(2, "the message is empty", "chat with an empty message (a usage error, as generate's empty prompt)", "chat", "--model", smol, "");
     EXPECT_FAIL(1, "byte offset 0", "chat with invalid UTF-8: the offset is the message's", "chat", "--model", smol,
                 "\xff" "abc");
-    EXPECT_FAIL(2, "is not a GGUF file", "generate with a non-GGUF model and no --tokenizer", "generate", "--model", empty,
-                "-p", "hi");
+    EXPECT_FAIL(2, "no tok*.bin lies beside it", "generate with a non-GGUF model and no --tokenizer (none beside it either)",
+                "generate", "--model", empty, "-p", "hi");
     {
         /* a llama2.c checkpoint with one tokenizer beside it (stories260K.bin + tok512.bin) needs no --tokenizer:
          * the same text as with it, and stderr names the file it took */

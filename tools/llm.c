@@ -79,7 +79,8 @@ int llm_load(llm_ctx *c, const char *verb, const char *model, const char *tokeni
         if (strcmp(verb, "generate") != 0)
             return cli_error("%s is not a GGUF file (it does not start with \"GGUF\"); %s needs a GGUF instruct model", model, verb);
         /* either a forgotten --tokenizer or a wrong file: said as both, exit 2 like a missing option */
-        return cli_usage_error(verb, "%s is not a GGUF file (it does not start with \"GGUF\"); for a llama2.c checkpoint give --tokenizer tok.bin",
+        return cli_usage_error(verb, "%s is not a GGUF file (it does not start with \"GGUF\"); for a llama2.c checkpoint give --tokenizer tok.bin "
+                               "(no tok*.bin lies beside it)",
                                model);
     }
     if (attn_llama_load_llama2c(&c->model, model) < 0) return cli_lib_error(NULL);

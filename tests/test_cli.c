@@ -615,6 +615,9 @@ static void test_end_of_options(void) {
     rc = run_attn("tokenize", "--model", MODEL, "--no-special", "hi", (const char *)NULL);
     CHECK(rc == 0 && strstr(out_text, "\n1 token\n"), "one token is '1 token' (exit %d): %s", rc, out_text);
     EXPECT_FAIL(2, "unknown option '-5 degrees'", "tokenize without --", "tokenize", "--model", MODEL, "-5 degrees");
+    EXPECT_FAIL(2, "leave -o out", "embed -o x.txt: -o is .npy only (new-user finding)", "embed", "--model", MODEL, "-o",
+                tmp_path("emb.txt"), "hi");
+    CHECK(access(tmp_path("emb.txt"), F_OK) != 0, "embed -o x.txt wrote nothing");
     rc = run_attn("similarity", "--model", MODEL, "--", "-hot", "-cold", (const char *)NULL);
     CHECK(rc == 0 && strstr(out_text, "-hot") && strstr(out_text, "-cold"), "similarity -- -hot -cold: exit %d: %s", rc,
           err_text);

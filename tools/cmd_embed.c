@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 typedef struct {
@@ -25,7 +26,8 @@ static const cli_option options[] = {
      .help = "  --model DIR        model directory (config.json, model.safetensors, tokenizer.json, ...)\n"},
     {"--output", "-o", CLI_STR, F(outp),
      .help = "  -o, --output FILE  write float32 [N, E] as .npy (- = standard output when it is not a\n"
-             "                     terminal); otherwise one JSON array per line\n"},
+             "                     terminal; a .txt / .json / .csv name is refused); otherwise one\n"
+             "                     JSON array per line on standard output\n"},
     {"--batch", NULL, CLI_I64, F(batch), 1, 4096, .help = "  --batch N          sentences per forward pass (default 32)\n"},
     {"--threads", NULL, CLI_I64, F(threads), 1, 4096, .help = "  --threads N        worker threads (default: all cores)\n"},
     CLI_PROGRESS_OPTIONS(F(progress), "         ", "      "),
@@ -66,6 +68,18 @@ int cmd_embed(int argc, char **argv) {
     if ((rc = cli_output_add(&outs, "-o", outp, 1)) || (rc = cli_output_input(&outs, "--model", model))) {
         cli_texts_free(&texts);
         return rc;
+    }
+    /* -o is always NumPy; a text-like name means the user wanted the JSON lines (new-user finding) */
+    static const char *const text_ext[] = {".txt", ".json", ".jsonl", ".csv", ".tsv"};
+    const size_t ol = outp ? strlen(outp) : 0;
+    for (size_t i = 0; i < sizeof text_ext / sizeof text_ext[0]; i++) {
+        const size_t el = strlen(text_ext[i]);
+        if (ol > el && strcasecmp(outp + ol - el, text_ext[i]) == 0) {
+            cli_texts_free(&texts);
+            rc = cli_usage_error("embed", "-o %s: -o writes a .npy file (float32 [N, E]); for one JSON array per line leave -o out and "
+                                          "redirect standard output (> %s)", outp, outp);
+            return cli_outputs_finish(&outs, rc);
+        }
     }
     if (threads > 0) attn_set_num_threads((int)threads);
     /* under mpirun: the texts split across the ranks, one output in input order (tools/mpi_cli.c) */

@@ -408,20 +408,19 @@ static void test_config_and_errors(attn_vit *m) {
     unlink(tmp_path("preprocessor_config.json"));
     /* id2label must name each of the classifier's outputs once (as transformers requires) */
     {
-        const char *from = "\"id2label\": {";
-        char *p = strstr(cfg, from);
-        CHECK(p != NULL, "config.json has id2label");
+        char *p = strstr(cfg, "\"id2label\""), *brace = p ? strchr(p, '{') : NULL; /* any spacing before the brace */
+        CHECK(p != NULL && brace != NULL, "config.json has id2label");
         const char *tos[2] = {"\"id2label\": {\"-1\": \"x\", ", "\"id2label\": {\"10\": \"extra\", "};
         const char *msgs[2] = {"is not a class index", "is not a class index"};
-        for (int i = 0; p && i < 2; i++) {
+        for (int i = 0; brace && i < 2; i++) {
             char mod[8400];
-            snprintf(mod, sizeof mod, "%.*s%s%s", (int)(p - cfg), cfg, tos[i], p + strlen(from));
+            snprintf(mod, sizeof mod, "%.*s%s%s", (int)(p - cfg), cfg, tos[i], brace + 1);
             write_text(tmp_path("config.json"), mod);
             CHECK_ERR(attn_vit_load(&bad, tmpdir), ATTN_E_FORMAT);
             CHECK(strstr(attn_last_error(), msgs[i]) != NULL, "id2label case %d: %s", i, attn_last_error());
         }
         char one[8400];
-        char *q = p ? strchr(p, '}') : NULL;
+        char *q = brace ? strchr(brace, '}') : NULL;
         if (q) {
             snprintf(one, sizeof one, "%.*s\"id2label\": {\"0\": \"only\"%s", (int)(p - cfg), cfg, q);
             write_text(tmp_path("config.json"), one);

@@ -1,6 +1,6 @@
 /* bench/gemm: single-threaded float32 GEMM throughput of one BLAS library on the encoder shapes attn
  * runs (y[M, N] = x[M, K] · w[N, K]ᵀ, cblas_sgemm RowMajor NoTrans/Trans, as attn_linear calls it):
- * the ViT of models/vit-fashion-mnist at batch 64 (64 x 17 tokens, hidden 96) and MiniLM-L6 at
+ * the first ViT of models/vit-fashion-mnist (hidden 96; now 128) at batch 64 (64 x 17 tokens) and MiniLM-L6 at
  * batch 32 of ~40 word pieces (hidden 384). Prints GFLOP/s, best of 7 timed rounds of ~2 GFLOP.
  * Built twice by run.sh, against OpenBLAS and against BLIS (Debian libblis-serial-dev). */
 #include <cblas.h>

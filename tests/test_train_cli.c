@@ -143,6 +143,10 @@ int main(void) {
     struct stat nd;
     CHECK(run(n2) == 1 && stat(P("N2"), &nd) == 0 && S_ISDIR(nd.st_mode), "NaN run: a directory that existed stays: %s", err);
 
+    /* -o with missing parents (the README's -o runs/vit in a fresh checkout): made as mkdir -p (new-user finding) */
+    const char *deep[] = {"train", "vit", TRAIN, TINY, "--epochs", "1", "-o", P("deep/er/run"), NULL};
+    CHECK(run(deep) == 0 && access(P("deep/er/run/model.safetensors"), F_OK) == 0, "-o with missing parents: %s", err);
+
     /* --config: the model of A's config.json (hidden 32, 2 layers: 19,658 parameters) */
     const char *cf[] = {"train", "vit", TRAIN, "--config", P("A/config.json"), "--epochs", "1", "--batch", "64",
                         "--label-smoothing", "0.1", "--threads", "1", "-o", P("E"), NULL};
@@ -210,7 +214,8 @@ int main(void) {
               tr1.st_mtime == tr0.st_mtime,
           "-o onto the training images (exit %d): %s", rc7d, err);
     const char *e8[] = {"train", "vit", TRAIN, "--resume", "models/vit-fashion-mnist", "-o", P("D"), NULL};
-    CHECK(run(e8) == 1 && strstr(err, "optimizer.safetensors"), "resume a directory not written by attn train: %s", err);
+    CHECK(run(e8) == 1 && strstr(err, "optimizer.safetensors") && strstr(err, "holds a model, not a run to resume"),
+          "resume the shipped model (no optimizer state): %s", err);
     const char *e9[] = {"train", "vit", TRAIN, "--resume", P("A"), "--epochs", "2", "-o", P("D"), NULL};
     CHECK(run(e9) == 1 && strstr(err, "has done 2 of 2 epochs"), "nothing left to do: %s", err);
     const char *e10[] = {"train", "vit", "--train", P("trl.idx"), P("tr.idx"), TINY, "-o", P("D"), NULL};

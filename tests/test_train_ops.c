@@ -131,6 +131,13 @@ static void test_vit_attention_kernels(void) {
         unsetenv("ATTN_SIMD");
         free(qkv), free(g), free(ro), free(rl), free(rg);
     }
+    { /* diverged weights: a score past float32 is ATTN_E_RANGE (the CLI stops the run), not a silent NaN */
+        const int64_t T = 5, D = 8, E = 2 * D;
+        float qkv[5 * 3 * 16], o[5 * 16], l[2 * 5];
+        for (int i = 0; i < T * 3 * E; i++) qkv[i] = 1e30f;
+        CHECK_ERR(attn__short_attention_forward(o, l, qkv, qkv + E, qkv + 2 * E, 3 * E, 1, T, 2, D), ATTN_E_RANGE);
+        CHECK(strstr(attn_last_error(), "overflowed") != NULL, "names the overflow: %s", attn_last_error());
+    }
 }
 
 /* ---- torch fixtures */

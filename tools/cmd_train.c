@@ -218,7 +218,19 @@ static int make_dir(const char *p, int *made) {
     struct stat sb;
     if (stat(p, &sb) == 0) /* -o onto a file (an input, say): a usage error, nothing touched */
         return S_ISDIR(sb.st_mode) ? CLI_OK : cli_usage_error("train", "-o %s exists and is not a directory (-o names the model's directory)", p);
-    if (mkdir(p, 0777) != 0) return cli_error("cannot create %s: %s", p, strerror(errno));
+    if (mkdir(p, 0777) != 0) {
+        const int e = errno;
+        if (e != ENOENT) return cli_error("cannot create %s: %s", p, strerror(e));
+        char q[4096]; /* missing parents (-o runs/vit in a fresh checkout): made as mkdir -p makes them */
+        snprintf(q, sizeof q, "%s", p);
+        for (char *c = q + 1; *c; c++)
+            if (*c == '/') {
+                *c = '\0';
+                if (mkdir(q, 0777) != 0 && errno != EEXIST) return cli_error("cannot create %s: %s", q, strerror(errno));
+                *c = '/';
+            }
+        if (mkdir(p, 0777) != 0) return cli_error("cannot create %s: %s", p, strerror(errno));
+    }
     *made = 1;
     return CLI_OK;
 }
@@ -451,8 +463,8 @@ static int run(train_opts *o) {
     }
     const attn_adamw_config ac = {0.9, 0.999, 1e-8, st.weight_decay};
     if (me == 0)
-        fprintf(stderr, "attn train vit: %lld parameters, %lld training images, batch %lld, %lld steps per epoch, arena %.1f MB%s\n",
-                (long long)attn_vit_trainer_numel(t), (long long)tr.n, (long long)Bt, (long long)spe,
+        fprintf(stderr, "attn train vit: %lld parameters, %lld training images, batch %lld, %lld step%s per epoch, arena %.1f MB%s\n",
+                (long long)attn_vit_trainer_numel(t), (long long)tr.n, (long long)Bt, (long long)spe, spe == 1 ? "" : "s",
                 attn_vit_train_arena_bytes(&c, Bl) / 1e6, P > 1 ? " per rank (data-parallel)" : "");
     char label[96];
     for (int64_t ep = st.epoch; ep < last; ep++) {

@@ -175,11 +175,12 @@ typedef struct {
     int avx2;
     float *scratch; /* per floats for each thread id */
     size_t per;
+    _Atomic int bad; /* a forward score was NaN or inf */
 } attn__sa_train_job;
 
 /* items [lo, hi) of (image, head) pairs: the forward, or with j->dq the backward */
 static void attn__sa_train_piece(void *p, int64_t lo, int64_t hi, int tid) {
-    const attn__sa_train_job *j = (const attn__sa_train_job *)p;
+    attn__sa_train_job *j = (attn__sa_train_job *)p;
     float *W = j->scratch + (size_t)tid * j->per;
     const int64_t E = j->H * j->D;
     for (int64_t it = lo; it < hi; it++) {
@@ -187,9 +188,9 @@ static void attn__sa_train_piece(void *p, int64_t lo, int64_t hi, int tid) {
         if (j->dq)
             SA_CALL(j->avx2, attn__sa_attn_bwd, j->dq + oq, j->dk + oq, j->dv + oq, j->q + oq, j->k + oq, j->v + oq, j->o + off,
                     j->l + it * j->T, j->dout + off, W, j->T, j->D, j->ldq, E, j->scale);
-        else
-            (void)SA_CALL(j->avx2, attn__sa_attn_fwd, j->out + off, E, j->lse + it * j->T, 1, NULL, 0, 0, j->q + oq, j->ldq, j->k + oq,
-                          j->ldq, j->v + oq, j->ldq, W, j->T, j->T, j->D, j->D, j->scale);
+        else if (SA_CALL(j->avx2, attn__sa_attn_fwd, j->out + off, E, j->lse + it * j->T, 1, NULL, 0, 0, j->q + oq, j->ldq, j->k + oq,
+                         j->ldq, j->v + oq, j->ldq, W, j->T, j->T, j->D, j->D, j->scale))
+            atomic_store(&j->bad, 1);
     }
 }
 
@@ -203,13 +204,15 @@ static int attn__sa_train_run(attn__sa_train_job *j, double cost) {
     if (!j->scratch) return attn_set_error(ATTN_E_NOMEM, "vit train: out of memory for the attention's scratch");
     attn__pool_for(j->B * j->H, 4, nt, attn__sa_train_piece, j);
     free(j->scratch);
+    if (atomic_load(&j->bad)) /* the weights diverged (a learning rate far too large, say) */
+        return attn_set_error(ATTN_E_RANGE, "vit train: an attention score q.k overflowed float32 (the weights diverged)");
     return ATTN_OK;
 }
 
 int attn__short_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v, int64_t ldq, int64_t B,
                                   int64_t T, int64_t H, int64_t D) {
     attn__sa_train_job j = {out, lse, NULL, NULL, NULL, q, k, v, NULL, NULL, NULL, ldq, B, T, H, D,
-                            (float)(1.0 / sqrt((double)D)), attn__sa_default_avx2(), NULL, 0};
+                            (float)(1.0 / sqrt((double)D)), attn__sa_default_avx2(), NULL, 0, 0};
     return attn__sa_train_run(&j, 2.0 * (double)B * H * T * T * D);
 }
 
@@ -217,6 +220,6 @@ int attn__short_attention_backward(float *dq, float *dk, float *dv, const float 
                                    const float *out, const float *lse, const float *dout, int64_t ldq, int64_t B, int64_t T,
                                    int64_t H, int64_t D) {
     attn__sa_train_job j = {NULL, NULL, dq, dk, dv, q, k, v, out, lse, dout, ldq, B, T, H, D,
-                            (float)(1.0 / sqrt((double)D)), attn__sa_default_avx2(), NULL, 0};
+                            (float)(1.0 / sqrt((double)D)), attn__sa_default_avx2(), NULL, 0, 0};
     return attn__sa_train_run(&j, 5.0 * (double)B * H * T * T * D);
 }

@@ -26,7 +26,8 @@ int attn__sdpa_short(attn_tensor *out, attn_tensor *weights, const attn_tensor *
  * 1 <= D <= ATTN__SHORT_MAX_D), scale 1/sqrt(D), no mask: out [B, T, H·D] (contiguous), lse [B, H, T]
  * (natural log-sum-exp of the scaled scores, as attn_sdpa's params.lse). No input checks (the
  * trainer's activations). Split over attn's threads by (b, h) item: the same bits for any thread count.
- * Returns ATTN_OK, or ATTN_E_NOMEM (the per-thread scratch: at most 160 KiB a thread). */
+ * Returns ATTN_OK, ATTN_E_RANGE when a score (scale·q)·k is NaN or inf (diverged weights: out is then
+ * undefined), or ATTN_E_NOMEM (the per-thread scratch: at most 160 KiB a thread). */
 int attn__short_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v, int64_t ldq, int64_t B,
                                    int64_t T, int64_t H, int64_t D);
 

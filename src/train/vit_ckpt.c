@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <errno.h>
 
 void attn_vit_train_labels_free(char **labels, int64_t n) {
     if (!labels) return;
@@ -259,6 +261,11 @@ int attn_vit_train_config_load(attn_vit_train_config *c, char ***labels, const c
 static int attn__read_tensors(attn_vit_trainer *t, const char *dir, int which) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, which == 0 ? "model.safetensors" : "optimizer.safetensors");
+    struct stat sb;
+    if (which == 1 && stat(path, &sb) != 0 && errno == ENOENT) /* a released model (models/vit-fashion-mnist, say) */
+        return attn_set_error(ATTN_E_IO, "vit train: %s has no optimizer.safetensors (the AdamW state): it holds a model, not a "
+                                         "run to resume; train a new one with -o (--config %s/config.json for its architecture)",
+                              dir, dir);
     attn_safetensors *st = NULL;
     ATTN_TRY(attn_safetensors_open(&st, path));
     attn_arena ar;

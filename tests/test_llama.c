@@ -426,7 +426,7 @@ static void test_cli(void) {
          * test_cli) */
         {{"generate", "--model", "/dev/null", "-p", "x", NULL}, 2, "--tokenizer"},
         {{"generate", "--model", "/nonexistent.gguf", "-p", "x", NULL}, 1, "cannot open"},
-        {{"generate", "--model", TOKBIN, "--tokenizer", TOKBIN, "-p", "x", NULL}, 1, "hyper-parameters"},
+        {{"generate", "--model", TOKBIN, "--tokenizer", TOKBIN, "-p", "x", NULL}, 1, "not a llama2.c checkpoint"},
         {{"generate", "-p", "x", NULL}, 2, "--model"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

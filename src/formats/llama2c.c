@@ -28,8 +28,8 @@ int attn_llama2c_parse(attn_llama2c *out, const void *data, size_t size, const c
         c.head_dim < 2 || c.head_dim % 2 || c.head_dim > 4096 || c.vocab_size < 1 || c.vocab_size > (1 << 24) ||
         c.context < 1 || c.context > (1 << 24))
         return attn_set_error(ATTN_E_FORMAT,
-                              "%s: hyper-parameters out of range (dim %lld, hidden %lld, layers %lld, heads %lld, kv heads %lld, "
-                              "head_dim %lld, vocab %lld, context %lld)",
+                              "%s: not a llama2.c checkpoint (its header's hyper-parameters are out of range: dim %lld, hidden "
+                              "%lld, layers %lld, heads %lld, kv heads %lld, head_dim %lld, vocab %lld, context %lld)",
                               name, (long long)c.dim, (long long)c.hidden_dim, (long long)c.n_layers, (long long)c.n_heads,
                               (long long)c.n_kv_heads, (long long)c.head_dim, (long long)c.vocab_size, (long long)c.context);
     if (c.head_dim * c.n_heads != c.dim)

@@ -249,24 +249,29 @@ int attn_encoder_block(float *x, float *attn_weights, const attn_block_config *c
 /* ---------------------------------------------------------------- the KV cache of every decoder */
 
 /* An attn_kv holds keys and values of n_layers layers for n_slots independent sequences
- * (beams, or the requests of a server batch), each up to max_len positions of kv_dim = Hkv·D
- * floats (heads side by side): k(layer, slot) is [max_len, kv_dim] float32, filled 0 .. len(slot)-1.
+ * (beams, or the requests of a server batch), each up to max_len positions of n_kv_heads heads
+ * of head_dim floats: k(layer, slot) is [n_kv_heads, max_len, head_dim] float32 (PyTorch's and
+ * llama.cpp's cache order: one KV head's positions are one run of memory, which the decode
+ * attention reads at memory speed), positions 0 .. len(slot)-1 filled.
  * (typedef above, with attn_decoder_state) */
 
-/* attn_kv_create: an empty cache (2 · n_layers · n_slots · max_len · kv_dim floats).
+/* attn_kv_create: an empty cache (2 · n_layers · n_slots · n_kv_heads · max_len · head_dim floats).
  * Errors: ATTN_E_INVALID (sizes <= 0), ATTN_E_NOMEM. */
-int attn_kv_create(attn_kv **out, int64_t n_layers, int64_t n_slots, int64_t max_len, int64_t kv_dim);
+int attn_kv_create(attn_kv **out, int64_t n_layers, int64_t n_slots, int64_t n_kv_heads, int64_t max_len, int64_t head_dim);
 /* attn_kv_free: release (NULL-safe). */
 void attn_kv_free(attn_kv *c);
 /* attn_kv_n_slots: the number of slots (0 for NULL). */
 int64_t attn_kv_n_slots(const attn_kv *c);
 /* attn_kv_max_len: positions each slot can hold (0 for NULL). */
 int64_t attn_kv_max_len(const attn_kv *c);
+/* attn_kv_n_kv_heads, attn_kv_head_dim: the sizes it was created with (0 for NULL). */
+int64_t attn_kv_n_kv_heads(const attn_kv *c);
+int64_t attn_kv_head_dim(const attn_kv *c);
 /* attn_kv_len: positions a slot holds (0 for NULL or a slot out of range). */
 int64_t attn_kv_len(const attn_kv *c, int64_t slot);
-/* attn_kv_keys: keys of (layer, slot), [max_len, kv_dim] float32; NULL when out of range. */
+/* attn_kv_keys: keys of (layer, slot), [n_kv_heads, max_len, head_dim] float32; NULL when out of range. */
 float *attn_kv_keys(const attn_kv *c, int64_t layer, int64_t slot);
-/* attn_kv_values: values of (layer, slot), [max_len, kv_dim] float32; NULL when out of range. */
+/* attn_kv_values: values of (layer, slot), laid out as the keys; NULL when out of range. */
 float *attn_kv_values(const attn_kv *c, int64_t layer, int64_t slot);
 /* attn_kv_clear: every slot empty (len 0), memory kept. NULL-safe. */
 void attn_kv_clear(attn_kv *c);

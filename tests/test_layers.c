@@ -269,6 +269,44 @@ static void test_gqa_rope_cache(void) {
     CHECK(maxerr <= 1e-5 * mx, "GQA+RoPE mha equals the explicit float64 computation (err %.3g)", maxerr);
 }
 
+/* attn_kv: a slot is [n_kv_heads, max_len, head_dim]; a beam reorder moves every head's filled
+ * positions of every layer (each float named by its layer, slot, head, position and element, so a
+ * misplaced one is seen); bad sizes are refused */
+static float kv_val(int64_t l, int64_t s, int64_t h, int64_t p, int64_t d) { return (float)(1000 * l + 100 * s + 10 * h + p) + 0.125f * (float)d; }
+
+static void test_kv_layout(void) {
+    enum { NL = 2, NS = 3, NH = 2, T = 4, HD = 3 };
+    attn_kv *kv = NULL;
+    CHECK_ERR(attn_kv_create(&kv, NL, NS, 0, T, HD), ATTN_E_INVALID);
+    CHECK_OK(attn_kv_create(&kv, NL, NS, NH, T, HD));
+    if (!kv) return;
+    CHECK(attn_kv_n_kv_heads(kv) == NH && attn_kv_head_dim(kv) == HD && attn_kv_max_len(kv) == T, "kv sizes");
+    const int64_t len[NS] = {2, 4, 1}, src[NS] = {2, 1, 1};
+    CHECK_OK(attn_kv_advance(kv, NULL, len, NS));
+    for (int64_t l = 0; l < NL; l++)
+        for (int64_t s = 0; s < NS; s++)
+            for (int64_t h = 0; h < NH; h++)
+                for (int64_t p = 0; p < len[s]; p++)
+                    for (int64_t d = 0; d < HD; d++) {
+                        attn_kv_keys(kv, l, s)[(h * T + p) * HD + d] = kv_val(l, s, h, p, d);
+                        attn_kv_values(kv, l, s)[(h * T + p) * HD + d] = -kv_val(l, s, h, p, d);
+                    }
+    CHECK_OK(attn_kv_reorder(kv, src, NS));
+    int bad = 0;
+    for (int64_t i = 0; i < NS; i++) {
+        bad += attn_kv_len(kv, i) != len[src[i]];
+        for (int64_t l = 0; l < NL; l++)
+            for (int64_t h = 0; h < NH; h++)
+                for (int64_t p = 0; p < len[src[i]]; p++)
+                    for (int64_t d = 0; d < HD; d++) {
+                        bad += attn_kv_keys(kv, l, i)[(h * T + p) * HD + d] != kv_val(l, src[i], h, p, d);
+                        bad += attn_kv_values(kv, l, i)[(h * T + p) * HD + d] != -kv_val(l, src[i], h, p, d);
+                    }
+    }
+    CHECK(bad == 0, "kv reorder: %d lengths or floats out of place", bad);
+    attn_kv_free(kv);
+}
+
 int main(void) {
     attn_test_name = "layers";
     attn_arena_init(&arena, 0);
@@ -278,6 +316,7 @@ int main(void) {
     test_decoder_torch("dec_post", 0, ATTN_ACT_RELU);
     test_decoder_torch("dec_pre", 1, ATTN_ACT_GELU);
     test_gqa_rope_cache();
+    test_kv_layout();
     attn_arena_free(&arena);
     return attn_test_finish();
 }

@@ -167,7 +167,7 @@ static inline __attribute__((always_inline)) void attn__ct2_softmax(float *x, in
 }
 
 static inline __attribute__((always_inline)) void attn__ct2_mha_body(float *out, int64_t os, float *w, const float *q, int64_t qr, const float *k, const float *v,
-                                      int64_t kr, int64_t H, int64_t D, int64_t Lq, int64_t Lk, int64_t m_pad, int64_t n_pad, int64_t row0,
+                                      int64_t kr, int64_t kh, int64_t H, int64_t D, int64_t Lq, int64_t Lk, int64_t m_pad, int64_t n_pad, int64_t row0,
                                       float scale, float *scratch) {
     for (int64_t h = 0; h < H; h++)
         for (int64_t i = 0; i < Lq; i++) {
@@ -175,13 +175,13 @@ static inline __attribute__((always_inline)) void attn__ct2_mha_body(float *out,
             const float *qi = q + i * qr + h * D;
             float *p = scratch;
             for (int64_t j = 0; j < Lk; j++)
-                p[j] = scale * attn__ct2_dot(attn__ct2_dot_order(m_pad, n_pad, gi, j, 1), qi, 1, k + j * kr + h * D, 1, D, D);
+                p[j] = scale * attn__ct2_dot(attn__ct2_dot_order(m_pad, n_pad, gi, j, 1), qi, 1, k + j * kr + h * kh, 1, D, D);
             attn__ct2_softmax(p, Lk);
             if (w) memcpy(w + (h * Lq + i) * Lk, p, sizeof(float) * (size_t)Lk);
             /* context: the D outputs of a row share their order when D <= 16 (one column tile),
              * so their sums run side by side (the same operations per output, in the same order) */
             float *o = out + i * os + h * D;
-            const float *vh = v + h * D;
+            const float *vh = v + h * kh;
             const int ord = attn__ct2_dot_order(m_pad, D, gi, 0, 0);
             if (D > 16 || ord == ATTN__CT2_GEMV4) {
                 for (int64_t d = 0; d < D; d++) o[d] = attn__ct2_dot(attn__ct2_dot_order(m_pad, D, gi, d, 0), p, 1, vh + d, kr, n_pad, Lk);
@@ -235,21 +235,21 @@ static inline __attribute__((always_inline)) void attn__ct2_mha_body(float *out,
  * identical: fmaf is one rounding either way) */
 #if defined(__x86_64__)
 __attribute__((target("avx2,fma"))) static void attn__ct2_mha_fma(float *out, int64_t os, float *w, const float *q, int64_t qr,
-                                                                   const float *k, const float *v, int64_t kr, int64_t H, int64_t D,
+                                                                   const float *k, const float *v, int64_t kr, int64_t kh, int64_t H, int64_t D,
                                                                    int64_t Lq, int64_t Lk, int64_t m_pad, int64_t n_pad, int64_t row0,
                                                                    float scale, float *scratch) {
-    attn__ct2_mha_body(out, os, w, q, qr, k, v, kr, H, D, Lq, Lk, m_pad, n_pad, row0, scale, scratch);
+    attn__ct2_mha_body(out, os, w, q, qr, k, v, kr, kh, H, D, Lq, Lk, m_pad, n_pad, row0, scale, scratch);
 }
 #endif
 
 void attn__ct2_mha_exact(float *out, int64_t os, float *w, const float *q, int64_t qr, const float *k, const float *v, int64_t kr,
-                         int64_t H, int64_t D, int64_t Lq, int64_t Lk, int64_t m_pad, int64_t n_pad, int64_t row0, float scale,
+                         int64_t kh, int64_t H, int64_t D, int64_t Lq, int64_t Lk, int64_t m_pad, int64_t n_pad, int64_t row0, float scale,
                          float *scratch) {
 #if defined(__x86_64__)
     if (attn__ct2_have_avx2()) {
-        attn__ct2_mha_fma(out, os, w, q, qr, k, v, kr, H, D, Lq, Lk, m_pad, n_pad, row0, scale, scratch);
+        attn__ct2_mha_fma(out, os, w, q, qr, k, v, kr, kh, H, D, Lq, Lk, m_pad, n_pad, row0, scale, scratch);
         return;
     }
 #endif
-    attn__ct2_mha_body(out, os, w, q, qr, k, v, kr, H, D, Lq, Lk, m_pad, n_pad, row0, scale, scratch);
+    attn__ct2_mha_body(out, os, w, q, qr, k, v, kr, kh, H, D, Lq, Lk, m_pad, n_pad, row0, scale, scratch);
 }

@@ -32,12 +32,12 @@ void attn__ct2_layernorm(float *y, const float *x, int64_t M, const float *g, co
  * scale * q·kᵀ and context = softmax(scores)·v as its oneDNN sgemm computes them on an AVX2
  * machine, each dot product's summation order depending on the GEMM shape and the element's
  * place in it, and its softmax with its vectorised exp (see attention.c).
- * q rows [Lq] (stride qr, head h at column h*D), k / v rows [Lk] (stride kr); out rows
+ * q rows [Lq] (stride qr, head h at column h*D), k / v rows [Lk] (stride kr, head h at h*kh); out rows
  * [Lq, H*D] (stride os); w NULL or [H, Lq, Lk] softmax weights. m_pad / n_pad: the rows and
  * columns of CTranslate2's score GEMM (its padded query and key lengths, >= Lq and Lk);
  * row0: the first query's row in it. scratch: n_pad floats. */
 void attn__ct2_mha_exact(float *out, int64_t os, float *w, const float *q, int64_t qr, const float *k, const float *v, int64_t kr,
-                         int64_t H, int64_t D, int64_t Lq, int64_t Lk, int64_t m_pad, int64_t n_pad, int64_t row0, float scale,
+                         int64_t kh, int64_t H, int64_t D, int64_t Lq, int64_t Lk, int64_t m_pad, int64_t n_pad, int64_t row0, float scale,
                          float *scratch);
 
 /* sin(x) (want_cos 0) or cos(x) (want_cos 1) as CTranslate2's CPU kernels round them. */

@@ -6,21 +6,26 @@
 #include <string.h>
 
 struct attn_kv {
-    int64_t n_layers, n_slots, max_len, kv_dim;
-    float *k, *v;        /* [n_layers][n_slots][max_len][kv_dim] */
+    int64_t n_layers, n_slots, n_kv_heads, max_len, head_dim, kv_dim; /* kv_dim = n_kv_heads·head_dim */
+    float *k, *v;        /* [n_layers][n_slots][n_kv_heads][max_len][head_dim] */
     float *k2, *v2;      /* spare buffers for reorder (allocated on the first one) */
     int64_t *len, *len2; /* [n_slots] */
 };
 
 static size_t attn__kv_slot_floats(const attn_kv *c) { return (size_t)c->max_len * (size_t)c->kv_dim; }
 
-int attn_kv_create(attn_kv **out, int64_t n_layers, int64_t n_slots, int64_t max_len, int64_t kv_dim) {
+int attn_kv_create(attn_kv **out, int64_t n_layers, int64_t n_slots, int64_t n_kv_heads, int64_t max_len, int64_t head_dim) {
     if (!out) return attn_set_error(ATTN_E_INVALID, "kv cache: out is NULL");
     *out = NULL;
-    if (n_layers <= 0 || n_slots <= 0 || max_len <= 0 || kv_dim <= 0)
-        return attn_set_error(ATTN_E_INVALID, "kv cache: sizes must be > 0 (layers %lld, slots %lld, max_len %lld, kv_dim %lld)",
-                              (long long)n_layers, (long long)n_slots, (long long)max_len, (long long)kv_dim);
-    double n = (double)n_layers * (double)n_slots * (double)max_len * (double)kv_dim;
+    if (n_layers <= 0 || n_slots <= 0 || n_kv_heads <= 0 || max_len <= 0 || head_dim <= 0)
+        return attn_set_error(ATTN_E_INVALID,
+                              "kv cache: sizes must be > 0 (layers %lld, slots %lld, n_kv_heads %lld, max_len %lld, head_dim %lld)",
+                              (long long)n_layers, (long long)n_slots, (long long)n_kv_heads, (long long)max_len, (long long)head_dim);
+    const double kvd = (double)n_kv_heads * (double)head_dim;
+    if (kvd > (double)((int64_t)1 << 40))
+        return attn_set_error(ATTN_E_NOMEM, "kv cache: %lld KV heads x %lld is too large", (long long)n_kv_heads, (long long)head_dim);
+    const int64_t kv_dim = n_kv_heads * head_dim;
+    double n = (double)n_layers * (double)n_slots * (double)max_len * kvd;
     if (n > (double)((size_t)1 << 38))
         return attn_set_error(ATTN_E_NOMEM, "kv cache: %.0f floats (%lld layers x %lld slots x %lld positions x %lld) is too large", n,
                               (long long)n_layers, (long long)n_slots, (long long)max_len, (long long)kv_dim);
@@ -28,7 +33,9 @@ int attn_kv_create(attn_kv **out, int64_t n_layers, int64_t n_slots, int64_t max
     if (!c) return attn_set_error(ATTN_E_NOMEM, "kv cache: out of memory");
     c->n_layers = n_layers;
     c->n_slots = n_slots;
+    c->n_kv_heads = n_kv_heads;
     c->max_len = max_len;
+    c->head_dim = head_dim;
     c->kv_dim = kv_dim;
     c->k = (float *)calloc((size_t)n, sizeof(float));
     c->v = (float *)calloc((size_t)n, sizeof(float));
@@ -51,6 +58,8 @@ void attn_kv_free(attn_kv *c) {
 
 int64_t attn_kv_n_slots(const attn_kv *c) { return c ? c->n_slots : 0; }
 int64_t attn_kv_max_len(const attn_kv *c) { return c ? c->max_len : 0; }
+int64_t attn_kv_n_kv_heads(const attn_kv *c) { return c ? c->n_kv_heads : 0; }
+int64_t attn_kv_head_dim(const attn_kv *c) { return c ? c->head_dim : 0; }
 int64_t attn_kv_len(const attn_kv *c, int64_t slot) { return c && slot >= 0 && slot < c->n_slots ? c->len[slot] : 0; }
 
 static float *attn__kv_at(const attn_kv *c, float *base, int64_t layer, int64_t slot) {
@@ -105,11 +114,14 @@ int attn_kv_reorder(attn_kv *c, const int64_t *src, int64_t n) {
             return attn_set_error(ATTN_E_NOMEM, "kv cache: out of memory for a reorder");
         }
     }
+    const size_t hs = (size_t)(c->max_len * c->head_dim); /* floats from one KV head to the next */
     for (int64_t l = 0; l < c->n_layers; l++)
         for (int64_t i = 0; i < n; i++) {
-            const size_t bytes = sizeof(float) * (size_t)(c->len[src[i]] * c->kv_dim);
-            memcpy(attn__kv_at(c, c->k2, l, i), attn__kv_at(c, c->k, l, src[i]), bytes);
-            memcpy(attn__kv_at(c, c->v2, l, i), attn__kv_at(c, c->v, l, src[i]), bytes);
+            const size_t bytes = sizeof(float) * (size_t)(c->len[src[i]] * c->head_dim);
+            for (int64_t h = 0; h < c->n_kv_heads; h++) {
+                memcpy(attn__kv_at(c, c->k2, l, i) + h * hs, attn__kv_at(c, c->k, l, src[i]) + h * hs, bytes);
+                memcpy(attn__kv_at(c, c->v2, l, i) + h * hs, attn__kv_at(c, c->v, l, src[i]) + h * hs, bytes);
+            }
         }
     for (int64_t i = 0; i < n; i++) c->len2[i] = c->len[src[i]];
     for (int64_t i = n; i < c->n_slots; i++) c->len2[i] = 0;

@@ -130,7 +130,7 @@ int attn_decoder_state_init(attn_decoder_state *s, const attn_layer_config *cfg,
     if (batch <= 0 || max_len <= 0 || src_len <= 0 || Hkv <= 0 || D <= 0 || cHkv <= 0 || cD <= 0)
         return attn_set_error(ATTN_E_INVALID, "decoder_state_init: sizes must be > 0 (batch %lld, max_len %lld, src_len %lld)", (long long)batch,
                               (long long)max_len, (long long)src_len);
-    ATTN_TRY(attn_kv_create(&s->self_kv, 1, batch, max_len, Hkv * D));
+    ATTN_TRY(attn_kv_create(&s->self_kv, 1, batch, Hkv, max_len, D));
     s->cross_kv = (float *)malloc(sizeof(float) * (size_t)(batch * src_len * 2 * cHkv * cD));
     if (!s->cross_kv) {
         attn_decoder_state_free(s);
@@ -221,7 +221,7 @@ int attn_decoder_layer(attn_tensor *out, const attn_tensor *x, const attn_tensor
     bw.norm1 = (attn_norm_weights){attn__data(&w->ln1_g), attn__data(&w->ln1_b)};
     bw.norm2 = (attn_norm_weights){attn__data(&w->ln2_g), attn__data(&w->ln2_b)};
     bw.norm3 = (attn_norm_weights){attn__data(&w->ln3_g), attn__data(&w->ln3_b)};
-    if (rc == 0 && !state) rc = attn_kv_create(&tmp, 1, B, Ln > 0 ? Ln : 1, kvd);
+    if (rc == 0 && !state) rc = attn_kv_create(&tmp, 1, B, Hkv, Ln > 0 ? Ln : 1, D);
     if (tmp) kv = tmp;
     if (rc == 0 && (!state || !state->cross_ready)) {
         rc = attn__cross_pack(cross, enc, &cw, kvd, arena);

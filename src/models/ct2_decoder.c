@@ -116,7 +116,7 @@ int attn__ct2_dec_init(attn__ct2_dec *d, const attn__ct2_layer *layers, int64_t 
     if (cache * 4.0 * 4.0 * (double)n_layers > 8e9)
         return attn_set_error(ATTN_E_NOMEM, "decoding state too large (%lld rows x %lld steps)", (long long)cap_rows, (long long)T);
     ATTN_TRY(attn_arena_init(&d->arena, 0));
-    int rc = attn_kv_create(&d->kv, n_layers, cap_rows, T, E);
+    int rc = attn_kv_create(&d->kv, n_layers, cap_rows, H, T, E / H);
     if (rc < 0) return rc;
     d->cross_kv = (float *)malloc(sizeof(float) * (size_t)(n_layers * B * Ls * 2 * E));
     d->src_len = with_src_len ? (int64_t *)calloc((size_t)B, sizeof(int64_t)) : NULL;

@@ -567,7 +567,7 @@ int attn_llama_batch_create(attn_llama_batch **out, const attn_llama *m, int64_t
     b->n_slots = n_slots;
     b->max_len = max_len;
     b->max_rows = max_rows;
-    int rc = attn_kv_create(&b->kv, c->n_layers, n_slots, max_len, c->n_kv_heads * c->head_dim);
+    int rc = attn_kv_create(&b->kv, c->n_layers, n_slots, c->n_kv_heads, max_len, c->head_dim);
     if (rc == 0) rc = attn_arena_init(&b->arena, 0);
     b->x = (float *)malloc(sizeof(float) * (size_t)(max_rows * c->dim));
     b->h = (float *)malloc(sizeof(float) * (size_t)(max_rows * c->dim));

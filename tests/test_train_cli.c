@@ -105,6 +105,9 @@ int main(void) {
     CHECK(strstr(out, "epoch 2/2:") && !strstr(out, "epoch 1/2"), "resumed at epoch 2: %s", out);
     CHECK(same_file(P("A/model.safetensors"), P("C/model.safetensors")), "resumed weights == uninterrupted weights");
     CHECK(same_file(P("A/optimizer.safetensors"), P("C/optimizer.safetensors")), "resumed AdamW state == uninterrupted");
+    /* a setting that contradicts the resumed run is a usage error (exit 2, README) naming the run's value */
+    const char *rs[] = {"train", "vit", TRAIN, EVAL, "--resume", P("B"), "--seed", "12345", "--threads", "1", "-o", P("RS"), NULL};
+    CHECK(run(rs) == 2 && strstr(err, "--seed") && strstr(err, "the resumed run's"), "resume with another --seed: exit 2: %s", err);
     /* a --limit run resumes when --limit is given again (the checkpoint keeps the steps per epoch, not the
      * limit): bit for bit the uninterrupted --limit run */
     const char *la[] = {"train", "vit", TRAIN, TINY, "--limit", "100", "--epochs", "2", "-o", P("LA"), NULL};

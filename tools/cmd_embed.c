@@ -41,9 +41,9 @@ static void usage(FILE *f) {
             "\n"
             "Sentence embeddings as sentence-transformers computes them (tokenize, BERT encoder,\n"
             "mean pooling over real tokens, L2 normalisation when the model has it).\n"
-            "Without TEXT arguments, reads one sentence per line from standard input (a blank line is an\n"
-            "empty sentence). Texts longer than the model's maximum are truncated (256 word pieces for\n"
-            "all-MiniLM-L6-v2), as sentence-transformers does.\n"
+            "Without TEXT arguments (or with the one argument -), reads one sentence per line from\n"
+            "standard input (a blank line is an empty sentence). Texts longer than the model's maximum\n"
+            "are truncated (256 word pieces for all-MiniLM-L6-v2), as sentence-transformers does.\n"
             "\n"
             "Options:\n");
     cli_print_options(f, options);
@@ -84,6 +84,7 @@ int cmd_embed(int argc, char **argv) {
     if (threads > 0) attn_set_num_threads((int)threads);
     /* under mpirun: the texts split across the ranks, one output in input order (tools/mpi_cli.c) */
     if (cli_mpi_launched()) return cli_embed_mpi(&texts, model, outp, batch, &outs);
+    if (texts.n == 1 && strcmp(texts.items[0], "-") == 0) cli_texts_free(&texts); /* "-": standard input (it embedded "-") */
     if (texts.n == 0 && cli_texts_read_stdin(&texts) < 0) {
         int e = errno;
         cli_texts_free(&texts);

@@ -37,8 +37,9 @@ static void usage(FILE *f) {
             "\n"
             "Writes the prompt followed by the generated text to standard output as it is produced, and\n"
             "the prompt and generation speeds (tokens/s) to standard error. The prompt comes from -p or,\n"
-            "without -p, from standard input. Generation stops after N tokens, at the end-of-sequence /\n"
-            "end-of-turn token, at the stop string, or when the context is full (said on stderr).\n"
+            "without -p, from standard input (less the line break that ends it). Generation stops after\n"
+            "N tokens, at the end-of-sequence / end-of-turn token, at the stop string, or when the\n"
+            "context is full (said on stderr).\n"
             "A BOS token starts the prompt only when the file says so (llama2.c files: always).\n"
             "\n"
             "Options:\n");
@@ -57,6 +58,10 @@ int cmd_generate(int argc, char **argv) {
     size_t plen;
     if (!prompt) {
         if (llm_read_all(stdin, &stdin_text, &plen) < 0) return cli_error("reading standard input failed: %s", strerror(errno));
+        /* the one line break that ends a piped or echoed line is not part of the prompt (as
+         * llama.cpp's -f drops it; new-user finding: `echo TEXT | attn generate` continued "TEXT\n") */
+        if (plen && stdin_text[plen - 1] == '\n') stdin_text[--plen] = 0;
+        if (plen && stdin_text[plen - 1] == '\r') stdin_text[--plen] = 0;
         prompt = stdin_text;
     } else {
         plen = strlen(prompt);

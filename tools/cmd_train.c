@@ -368,9 +368,11 @@ static int run(train_opts *o) {
         }
         if ((o->batch > 0 && o->batch * P != st.batch) || (o->seed >= 0 && (uint64_t)o->seed != st.seed) ||
             (o->pad >= 0 && o->pad != st.pad) || (!o->flip && st.flip) || o->max_norm_s || o->ls_s) {
-            rc = cli_error("--batch, --seed, --pad, --no-flip, --max-norm and --label-smoothing are the resumed run's (batch %lld, seed "
-                           "%llu, pad %d, %s); leave them out",
-                           (long long)st.batch, (unsigned long long)st.seed, st.pad, st.flip ? "flip" : "no flip");
+            /* an option that contradicts the run: a usage error (exit 2, README's rule; new-user finding: it was 1) */
+            rc = cli_usage_error("train",
+                                 "--batch, --seed, --pad, --no-flip, --max-norm and --label-smoothing are the resumed run's (batch %lld, "
+                                 "seed %llu, pad %d, %s); leave them out",
+                                 (long long)st.batch, (unsigned long long)st.seed, st.pad, st.flip ? "flip" : "no flip");
             goto out;
         }
         if (st.batch % P) {

@@ -210,6 +210,7 @@ int attn_image_decode(attn_image *out, const void *data, size_t size, int64_t ma
     static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
     if (size >= 8 && memcmp(p, png_sig, 8) == 0) return attn__decode_png(out, data, size, max_pixels);
     if (size >= 3 && p[0] == 0xFF && p[1] == 0xD8 && p[2] == 0xFF) return attn__decode_jpeg(out, data, size, max_pixels);
+    if (size == 0) return attn_set_error(ATTN_E_FORMAT, "empty file: not a PNG or JPEG image");
     return attn_set_error(ATTN_E_FORMAT, "not a PNG or JPEG file (unknown signature)");
 }
 

@@ -588,6 +588,16 @@ static void write_wav_claim(const char *path, int ch, int bits, uint32_t claim, 
     fclose(f);
 }
 
+/* `cat WAV | attn transcribe -` succeeds (a WAV read through a pipe) */
+static void transcribe_piped(const char *wav, const char *what) {
+    char cmd[2000], pe[600], e[4096] = "";
+    snprintf(pe, sizeof pe, "%s/stdin_err.txt", tmpdir);
+    snprintf(cmd, sizeof cmd, "cat '%s' | '%s' transcribe --model %s - >/dev/null 2>'%s'", wav, attn_test_cli_path(), MODEL, pe);
+    const int st = system(cmd);
+    attn_test_read_file(pe, e, sizeof e);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s through a pipe: %s", what, e);
+}
+
 static void test_cli(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/attn_test_whisper_XXXXXX");
     if (!mkdtemp(tmpdir)) {
@@ -709,24 +719,9 @@ static void test_cli(void) {
         CHECK(lr == 0 && na == 16000, "sox's unknown-length size: %d, %lld samples (%s)", lr, (long long)na, lr ? attn_last_error() : "");
         free(a);
         a = NULL;
-        {
-            char cmd[2000], pe[600], e[4096] = "";
-            snprintf(pe, sizeof pe, "%s/stdin_err.txt", tmpdir);
-            snprintf(cmd, sizeof cmd, "cat '%s' | '%s' transcribe --model %s - >/dev/null 2>'%s'", p, attn_test_cli_path(), MODEL, pe);
-            const int st = system(cmd);
-            attn_test_read_file(pe, e, sizeof e);
-            CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "sox's unknown-length size through a pipe: %s", e);
-        }
+        transcribe_piped(p, "sox's unknown-length size");
         write_wav_claim(p, 1, 16, 32000, 32000, 1); /* 1 s of noise, then a LIST chunk */
-        {
-            /* ... also through a pipe (the rest after the data is read and walked as chunks) */
-            char cmd[2000], pe[600], e[4096] = "";
-            snprintf(pe, sizeof pe, "%s/stdin_err.txt", tmpdir);
-            snprintf(cmd, sizeof cmd, "cat '%s' | '%s' transcribe --model %s - >/dev/null 2>'%s'", p, attn_test_cli_path(), MODEL, pe);
-            const int st = system(cmd);
-            attn_test_read_file(pe, e, sizeof e);
-            CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "1 s and a LIST chunk through a pipe: %s", e);
-        }
+        transcribe_piped(p, "1 s and a LIST chunk"); /* the rest after the data is read and walked as chunks */
     }
     rc = run_attn("transcribe", "--model", MODEL, tmpdir, (const char *)NULL);
     CHECK(rc == 1 && strstr(err_text, "is a directory"), "a directory: exit %d: %s", rc, err_text);

@@ -23,6 +23,11 @@ enum {
     ATTN__SIMD_AVX512 = 2    /* AVX-512F, 16 lanes */
 };
 
+/* 1 when a resolved path runs code compiled for AVX2 + FMA (the AVX2 path, and the AVX-512
+ * path's machines: kernels with no AVX-512 version of their own, sdpa_short.c and
+ * train/vit_kernels.c, take their AVX2 build there) */
+static inline int attn__path_has_avx2(int path) { return path == ATTN__SIMD_AVX2 || path == ATTN__SIMD_AVX512; }
+
 /* Kernel table of one SIMD path. All float buffers handed to the block kernels are 64-byte
  * aligned and `ld` (the row stride of the transposed blocks, in floats) is a multiple of 16;
  * nqp (padded number of query rows of the block) is a multiple of 16 and <= ld. */

@@ -82,7 +82,7 @@ static inline attn__sa_v8 attn__sa_exp8_portable(attn__sa_v8 x) {
 /* the AVX2 compilation for the AVX2 and AVX-512 paths of ATTN_SIMD / the CPU, else portable */
 static int attn__sa_avx2(int path) {
 #ifdef ATTN__SA_HAVE_AVX2
-    return path == ATTN__SIMD_AVX2 || path == ATTN__SIMD_AVX512;
+    return attn__path_has_avx2(path);
 #else
     (void)path;
     return 0;

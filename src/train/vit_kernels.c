@@ -44,8 +44,7 @@
 
 static int attn__vk_avx2(void) {
 #ifdef ATTN__VK_HAVE_AVX2
-    const int path = attn__fused_resolve_path(ATTN__SIMD_AUTO);
-    return path == ATTN__SIMD_AVX2 || path == ATTN__SIMD_AVX512;
+    return attn__path_has_avx2(attn__fused_resolve_path(ATTN__SIMD_AUTO));
 #else
     return 0;
 #endif

@@ -795,6 +795,7 @@ static void test_input_lines(void) {
         attn_npy_free(&ta);
     } else
         CHECK(0, "embed -: exit %d: %s", rc, err_text);
+    EXPECT_FAIL(2, "must be the only TEXT", "embed - beside other texts", "embed", "--model", MODEL, "a", "-");
     /* a read error: stdin is a directory */
     put_file(a, "OLD");
     const char *args2[] = {"embed", "--model", MODEL, "-o", a, NULL};
@@ -1011,8 +1012,35 @@ static void test_llm_verbs(void) {
     EXPECT_FAIL(2, "the message is empty", "chat with an empty message (a usage error, as generate's empty prompt)", "chat", "--model", smol, "");
     EXPECT_FAIL(1, "byte offset 0", "chat with invalid UTF-8: the offset is the message's", "chat", "--model", smol,
                 "\xff" "abc");
-    EXPECT_FAIL(2, "no tok*.bin lies beside it", "generate with a non-GGUF model and no --tokenizer (none beside it either)",
-                "generate", "--model", empty, "-p", "hi");
+    {
+        /* a NUL in chat's input is removed, as README says (chat took the text up to it) */
+        char p1[700], p2[700], c1[2000], c2[2000], o1[4096], o2[4096];
+        snprintf(p1, sizeof p1, "%s", tmp_path("chat_nul1.txt"));
+        snprintf(p2, sizeof p2, "%s", tmp_path("chat_nul2.txt"));
+        snprintf(c1, sizeof c1, "printf 'What is 2+2?\\000 Answer with a number.' | '%s' chat --model '%s' -n 8 --temp 0 > '%s' 2>/dev/null",
+                 attn_bin, smol, p1);
+        snprintf(c2, sizeof c2, "printf 'What is 2+2? Answer with a number.' | '%s' chat --model '%s' -n 8 --temp 0 > '%s' 2>/dev/null",
+                 attn_bin, smol, p2);
+        CHECK(system(c1) == 0 && system(c2) == 0, "chat from a pipe: %s", c1);
+        attn_test_read_file(p1, o1, sizeof o1);
+        attn_test_read_file(p2, o2, sizeof o2);
+        CHECK(o1[0] && strcmp(o1, o2) == 0, "chat: a NUL in the message is removed: '%s' vs '%s'", o1, o2);
+    }
+    /* a non-GGUF file and no tokenizer: a file that is no llama2.c checkpoint either is a bad file (exit 1;
+     * random bytes got the usage error), a checkpoint alone (no tok*.bin beside it) a missing option (exit 2) */
+    EXPECT_FAIL(1, "not a llama2.c checkpoint", "generate with a file that is neither GGUF nor llama2.c", "generate", "--model", empty, "-p",
+                "hi");
+    CHECK(strstr(err_text, "nor is it a GGUF file") != NULL, "... and not GGUF: %s", err_text);
+    {
+        char alone[700], cmd[2000];
+        snprintf(alone, sizeof alone, "%s", tmp_path("alone"));
+        snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s' '%s/'", alone, s260, alone);
+        if (access(s260, R_OK) == 0 && system(cmd) == 0) {
+            snprintf(alone, sizeof alone, "%s", tmp_path("alone/stories260K.bin"));
+            EXPECT_FAIL(2, "no tok*.bin lies beside it", "generate with a llama2.c checkpoint and no tokenizer", "generate", "--model", alone,
+                        "-p", "hi");
+        }
+    }
     {
         /* a llama2.c checkpoint with one tokenizer beside it (stories260K.bin + tok512.bin) needs no --tokenizer:
          * the same text as with it, and stderr names the file it took */

@@ -108,6 +108,10 @@ int main(void) {
     /* a setting that contradicts the resumed run is a usage error (exit 2, README) naming the run's value */
     const char *rs[] = {"train", "vit", TRAIN, EVAL, "--resume", P("B"), "--seed", "12345", "--threads", "1", "-o", P("RS"), NULL};
     CHECK(run(rs) == 2 && strstr(err, "--seed") && strstr(err, "the resumed run's"), "resume with another --seed: exit 2: %s", err);
+    /* --epochs at or below the epochs done: a usage error naming both counts (it said "has done 1 of 1 epochs" for a run of 2) */
+    const char *re1[] = {"train", "vit", TRAIN, EVAL, "--resume", P("B"), "--epochs", "1", "--threads", "1", "-o", P("RE"), NULL};
+    CHECK(run(re1) == 2 && strstr(err, "--epochs 1") && strstr(err, "has done 1 epoch already") && strstr(err, "planned 2"),
+          "resume with --epochs 1 after 1 of 2: %s", err);
     /* a --limit run resumes when --limit is given again (the checkpoint keeps the steps per epoch, not the
      * limit): bit for bit the uninterrupted --limit run */
     const char *la[] = {"train", "vit", TRAIN, TINY, "--limit", "100", "--epochs", "2", "-o", P("LA"), NULL};
@@ -118,15 +122,15 @@ int main(void) {
     CHECK(run(lr) == 0 && strstr(out, "epoch 2/2:"), "resume a --limit run with its --limit: %s", err);
     CHECK(same_file(P("LA/model.safetensors"), P("LC/model.safetensors")), "resumed --limit weights == uninterrupted");
     const char *ln[] = {"train", "vit", TRAIN, "--resume", P("LB"), "--threads", "1", "-o", P("LD"), NULL};
-    CHECK(run(ln) == 1 && strstr(err, "--limit"), "resume a --limit run without it: the error names --limit: %s", err);
+    CHECK(run(ln) == 2 && strstr(err, "--limit"), "resume a --limit run without it: a usage error naming --limit: %s", err);
     /* another --limit with the same steps per epoch (97 and 100 images are both 4 steps of 32): refused, naming
      * both counts (trainer_state.json records the image count; new-user finding: it resumed on other data) */
     const char *l97[] = {"train", "vit", TRAIN, "--resume", P("LB"), "--limit", "97", "--threads", "1", "-o", P("LD"), NULL};
-    CHECK(run(l97) == 1 && strstr(err, "trained on 100 images") && strstr(err, "gives 97"), "resume with another --limit: %s", err);
+    CHECK(run(l97) == 2 && strstr(err, "trained on 100 images") && strstr(err, "gives 97"), "resume with another --limit: %s", err);
     /* the same count of other images (the evaluation set's first 100): refused */
     const char *lo[] = {"train", "vit", "--train", P("ev.idx"), P("evl.idx"), "--resume", P("LB"), "--limit", "100", "--threads", "1",
                         "-o", P("LD"), NULL};
-    CHECK(run(lo) == 1 && strstr(err, "trained on other images"), "resume on other images of the same count: %s", err);
+    CHECK(run(lo) == 2 && strstr(err, "trained on other images"), "resume on other images of the same count: %s", err);
     CHECK(access(P("LD/model.safetensors"), F_OK) != 0, "no checkpoint from the refused resumes");
 
     /* NaN loss: resume B with an absurd learning rate; B's checkpoint stays */
@@ -220,7 +224,9 @@ int main(void) {
     CHECK(run(e8) == 1 && strstr(err, "optimizer.safetensors") && strstr(err, "holds a model, not a run to resume"),
           "resume the shipped model (no optimizer state): %s", err);
     const char *e9[] = {"train", "vit", TRAIN, "--resume", P("A"), "--epochs", "2", "-o", P("D"), NULL};
-    CHECK(run(e9) == 1 && strstr(err, "has done 2 of 2 epochs"), "nothing left to do: %s", err);
+    CHECK(run(e9) == 2 && strstr(err, "has done 2 epochs already"), "nothing left to do with --epochs 2: %s", err);
+    const char *e9b[] = {"train", "vit", TRAIN, "--resume", P("A"), "-o", P("D"), NULL};
+    CHECK(run(e9b) == 1 && strstr(err, "has done all 2 of its epochs"), "nothing left to do: %s", err);
     const char *e10[] = {"train", "vit", "--train", P("trl.idx"), P("tr.idx"), TINY, "-o", P("D"), NULL};
     CHECK(run(e10) == 1 && strstr(err, "a 1-D IDX") && strstr(err, "swapped"), "IMAGES and LABELS swapped: %s", err);
     /* --eval swapped: the same hint, naming which file looks like labels and which like images (new-user finding) */

@@ -61,6 +61,12 @@ int cmd_embed(int argc, char **argv) {
     int rc;
     if (!cli_parse_texts(argc, argv, "embed", options, &o, &o.model, usage, &rc)) return rc;
     cli_texts texts = o.texts;
+    if (texts.n == 1 && strcmp(texts.items[0], "-") == 0) cli_texts_free(&texts); /* "-": standard input (it embedded "-") */
+    for (int64_t i = 0; i < texts.n; i++)
+        if (strcmp(texts.items[i], "-") == 0) {
+            cli_texts_free(&texts);
+            return cli_usage_error("embed", "- (standard input) must be the only TEXT");
+        }
     const char *model = o.model, *outp = o.outp;
     const int64_t batch = o.batch, threads = o.threads;
     cli_outputs outs;
@@ -84,7 +90,6 @@ int cmd_embed(int argc, char **argv) {
     if (threads > 0) attn_set_num_threads((int)threads);
     /* under mpirun: the texts split across the ranks, one output in input order (tools/mpi_cli.c) */
     if (cli_mpi_launched()) return cli_embed_mpi(&texts, model, outp, batch, &outs);
-    if (texts.n == 1 && strcmp(texts.items[0], "-") == 0) cli_texts_free(&texts); /* "-": standard input (it embedded "-") */
     if (texts.n == 0 && cli_texts_read_stdin(&texts) < 0) {
         int e = errno;
         cli_texts_free(&texts);

@@ -396,31 +396,40 @@ static int run(train_opts *o) {
         }
         /* the data order is the seed's shuffle of the training images: the same count, the same images */
         if (st.train_images > 0 && st.train_images != tr.n) {
-            rc = cli_error("--resume %s was trained on %lld images; this training set gives %lld (give the same --train files "
+            rc = cli_usage_error("train", "--resume %s was trained on %lld images; this training set gives %lld (give the same --train files "
                            "and --limit as the run had)",
                            o->resume, (long long)st.train_images, (long long)tr.n);
             goto out;
         }
         if (st.train_hash && st.train_hash != data_hash(&tr)) {
-            rc = cli_error("--resume %s was trained on other images: the %lld training images differ from the run's (data "
+            rc = cli_usage_error("train", "--resume %s was trained on other images: the %lld training images differ from the run's (data "
                            "hash %016llx, these %016llx; give the same --train files and --limit as the run had)",
                            o->resume, (long long)tr.n, (unsigned long long)st.train_hash, (unsigned long long)data_hash(&tr));
             goto out;
         }
         if (!st.train_images) st.train_images = tr.n, st.train_hash = data_hash(&tr); /* an older checkpoint: record them now */
         if (st.steps_per_epoch != (tr.n + st.batch - 1) / st.batch) {
-            rc = cli_error("--resume %s was trained on %lld steps of %lld images per epoch; this training set gives %lld "
+            rc = cli_usage_error("train", "--resume %s was trained on %lld steps of %lld images per epoch; this training set gives %lld "
                            "(give the same --train files and --limit as the run had)",
                            o->resume, (long long)st.steps_per_epoch, (long long)st.batch,
                            (long long)((tr.n + st.batch - 1) / st.batch));
             goto out;
         }
+        const int64_t planned = st.epochs;
         if (o->epochs > 0) st.epochs = o->epochs;
         if (o->lr_s) st.lr = lr;
         if (o->wd_s) st.weight_decay = wd;
         if (st.epoch >= st.epochs) {
-            rc = cli_error("--resume %s has done %lld of %lld epochs; give a larger --epochs", o->resume, (long long)st.epoch,
-                           (long long)st.epochs);
+            /* name what was asked and what the run planned (new-user finding: "has done 1 of 1 epochs"
+             * for a run of 2 resumed with --epochs 1) */
+            if (o->epochs > 0)
+                rc = cli_usage_error("train", "--epochs %lld: --resume %s has done %lld epoch%s already (it planned %lld); give --epochs "
+                                              "above %lld, or leave it out to finish the plan",
+                                     (long long)o->epochs, o->resume, (long long)st.epoch, st.epoch == 1 ? "" : "s", (long long)planned,
+                                     (long long)st.epoch);
+            else
+                rc = cli_error("--resume %s has done all %lld of its epochs; give a larger --epochs to train on", o->resume,
+                               (long long)st.epoch);
             goto out;
         }
         attn_train_epoch *h = (attn_train_epoch *)realloc(st.history, sizeof *h * (size_t)(st.epochs + 1));

@@ -78,10 +78,13 @@ int llm_load(llm_ctx *c, const char *verb, const char *model, const char *tokeni
     if (!tokenizer) {
         if (strcmp(verb, "generate") != 0)
             return cli_error("%s is not a GGUF file (it does not start with \"GGUF\"); %s needs a GGUF instruct model", model, verb);
-        /* either a forgotten --tokenizer or a wrong file: said as both, exit 2 like a missing option */
-        return cli_usage_error(verb, "%s is not a GGUF file (it does not start with \"GGUF\"); for a llama2.c checkpoint give --tokenizer tok.bin "
-                               "(no tok*.bin lies beside it)",
-                               model);
+        /* a file that is no llama2.c checkpoint either is a bad file (exit 1, new-user finding: random
+         * bytes got the usage error); a checkpoint without its tokenizer is a missing option (exit 2) */
+        if (attn_llama_load_llama2c(&c->model, model) < 0)
+            return cli_error("%s; nor is it a GGUF file (it does not start with \"GGUF\")", attn_last_error());
+        attn_llama_free(c->model);
+        c->model = NULL;
+        return cli_usage_error(verb, "%s is a llama2.c checkpoint: give its --tokenizer tok.bin (no tok*.bin lies beside it)", model);
     }
     if (attn_llama_load_llama2c(&c->model, model) < 0) return cli_lib_error(NULL);
     if (attn_bpe_load_llama2c(&c->own_tok, tokenizer, attn_llama_get_config(c->model)->vocab_size) < 0) {
@@ -245,6 +248,12 @@ int llm_read_all(FILE *f, char **buf, size_t *len) {
         free(b);
         return -1;
     }
+    /* NUL bytes are removed, as README says of every verb's input and the reference tokenizers do
+     * (new-user finding: chat and summarize, which take the text as a C string, lost all after one) */
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (b[i]) b[k++] = b[i];
+    n = k;
     b[n] = 0;
     *buf = b;
     *len = n;

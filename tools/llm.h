@@ -62,7 +62,8 @@ int llm_generate_print(llm_ctx *c, attn_llama_state *st, const int32_t *ids, int
  * when generation stopped because the context was full. */
 void llm_print_stats(const llm_stats *s);
 
-/* llm_read_all: read a whole stream (stdin or a file) into a NUL-terminated buffer. */
+/* llm_read_all: read a whole stream (stdin or a file) into a NUL-terminated buffer, its NUL bytes
+ * removed (*len counts what is left). */
 int llm_read_all(FILE *f, char **buf, size_t *len);
 
 /* llm_chatml: the ChatML text of a conversation (system may be NULL: no system turn):

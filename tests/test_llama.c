@@ -422,9 +422,9 @@ static void test_cli(void) {
         {{"generate", "--model", MODEL, "--tokenizer", TOKBIN, "-p", "x", "--top-p", "0", NULL}, 2, "--top-p"},
         {{"generate", "--model", MODEL, "--tokenizer", TOKBIN, "-p", "x", "--top-p", "1.5", NULL}, 2, "--top-p"},
         {{"generate", "--model", MODEL, "--tokenizer", TOKBIN, "-p", "bad \xC3\x28 utf8", NULL}, 1, "UTF-8"},
-        /* a file that is not GGUF with no tokenizer beside it (the checkpoint itself finds tok512.bin:
-         * test_cli) */
-        {{"generate", "--model", "/dev/null", "-p", "x", NULL}, 2, "--tokenizer"},
+        /* a file that is neither GGUF nor a llama2.c checkpoint, no tokenizer beside it: a bad file (exit 1;
+         * a checkpoint alone is the usage error, and the checkpoint itself finds tok512.bin: test_cli) */
+        {{"generate", "--model", "/dev/null", "-p", "x", NULL}, 1, "nor is it a GGUF file"},
         {{"generate", "--model", "/nonexistent.gguf", "-p", "x", NULL}, 1, "cannot open"},
         {{"generate", "--model", TOKBIN, "--tokenizer", TOKBIN, "-p", "x", NULL}, 1, "not a llama2.c checkpoint"},
         {{"generate", "-p", "x", NULL}, 2, "--model"},

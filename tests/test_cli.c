@@ -1074,8 +1074,12 @@ static void test_llm_verbs(void) {
         snprintf(z, sizeof z, "%s", tmp_path("empty.png"));
         put_file(z, "");
         if (access("models/vit-fashion-mnist/config.json", R_OK) == 0)
+        {
             EXPECT_FAIL(1, "empty file", "classify an empty file (it said 'unknown signature')", "classify", "--model",
                         "models/vit-fashion-mnist", z);
+            EXPECT_FAIL(2, "is a directory", "classify --attention onto a directory", "classify", "--model", "models/vit-fashion-mnist",
+                        "--attention", tmpdir, "tests/fixtures/vit/color_112.png");
+        }
     }
     EXPECT_FAIL(1, "is a directory", "generate with a directory as model", "generate", "--model", tmpdir, "-p", "hi");
     EXPECT_FAIL(2, "carries its own tokenizer", "GGUF with --tokenizer", "generate", "--model", smol, "--tokenizer", tok,

@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -514,6 +515,13 @@ static int check_options(const classify_opts *c, attn_viz_format *afmt, attn_viz
     if (c->confusion && !c->eval_img) return cli_usage_error("classify", "--confusion needs --eval");
     if (c->attention && c->eval_img) return cli_usage_error("classify", "--attention works on one IMAGE, not with --eval");
     if (c->eval_img && c->index >= 0) return cli_usage_error("classify", "--index does not apply to --eval (use --limit)");
+    /* a directory where a picture goes: said so (new-user finding: it was told the extensions) */
+    const char *const pics[2] = {c->attention, c->confusion};
+    struct stat st;
+    for (int i = 0; i < 2; i++)
+        if (pics[i] && stat(pics[i], &st) == 0 && S_ISDIR(st.st_mode))
+            return cli_usage_error("classify", "%s %s is a directory; give a .png, .svg or .pdf file name", i ? "--confusion" : "--attention",
+                                   pics[i]);
     /* picture formats from the extensions (.png, .svg, .pdf) */
     if ((c->attention && attn_viz_format_from_path(afmt, c->attention) < 0) ||
         (c->confusion && attn_viz_format_from_path(cfmt, c->confusion) < 0))

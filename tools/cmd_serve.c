@@ -290,6 +290,10 @@ static int name_models(serve_server *s, const serve_cli *c) {
     s->models = (serve_model *)calloc((size_t)c->np, sizeof(serve_model));
     if (!s->models) return cli_error("out of memory");
     for (int i = 0; i < c->np; i++) {
+        if (c->paths[i][0] == '=') { /* NAME=PATH with no NAME (new-user finding: "=PATH" was taken as the path) */
+            free(s->models);
+            return cli_usage_error("serve", "--model %s: the name before '=' is empty (--model NAME=PATH, or the PATH alone)", c->paths[i]);
+        }
         model_name(&s->models[i], c->paths[i]);
         s->models[i].created = (long)time(NULL);
         for (int k = 0; k < i; k++)

@@ -456,6 +456,9 @@ def test_model_errors_before_listening(tmp_path):
     bad.write_bytes(b"not a model at all" * 10)
     r = subprocess.run([EXE, "serve", "--port", "0", "--model", STORIES, "--model", str(bad)], capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "junk.gguf" in r.stderr and "listening" not in r.stderr and "ready" not in r.stderr
+    # NAME=PATH with an empty NAME is a usage error, not the path "=PATH"
+    r = subprocess.run([EXE, "serve", "--port", "0", "--model", "=" + STORIES], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "the name before '=' is empty" in r.stderr and "listening" not in r.stderr, r.stderr
 
 
 def test_host_names_and_bad_hosts():

@@ -264,8 +264,9 @@ void attn_kv_free(attn_kv *c);
 int64_t attn_kv_n_slots(const attn_kv *c);
 /* attn_kv_max_len: positions each slot can hold (0 for NULL). */
 int64_t attn_kv_max_len(const attn_kv *c);
-/* attn_kv_n_kv_heads, attn_kv_head_dim: the sizes it was created with (0 for NULL). */
+/* attn_kv_n_kv_heads: the KV heads it was created with, n_kv_heads (0 for NULL). */
 int64_t attn_kv_n_kv_heads(const attn_kv *c);
+/* attn_kv_head_dim: the floats of one head at one position, head_dim (0 for NULL). */
 int64_t attn_kv_head_dim(const attn_kv *c);
 /* attn_kv_len: positions a slot holds (0 for NULL or a slot out of range). */
 int64_t attn_kv_len(const attn_kv *c, int64_t slot);
@@ -273,6 +274,11 @@ int64_t attn_kv_len(const attn_kv *c, int64_t slot);
 float *attn_kv_keys(const attn_kv *c, int64_t layer, int64_t slot);
 /* attn_kv_values: values of (layer, slot), laid out as the keys; NULL when out of range. */
 float *attn_kv_values(const attn_kv *c, int64_t layer, int64_t slot);
+/* attn_kv_write: position pos of (layer, slot) from one row of keys k and one of values v, each
+ * [n_kv_heads · head_dim] float32 with the heads side by side (as a K / V projection gives them);
+ * the slot's length is not changed (attn_kv_advance). Errors: ATTN_E_INVALID (no such layer or
+ * slot, NULL rows), ATTN_E_RANGE (pos outside 0 .. max_len-1). */
+int attn_kv_write(attn_kv *c, int64_t layer, int64_t slot, int64_t pos, const float *k, const float *v);
 /* attn_kv_clear: every slot empty (len 0), memory kept. NULL-safe. */
 void attn_kv_clear(attn_kv *c);
 /* attn_kv_set_len: crop / rewind a slot to len (0 <= len <= its current length); the

@@ -304,6 +304,19 @@ static void test_kv_layout(void) {
                     }
     }
     CHECK(bad == 0, "kv reorder: %d lengths or floats out of place", bad);
+    /* attn_kv_write: a row with the heads side by side lands head by head; outside the slot: refused */
+    float kr[NH * HD], vr[NH * HD];
+    for (int64_t h = 0; h < NH; h++)
+        for (int64_t d = 0; d < HD; d++) kr[h * HD + d] = kv_val(1, 2, h, 3, d), vr[h * HD + d] = -kv_val(1, 2, h, 3, d);
+    CHECK_OK(attn_kv_write(kv, 1, 2, 3, kr, vr));
+    bad = 0;
+    for (int64_t h = 0; h < NH; h++)
+        for (int64_t d = 0; d < HD; d++)
+            bad += attn_kv_keys(kv, 1, 2)[(h * T + 3) * HD + d] != kv_val(1, 2, h, 3, d) ||
+                   attn_kv_values(kv, 1, 2)[(h * T + 3) * HD + d] != -kv_val(1, 2, h, 3, d);
+    CHECK(bad == 0, "kv write: %d floats out of place", bad);
+    CHECK_ERR(attn_kv_write(kv, 1, 2, T, kr, vr), ATTN_E_RANGE);
+    CHECK_ERR(attn_kv_write(kv, NL, 0, 0, kr, vr), ATTN_E_INVALID);
     attn_kv_free(kv);
 }
 

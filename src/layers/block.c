@@ -542,13 +542,7 @@ int attn_decoder_block(float *x, const attn_block_config *c, const attn_block_we
     if (rc == 0 && c->rope_inv_freq) {
         attn__rope(qkv.q, qkv.qr, g.H, qkv.k, qkv.kr, g.Hkv, N, c, g.D, pos);
     }
-    for (int64_t i = 0; rc == 0 && i < N; i++) {
-        const int64_t s = attn__slot(r, i);
-        for (int64_t hk = 0; hk < g.Hkv; hk++) { /* a slot of the cache is [Hkv, T, D] */
-            memcpy(attn_kv_keys(cache, layer, s) + (hk * T + pos[i]) * g.D, qkv.k + i * qkv.kr + hk * g.D, sizeof(float) * (size_t)g.D);
-            memcpy(attn_kv_values(cache, layer, s) + (hk * T + pos[i]) * g.D, qkv.v + i * qkv.kr + hk * g.D, sizeof(float) * (size_t)g.D);
-        }
-    }
+    for (int64_t i = 0; rc == 0 && i < N; i++) rc = attn_kv_write(cache, layer, attn__slot(r, i), pos[i], qkv.k + i * qkv.kr, qkv.v + i * qkv.kr);
     if (rc == 0) rc = attn__self_attention(att, &qkv, pos, c, &g, layer, cache, r, scr);
     if (rc == 0) rc = attn__close_sublayer(x, att, t, N, &w->o, c, &w->norm1);
     /* cross-attention */

@@ -6,13 +6,13 @@
 #include <string.h>
 
 struct attn_kv {
-    int64_t n_layers, n_slots, n_kv_heads, max_len, head_dim, kv_dim; /* kv_dim = n_kv_heads·head_dim */
+    int64_t n_layers, n_slots, n_kv_heads, max_len, head_dim;
     float *k, *v;        /* [n_layers][n_slots][n_kv_heads][max_len][head_dim] */
     float *k2, *v2;      /* spare buffers for reorder (allocated on the first one) */
     int64_t *len, *len2; /* [n_slots] */
 };
 
-static size_t attn__kv_slot_floats(const attn_kv *c) { return (size_t)c->max_len * (size_t)c->kv_dim; }
+static size_t attn__kv_slot_floats(const attn_kv *c) { return (size_t)(c->n_kv_heads * c->max_len * c->head_dim); }
 
 int attn_kv_create(attn_kv **out, int64_t n_layers, int64_t n_slots, int64_t n_kv_heads, int64_t max_len, int64_t head_dim) {
     if (!out) return attn_set_error(ATTN_E_INVALID, "kv cache: out is NULL");
@@ -21,14 +21,10 @@ int attn_kv_create(attn_kv **out, int64_t n_layers, int64_t n_slots, int64_t n_k
         return attn_set_error(ATTN_E_INVALID,
                               "kv cache: sizes must be > 0 (layers %lld, slots %lld, n_kv_heads %lld, max_len %lld, head_dim %lld)",
                               (long long)n_layers, (long long)n_slots, (long long)n_kv_heads, (long long)max_len, (long long)head_dim);
-    const double kvd = (double)n_kv_heads * (double)head_dim;
-    if (kvd > (double)((int64_t)1 << 40))
-        return attn_set_error(ATTN_E_NOMEM, "kv cache: %lld KV heads x %lld is too large", (long long)n_kv_heads, (long long)head_dim);
-    const int64_t kv_dim = n_kv_heads * head_dim;
-    double n = (double)n_layers * (double)n_slots * (double)max_len * kvd;
+    double n = (double)n_layers * (double)n_slots * (double)n_kv_heads * (double)max_len * (double)head_dim;
     if (n > (double)((size_t)1 << 38))
-        return attn_set_error(ATTN_E_NOMEM, "kv cache: %.0f floats (%lld layers x %lld slots x %lld positions x %lld) is too large", n,
-                              (long long)n_layers, (long long)n_slots, (long long)max_len, (long long)kv_dim);
+        return attn_set_error(ATTN_E_NOMEM, "kv cache: %.0f floats (%lld layers x %lld slots x %lld KV heads x %lld positions x %lld) is too large",
+                              n, (long long)n_layers, (long long)n_slots, (long long)n_kv_heads, (long long)max_len, (long long)head_dim);
     attn_kv *c = (attn_kv *)calloc(1, sizeof *c);
     if (!c) return attn_set_error(ATTN_E_NOMEM, "kv cache: out of memory");
     c->n_layers = n_layers;
@@ -36,7 +32,6 @@ int attn_kv_create(attn_kv **out, int64_t n_layers, int64_t n_slots, int64_t n_k
     c->n_kv_heads = n_kv_heads;
     c->max_len = max_len;
     c->head_dim = head_dim;
-    c->kv_dim = kv_dim;
     c->k = (float *)calloc((size_t)n, sizeof(float));
     c->v = (float *)calloc((size_t)n, sizeof(float));
     c->len = (int64_t *)calloc((size_t)n_slots, sizeof(int64_t));
@@ -68,6 +63,19 @@ static float *attn__kv_at(const attn_kv *c, float *base, int64_t layer, int64_t 
 }
 float *attn_kv_keys(const attn_kv *c, int64_t layer, int64_t slot) { return c ? attn__kv_at(c, c->k, layer, slot) : NULL; }
 float *attn_kv_values(const attn_kv *c, int64_t layer, int64_t slot) { return c ? attn__kv_at(c, c->v, layer, slot) : NULL; }
+
+int attn_kv_write(attn_kv *c, int64_t layer, int64_t slot, int64_t pos, const float *k, const float *v) {
+    float *kd = attn_kv_keys(c, layer, slot), *vd = attn_kv_values(c, layer, slot);
+    if (!kd || !k || !v) return attn_set_error(ATTN_E_INVALID, "kv cache: no layer %lld / slot %lld, or no rows", (long long)layer, (long long)slot);
+    if (pos < 0 || pos >= c->max_len)
+        return attn_set_error(ATTN_E_RANGE, "kv cache: position %lld outside 0 .. %lld", (long long)pos, (long long)(c->max_len - 1));
+    const size_t hs = (size_t)(c->max_len * c->head_dim), bytes = sizeof(float) * (size_t)c->head_dim;
+    for (int64_t h = 0; h < c->n_kv_heads; h++) {
+        memcpy(kd + h * hs + pos * c->head_dim, k + h * c->head_dim, bytes);
+        memcpy(vd + h * hs + pos * c->head_dim, v + h * c->head_dim, bytes);
+    }
+    return ATTN_OK;
+}
 
 void attn_kv_clear(attn_kv *c) {
     if (c) memset(c->len, 0, sizeof(int64_t) * (size_t)c->n_slots);

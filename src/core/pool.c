@@ -221,7 +221,12 @@ static void attn__judge(long t0, long t1, long t2, int64_t own, uint32_t nch) {
     if (!attn__P.adapt || own <= 0) return; /* the workers took every chunk: they help */
     const double alone = (double)(t1 - t0) * (double)nch / (double)own, r = alone > 0 ? (double)(t2 - t0) / alone : 0.0;
     attn__P.ratio += (r - attn__P.ratio) / 8.0;
-    attn__P.slow = (attn__P.slow << 1 | (r > 1.0)) & 0xffffu;
+    /* a job is late when it took over 1.05x its time alone: a job whose helpers were still
+     * waking up (asleep after a serial stretch) sees the caller take every chunk and ends at
+     * ~1.00x — nothing lost, and no sign of a busy core; counted as late, such jobs made each
+     * probe after a fallback fall back again (the stretch doubling to 16384 jobs: a quiet 2-vCPU
+     * Zen 5 ran SmolLM2's 8-sequence decode on one thread, 610-700 against ~1000 tokens/s) */
+    attn__P.slow = (attn__P.slow << 1 | (r > 1.05)) & 0xffffu;
     if (attn__P.probe > 0) {
         attn__P.probe--;
         return;

@@ -124,7 +124,8 @@ static void attn__sgemm_split_bias(float *y, const float *x, const float *w, con
     /* every piece at least 1e6 multiply-adds: OpenBLAS takes another kernel for small products
      * (measured on its Zen builds: products under ~5e5 multiply-adds sum in another order), and
      * a row's result must not depend on the rows beside it (a sentence embedded alone equals
-     * the same sentence in a batch; test_serve) */
+     * the same sentence in a batch; test_serve — with OpenBLAS's SkylakeX kernels: its
+     * Haswell / Zen ones round a row by its place in a 12-row tile whatever attn does) */
     const double work = (double)M * (double)N * (double)K;
     if ((double)pieces > work / 1e6) pieces = work >= 2e6 ? (int64_t)(work / 1e6) : 1;
     j.pieces = pieces < units ? pieces : units;

@@ -5,15 +5,16 @@
 #include "ops/quant_internal.h"
 #include "ops/weight_internal.h"
 
+#include <stdint.h>
 #include <string.h>
 
 attn_weight attn_weight_f32(const float *w, const float *bias, int64_t rows, int64_t cols) {
-    return (attn_weight){ATTN_QT_F32, rows, cols, w, bias, NULL, NULL, ATTN_WKERNEL_AUTO, NULL, ATTN_QT_F32};
+    return (attn_weight){ATTN_QT_F32, rows, cols, w, bias, NULL, NULL, ATTN_WKERNEL_AUTO, NULL, ATTN_QT_F32, NULL};
 }
 
 attn_weight attn_weight_from_qmatrix(const attn_qmatrix *q, const float *bias, attn_wkernel kernel) {
-    if (!q) return (attn_weight){ATTN_QT_F32, 0, 0, NULL, NULL, NULL, NULL, ATTN_WKERNEL_AUTO, NULL, ATTN_QT_F32};
-    return (attn_weight){q->type, q->rows, q->cols, q->data, bias, NULL, NULL, kernel, NULL, ATTN_QT_F32};
+    if (!q) return (attn_weight){ATTN_QT_F32, 0, 0, NULL, NULL, NULL, NULL, ATTN_WKERNEL_AUTO, NULL, ATTN_QT_F32, NULL};
+    return (attn_weight){q->type, q->rows, q->cols, q->data, bias, NULL, NULL, kernel, NULL, ATTN_QT_F32, NULL};
 }
 
 int attn_weight_present(const attn_weight *w) { return w && w->data ? 1 : 0; }
@@ -69,7 +70,8 @@ int attn_weight_matmul(float *y, const float *x, int64_t M, const attn_weight *w
          * packed by OpenBLAS first (ops/skinny.c). Only for the CTranslate2 decoders: the AUTO
          * kernel (encoders: BERT, ViT; float32 GGUF) stays on OpenBLAS at every M, so that a
          * sentence embedded alone is bit-identical to the same sentence in a batch of any size
-         * (the server batches concurrent requests; test_serve asserts it) */
+         * where OpenBLAS runs its SkylakeX sgemm (its Haswell / Zen kernels round a row by its
+         * place in a 12-row tile: there within ~1e-7; test_serve) */
         /* the CTranslate2 kernel keeps its products under 2^22 multiply-adds on this thread, as
          * attn__ct2_gemm does (a decoding step's layers; the vocabulary projection splits) */
         const int ct2_small = w->kernel == ATTN_WKERNEL_CT2 && (double)M * (double)w->rows * (double)w->cols < 4194304.0;
@@ -80,7 +82,10 @@ int attn_weight_matmul(float *y, const float *x, int64_t M, const attn_weight *w
     if (w->kernel == ATTN_WKERNEL_CT2) return attn__ct2_gemm(y, x, M, w, act);
     if (attn__uses_blocks(w)) {
         attn_qmatrix q = {w->type, w->data, w->rows, w->cols};
-        ATTN_TRY(attn_qmatmul(y, x, &q, M, n_threads));
+        float *const ys[1] = {y};
+        const void *const ps[1] = {w->strips};
+        if (w->strips) ATTN_TRY(attn__qmatmul_packed(ys, x, &q, ps, 1, M, n_threads));
+        else ATTN_TRY(attn_qmatmul(y, x, &q, M, n_threads));
         attn__add_bias(y, M, w);
         return attn__activate_rows(y, M, w->rows, act);
     }
@@ -113,8 +118,31 @@ int attn_weight_matmul_n(float *const *y, const float *x, const attn_weight *con
         return ATTN_OK;
     }
     attn_qmatrix q[8];
-    for (int i = 0; i < count; i++) q[i] = (attn_qmatrix){w[i]->type, w[i]->data, w[i]->rows, w[i]->cols};
-    ATTN_TRY(attn_qmatmul_n(y, x, q, count, M, n_threads));
+    const void *ps[8];
+    int packed = 1;
+    for (int i = 0; i < count; i++) {
+        q[i] = (attn_qmatrix){w[i]->type, w[i]->data, w[i]->rows, w[i]->cols};
+        ps[i] = w[i]->strips;
+        packed = packed && ps[i];
+    }
+    if (packed) ATTN_TRY(attn__qmatmul_packed(y, x, q, ps, count, M, n_threads));
+    else ATTN_TRY(attn_qmatmul_n(y, x, q, count, M, n_threads));
     for (int i = 0; i < count; i++) attn__add_bias(y[i], M, w[i]);
+    return ATTN_OK;
+}
+
+size_t attn_weight_strips_bytes(const attn_weight *w) {
+    if (!w || !w->data || !attn__uses_blocks(w) || !attn__qpack_strips_ok(w->type, w->rows, w->cols) || !attn__qpack_strips_used()) return 0;
+    return (size_t)w->rows * attn_qtype_row_bytes(w->type, w->cols);
+}
+
+int attn_weight_pack_strips(attn_weight *w, void *dst) {
+    if (!w || !dst) return attn_set_error(ATTN_E_INVALID, "weight pack: NULL argument");
+    if ((uintptr_t)dst % 64) return attn_set_error(ATTN_E_INVALID, "weight pack: the buffer is not 64-byte aligned");
+    if (!attn_weight_strips_bytes(w))
+        return attn_set_error(ATTN_E_INVALID, "weight pack: a %s [%lld, %lld] weight is not packed for the %s kernel", attn_qtype_name(w->type),
+                              (long long)w->rows, (long long)w->cols, attn_quant_kernel_name());
+    attn__qpack_strips((uint8_t *)dst, (const uint8_t *)w->data, w->type, w->rows, w->cols);
+    w->strips = dst;
     return ATTN_OK;
 }

@@ -57,6 +57,10 @@ typedef struct {
      * attn's skinny kernel, each weight row read once for all rows; NULL: not used. */
     const uint16_t *half;
     attn_qtype half_type;
+    /* optional: the same Q8_0 / Q4_0 / Q4_1 blocks packed in 16-row strips for the AVX-512 VNNI
+     * kernel (attn_weight_pack_strips), read instead of data while that kernel is in use: a
+     * batch of decode rows then reads each weight byte once with no unpacking. NULL: not used. */
+    const void *strips;
 } attn_weight;
 
 /* attn_weight_f32: a float32 [rows, cols] view with an optional bias [rows] (kernel AUTO). */
@@ -79,6 +83,21 @@ int attn_weight_present(const attn_weight *w);
  * half_type other than F16 / BF16 with half),
  * ATTN_E_RANGE (non-finite activations for block types), ATTN_E_NOMEM. */
 int attn_weight_matmul(float *y, const float *x, int64_t M, const attn_weight *w, attn_activation act, int n_threads);
+
+/* attn_weight_strips_bytes: the bytes attn_weight_pack_strips writes for w (rows · row bytes,
+ * the size of w's data), or 0 when this CPU's kernel would not read them: w a block weight
+ * (kernel AUTO or BLOCKS) of type Q8_0, Q4_0 or Q4_1, rows a multiple of 16, cols a multiple of
+ * 32 and at most 131072, and attn_qmatmul's kernel AVX-512 VNNI (attn_quant_kernel_name). */
+size_t attn_weight_strips_bytes(const attn_weight *w);
+
+/* attn_weight_pack_strips: writes w's blocks into dst (attn_weight_strips_bytes(w) bytes,
+ * 64-byte aligned, owned by the caller and kept while w is used) in the VNNI kernel's strip
+ * order — per 16 rows and 32-column block: the 16 float16 scales (and Q4_1's 16 minimums), then
+ * the 16 rows' quantized bytes interleaved 4 at a time — and sets w->strips = dst. Products with
+ * w then give the same bits as without (tests/test_quant_rows.c). The layout follows the
+ * repacking llama.cpp's CPU back end does at load time for its AVX-512 / NEON kernels.
+ * Errors: ATTN_E_INVALID (NULL, dst not 64-byte aligned, attn_weight_strips_bytes(w) == 0). */
+int attn_weight_pack_strips(attn_weight *w, void *dst);
 
 /* attn_weight_matmul_n: y[i] = x · w[i]ᵀ (+ bias) for `count` (<= 8) weights with the same cols
  * (e.g. the query, key and value projections): block types share one quantization of x and one

@@ -71,6 +71,10 @@ static inline void attn__store_f32(void *p, attn_dtype dt, float x) {
  * reader. *map = NULL for an empty file (nothing mapped), else release with munmap(*map, *size).
  * Errors: ATTN_E_IO "cannot open PATH: ...", "PATH is not a regular file", "cannot map PATH: ...". */
 int attn__map_readonly(const char *path, void **map, size_t *size);
+/* attn__map_release: give back the pages wholly inside [p, p + n) of such a mapping
+ * (madvise MADV_DONTNEED: the process no longer holds them; a later read maps the file's bytes in
+ * again). Only for read-only file mappings (attn__map_readonly's), where nothing can be lost. */
+void attn__map_release(const void *p, size_t n);
 
 /* attn__read_file: the whole file at path (at most max_bytes) into a malloc'ed buffer *data with a
  * NUL after the last byte (*len excludes it; free with free()). Errors: ATTN_E_IO "cannot open PATH:

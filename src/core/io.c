@@ -489,6 +489,13 @@ int attn_same_file(const char *a, const char *b) {
     return same;
 }
 
+void attn__map_release(const void *p, size_t n) {
+    const long ps = sysconf(_SC_PAGESIZE);
+    if (!p || n == 0 || ps <= 0) return;
+    const uintptr_t a = ((uintptr_t)p + (uintptr_t)ps - 1) / (uintptr_t)ps * (uintptr_t)ps, b = ((uintptr_t)p + n) / (uintptr_t)ps * (uintptr_t)ps;
+    if (b > a) (void)madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
 int attn__map_readonly(const char *path, void **map, size_t *size) {
     *map = NULL;
     *size = 0;

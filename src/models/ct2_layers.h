@@ -36,7 +36,7 @@ double attn__ct2_attr(const attn_ct2_file *f, const char *name, double def);
 int attn__ct2_lin_load(attn__ct2_lin *l, const attn_ct2_file *f, const char *scope, int64_t out, int64_t in, int need_bias);
 /* a float32 linear layer over buffers it takes ownership of: w [out, in], b [out] or NULL */
 static inline void attn__ct2_lin_own(attn__ct2_lin *l, float *w, float *b, int64_t out, int64_t in) {
-    *l = (attn__ct2_lin){{ATTN_QT_F32, out, in, w, b, NULL, NULL, ATTN_WKERNEL_CT2, NULL, ATTN_QT_F32}, w, NULL, b, NULL, NULL, NULL, ATTN_QT_F32};
+    *l = (attn__ct2_lin){{ATTN_QT_F32, out, in, w, b, NULL, NULL, ATTN_WKERNEL_CT2, NULL, ATTN_QT_F32, NULL}, w, NULL, b, NULL, NULL, NULL, ATTN_QT_F32};
 }
 void attn__ct2_lin_free(attn__ct2_lin *l);
 /* Keep a copy of variable v's 16-bit values in l->wh when v (shape [out, in] of l) is stored as

@@ -105,7 +105,7 @@ static int attn__wbody(attn_whisper *m, const attn_ct2_file *f) {
     if (pw && pw == attn_ct2_find(f, "decoder/embeddings/weight") && pw->dtype != ATTN_CT2_I8 && pw->dtype != ATTN_CT2_I16 &&
         !attn_ct2_find(f, "decoder/projection/bias")) {
         memset(&m->proj, 0, sizeof m->proj);
-        m->proj.w = (attn_weight){ATTN_QT_F32, c->vocab_size, E, m->emb, NULL, NULL, NULL, ATTN_WKERNEL_CT2, NULL, ATTN_QT_F32};
+        m->proj.w = (attn_weight){ATTN_QT_F32, c->vocab_size, E, m->emb, NULL, NULL, NULL, ATTN_WKERNEL_CT2, NULL, ATTN_QT_F32, NULL};
         m->proj_tied = 1;
     } else {
         ATTN_TRY(attn__ct2_lin_load(&m->proj, f, "decoder/projection", c->vocab_size, E, 0));

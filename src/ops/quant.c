@@ -388,6 +388,7 @@ static void attn__rows_units(void *p, int64_t lo, int64_t hi, int tid) {
                 for (size_t o = near; o < near + ATTN__PF_FAR && o < end; o += 64) __builtin_prefetch(c + o, 0, 2);
                 cold = 0;
             }
+            if (j->packed) W = (const uint8_t *)j->packed[i];
             if (ext_kq(j->w[i].type)) j->kfn(j->y[i], rows, j->xq, j->nb, j->M, W, rb, r0, r1, j->w[i].type);
             else j->fn(j->y[i], rows, (const attn__q8blk *)j->xq, j->nb, j->M, W, rb, r0, r1, j->w[i].type);
         }
@@ -447,7 +448,7 @@ int attn_qmatmul_kernel(float *y, const float *x, const attn_qmatrix *w, int64_t
     }
     attn_qmatrix w1 = *w;
     float *const ys[1] = {y};
-    const attn__rows_job j = {1, ys, &w1, xq, nb, M, fn, NULL};
+    const attn__rows_job j = {1, ys, &w1, xq, nb, M, fn, NULL, NULL};
     attn__rows_run(&j, nt > 1 && N * nb * M >= 4096 ? nt : 1);
     if (xq != xq_small) free(xq);
     return ATTN_OK;
@@ -480,7 +481,7 @@ int attn_qmatmul_n(float *const *y, const float *x, const attn_qmatrix *w, int c
     }
     attn__qdot_fn fn = kernel_fn(ATTN_QK_AUTO);
     /* one job for all matrices: the threads take 16-row units of their concatenation */
-    const attn__rows_job j = {count, y, w, xq, nb, M, fn, attn__kdot_for(ATTN_QK_AUTO)};
+    const attn__rows_job j = {count, y, w, xq, nb, M, fn, attn__kdot_for(ATTN_QK_AUTO), NULL};
     attn__rows_run(&j, nt);
     if (xq != xq_small) free(xq);
     return ATTN_OK;
@@ -488,4 +489,56 @@ int attn_qmatmul_n(float *const *y, const float *x, const attn_qmatrix *w, int c
 
 int attn_qmatmul(float *y, const float *x, const attn_qmatrix *w, int64_t M, int n_threads) {
     return attn_qmatmul_kernel(y, x, w, M, n_threads, ATTN_QK_AUTO);
+}
+
+/* ---------------------------------------------------------------- packed strips */
+
+int attn__qpack_strips_ok(attn_qtype t, int64_t rows, int64_t cols) {
+    return (t == ATTN_QT_Q8_0 || t == ATTN_QT_Q4_0 || t == ATTN_QT_Q4_1) && rows > 0 && rows % 16 == 0 && cols > 0 && cols % 32 == 0 &&
+           cols / 32 <= 4096;
+}
+
+void attn__qpack_strips(uint8_t *dst, const uint8_t *W, attn_qtype t, int64_t rows, int64_t cols) {
+    const int64_t nb = cols / 32;
+    const size_t bs = attn__qtype_block_bytes(t), rb = (size_t)nb * bs, hdr = t == ATTN_QT_Q4_1 ? 64 : 32;
+    const size_t qoff = t == ATTN_QT_Q4_1 ? 4 : 2, nq = t == ATTN_QT_Q8_0 ? 32 : 16; /* quantized bytes of a block */
+    for (int64_t s = 0; s < rows / 16; s++)
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *rec = dst + (size_t)s * 16 * rb + (size_t)b * 16 * bs;
+            for (int i = 0; i < 16; i++) {
+                const uint8_t *blk = W + (size_t)(16 * s + i) * rb + (size_t)b * bs;
+                memcpy(rec + 2 * i, blk, 2);                                  /* d */
+                if (t == ATTN_QT_Q4_1) memcpy(rec + 32 + 2 * i, blk + 2, 2); /* m */
+                for (size_t k = 0; k < nq; k++)
+                    rec[hdr + 64 * (k / 4) + 4 * (size_t)i + k % 4] = t == ATTN_QT_Q8_0 ? (uint8_t)(blk[qoff + k] ^ 0x80) : blk[qoff + k];
+            }
+        }
+}
+
+int attn__qpack_strips_used(void) { return auto_kernel() == ATTN_QK_AVX512VNNI && attn__pdot_avx512vnni() != NULL; }
+
+int attn__qmatmul_packed(float *const *y, const float *x, const attn_qmatrix *w, const void *const *P, int count, int64_t M, int n_threads) {
+    if (count < 1 || count > 8 || !y || !w || !P) return attn_set_error(ATTN_E_INVALID, "qmatmul: bad arguments");
+    int all = attn__qpack_strips_used() && M > 0;
+    for (int i = 0; i < count && all; i++)
+        all = P[i] && attn__qpack_strips_ok(w[i].type, w[i].rows, w[i].cols) && w[i].cols == w[0].cols && w[i].data;
+    if (!all) return count == 1 ? attn_qmatmul(y[0], x, &w[0], M, n_threads) : attn_qmatmul_n(y, x, w, count, M, n_threads);
+    for (int i = 0; i < count; i++) ATTN_TRY(check_matrix(&w[i], "qmatmul"));
+    if (!x) return attn_set_error(ATTN_E_INVALID, "qmatmul: x is NULL");
+    for (int i = 0; i < count; i++)
+        if (!y[i]) return attn_set_error(ATTN_E_INVALID, "qmatmul: y is NULL");
+    const int64_t K = w[0].cols, nb = K / 32;
+    const int nt = n_threads > 0 ? n_threads : attn_get_num_threads();
+    attn__q8blk xq_small[XQ_STACK_BLOCKS];
+    attn__q8blk *xq = M * nb <= XQ_STACK_BLOCKS ? xq_small : (attn__q8blk *)malloc(sizeof(attn__q8blk) * (size_t)(M * nb));
+    if (!xq) return attn_set_error(ATTN_E_NOMEM, "qmatmul: out of memory");
+    const int rc = attn__quantize_acts(xq, x, M, K, ATTN_QK_AUTO, 0, nt);
+    if (rc < 0) {
+        if (xq != xq_small) free(xq);
+        return rc;
+    }
+    const attn__rows_job j = {count, y, w, xq, nb, M, attn__pdot_avx512vnni(), NULL, P};
+    attn__rows_run(&j, nt);
+    if (xq != xq_small) free(xq);
+    return ATTN_OK;
 }

@@ -1,6 +1,7 @@
 /* AVX-512 VNNI quantized dot-product kernels for Q8_0, Q4_0, Q4_1, Q5_0, Q5_1: decode and the
  * tiles in quant_simd_tmpl.h (vpdpbusd on 256-bit lanes, AVX-512VL; Q5's 5th bits by a masked
- * byte add, AVX-512BW), prefill in the 16-row strips below (512-bit vpdpbusd). Only used after
+ * byte add, AVX-512BW), prefill in the 16-row strips below (512-bit vpdpbusd), and every M from weights packed in
+ * that strip order at load (attn__qpack_strips: nothing to unpack). Only used after
  * attn__cpu_has (core/cpu.h) said avx512f, avx512vnni, avx512vl, avx512bw, avx2, fma and f16c
  * (quant.c); the automatic choice there. Tested on Zen 4 (tests/test_quant_legacy.c,
  * test_quant_rows.c) against the portable kernel. */
@@ -111,6 +112,86 @@ static inline __attribute__((always_inline)) void attn__q_vnni_unpack16(uint8_t 
         }
     }
 }
+/* One strip's outputs y[m, r .. r+15] for the activation rows m in groups of NA (4, 2, 1), from
+ * the strip's weights either unpacked into T, D, O (PACKED 0) or read straight from a packed
+ * strip P (PACKED 1: per block a record of the 16 rows' f16 d (and m) and their quantized bytes
+ * in the lane order of T, Q4 nibbles still packed; attn__qpack_strips in quant.c). The float
+ * operations are the same in both, so are the bits. */
+#define STRIP_ROWS(NA, PACKED)                                                                                                  \
+    for (; m + NA <= M; m += NA) {                                                                                              \
+        __m512 lo[NA], hi[NA], mac[NA];                                                                                         \
+        for (int j = 0; j < NA; j++) lo[j] = hi[j] = mac[j] = _mm512_setzero_ps();                                              \
+        for (int64_t b = 0; b < nb; b++) {                                                                                      \
+            __m512i pl[NA], ph[NA], wv[8];                                                                                      \
+            __m512 d16, o16 = _mm512_setzero_ps();                                                                              \
+            if (PACKED) {                                                                                                       \
+                const uint8_t *rec = P + (size_t)b * RB;                                                                        \
+                if (pf && m == 0)                                                                                               \
+                    for (size_t l = 0; l < RB; l += 64) _mm_prefetch((const char *)(rec + pf + l), _MM_HINT_T1);               \
+                d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)rec));                                               \
+                if (has_m) o16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + 32)));                             \
+                else if (!q8) o16 = _mm512_mul_ps(d16, _mm512_set1_ps(-8.0f));                                                  \
+                _Pragma("GCC unroll 4")                                                                                         \
+                for (int c = 0; c < 4; c++) {                                                                                   \
+                    if (q8) {                                                                                                   \
+                        wv[c] = _mm512_loadu_si512((const void *)(rec + 32 + 64 * c));                                          \
+                        wv[c + 4] = _mm512_loadu_si512((const void *)(rec + 32 + 64 * (c + 4)));                                \
+                    } else {                                                                                                    \
+                        const __m512i raw = _mm512_loadu_si512((const void *)(rec + QO + 64 * c));                              \
+                        wv[c] = _mm512_and_si512(raw, lo4z);                                                                    \
+                        wv[c + 4] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), lo4z);                                          \
+                    }                                                                                                           \
+                }                                                                                                               \
+            } else {                                                                                                            \
+                d16 = _mm512_load_ps(D[b]);                                                                                     \
+                if (!q8) o16 = _mm512_load_ps(O[b]);                                                                            \
+                _Pragma("GCC unroll 8")                                                                                         \
+                for (int c = 0; c < 8; c++) wv[c] = _mm512_load_si512((const void *)T[b][c]);                                   \
+            }                                                                                                                   \
+            _Pragma("GCC unroll 8")                                                                                             \
+            for (int j = 0; j < NA; j++) {                                                                                      \
+                if (q8) {                                                                                                       \
+                    pl[j] = _mm512_set1_epi32(sums[2 * ((m + j) * nb + b)]);                                                    \
+                    ph[j] = _mm512_set1_epi32(sums[2 * ((m + j) * nb + b) + 1]);                                                \
+                } else pl[j] = ph[j] = _mm512_setzero_si512();                                                                  \
+            }                                                                                                                   \
+            _Pragma("GCC unroll 4")                                                                                             \
+            for (int c = 0; c < 4; c++) {                                                                                       \
+                _Pragma("GCC unroll 8")                                                                                         \
+                for (int j = 0; j < NA; j++) {                                                                                  \
+                    int32_t xl, xh;                                                                                             \
+                    memcpy(&xl, xq[(m + j) * nb + b].q + 4 * c, 4);                                                             \
+                    memcpy(&xh, xq[(m + j) * nb + b].q + 16 + 4 * c, 4);                                                        \
+                    pl[j] = _mm512_dpbusd_epi32(pl[j], wv[c], _mm512_set1_epi32(xl));                                           \
+                    ph[j] = _mm512_dpbusd_epi32(ph[j], wv[c + 4], _mm512_set1_epi32(xh));                                       \
+                }                                                                                                               \
+            }                                                                                                                   \
+            _Pragma("GCC unroll 8")                                                                                             \
+            for (int j = 0; j < NA; j++) {                                                                                      \
+                const attn__q8blk *xb = xq + (m + j) * nb + b;                                                                  \
+                const __m512 sc = _mm512_mul_ps(d16, _mm512_set1_ps(xb->d));                                                    \
+                lo[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pl[j]), sc, lo[j]);                                                  \
+                hi[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ph[j]), sc, hi[j]);                                                  \
+                if (!q8) mac[j] = _mm512_fmadd_ps(o16, _mm512_set1_ps(xb->s), mac[j]);                                          \
+            }                                                                                                                   \
+        }                                                                                                                       \
+        for (int j = 0; j < NA; j++)                                                                                            \
+            _mm512_mask_storeu_ps(y + (m + j) * ldy + r, keep, _mm512_add_ps(_mm512_add_ps(lo[j], hi[j]), mac[j]));           \
+    }
+
+/* Q8_0: -128·Σq of values 0-15 and 16-31 of each of the n activation blocks xq into sums[2n] */
+static void attn__q_vnni_sums(int32_t *sums, const attn__q8blk *xq, int64_t n) {
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    for (int64_t i = 0; i < n; i++) {
+        /* Σ(x + 128) of 8-byte groups, then minus 16·128 per half */
+        const __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)xq[i].q), flip), _mm256_setzero_si256());
+        const int64_t a = _mm256_extract_epi64(sad, 0) + _mm256_extract_epi64(sad, 1) - 2048;
+        const int64_t c = _mm256_extract_epi64(sad, 2) + _mm256_extract_epi64(sad, 3) - 2048;
+        sums[2 * i] = (int32_t)(-128 * a);
+        sums[2 * i + 1] = (int32_t)(-128 * c);
+    }
+}
+
 static inline __attribute__((always_inline)) int attn__q_vnni_strip(float *y, int64_t ldy, const attn__q8blk *xq, int64_t nb, int64_t M,
                                                                     const uint8_t *W, size_t rb, int64_t r0, int64_t r1, const attn_qtype t) {
     /* 2-3 rows: only where the unpacking is the fast one below (Q5's per-row one costs more than
@@ -120,21 +201,16 @@ static inline __attribute__((always_inline)) int attn__q_vnni_strip(float *y, in
     const size_t qoff = t == ATTN_QT_Q8_0 ? 2 : t == ATTN_QT_Q4_0 ? 2 : t == ATTN_QT_Q4_1 ? 4 : t == ATTN_QT_Q5_0 ? 6 : 8;
     const int q8 = t == ATTN_QT_Q8_0, q5 = t == ATTN_QT_Q5_0 || t == ATTN_QT_Q5_1, has_m = t == ATTN_QT_Q4_1 || t == ATTN_QT_Q5_1;
     const float off = t == ATTN_QT_Q4_0 ? -8.0f : t == ATTN_QT_Q5_0 ? -16.0f : 0.0f;
-    /* Q8_0: -128·Σq of values 0-15 and 16-31 of each activation block */
     int32_t sums_small[2 * 1024], *sums = NULL;
     if (q8) {
         sums = M * nb <= 1024 ? sums_small : (int32_t *)malloc(sizeof(int32_t) * 2 * (size_t)(M * nb));
         if (!sums) return 0;
-        const __m256i flip = _mm256_set1_epi8((char)0x80);
-        for (int64_t i = 0; i < M * nb; i++) {
-            /* Σ(x + 128) of 8-byte groups, then minus 16·128 per half */
-            const __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)xq[i].q), flip), _mm256_setzero_si256());
-            const int64_t a = _mm256_extract_epi64(sad, 0) + _mm256_extract_epi64(sad, 1) - 2048;
-            const int64_t c = _mm256_extract_epi64(sad, 2) + _mm256_extract_epi64(sad, 3) - 2048;
-            sums[2 * i] = (int32_t)(-128 * a);
-            sums[2 * i + 1] = (int32_t)(-128 * c);
-        }
+        attn__q_vnni_sums(sums, xq, M * nb);
     }
+    const uint8_t *P = NULL; /* not packed */
+    const size_t RB = 0, QO = 0, pf = 0;
+    const __m512i lo4z = _mm512_set1_epi8(0x0F);
+    (void)P, (void)RB, (void)QO, (void)pf, (void)lo4z;
     _Alignas(64) uint8_t T[STRIP_NB][8][64];
     _Alignas(64) float D[STRIP_NB][16], O[STRIP_NB][16];
     const __m256i lo4 = _mm256_set1_epi8(0x0F), nib_shift = _mm256_setr_epi64x(0, 0, 4, 4), flip = _mm256_set1_epi8((char)0x80);
@@ -189,51 +265,65 @@ static inline __attribute__((always_inline)) int attn__q_vnni_strip(float *y, in
             }
         }
         int64_t m = 0;
-#define STRIP_ROWS(NA)                                                                                                          \
-    for (; m + NA <= M; m += NA) {                                                                                              \
-        __m512 lo[NA], hi[NA], mac[NA];                                                                                         \
-        for (int j = 0; j < NA; j++) lo[j] = hi[j] = mac[j] = _mm512_setzero_ps();                                              \
-        for (int64_t b = 0; b < nb; b++) {                                                                                      \
-            __m512i pl[NA], ph[NA];                                                                                             \
-            _Pragma("GCC unroll 8")                                                                                             \
-            for (int j = 0; j < NA; j++) {                                                                                      \
-                if (q8) {                                                                                                       \
-                    pl[j] = _mm512_set1_epi32(sums[2 * ((m + j) * nb + b)]);                                                    \
-                    ph[j] = _mm512_set1_epi32(sums[2 * ((m + j) * nb + b) + 1]);                                                \
-                } else pl[j] = ph[j] = _mm512_setzero_si512();                                                                  \
-            }                                                                                                                   \
-            _Pragma("GCC unroll 4")                                                                                             \
-            for (int c = 0; c < 4; c++) {                                                                                       \
-                const __m512i wl = _mm512_load_si512((const void *)T[b][c]), wh = _mm512_load_si512((const void *)T[b][c + 4]); \
-                _Pragma("GCC unroll 8")                                                                                         \
-                for (int j = 0; j < NA; j++) {                                                                                  \
-                    int32_t xl, xh;                                                                                             \
-                    memcpy(&xl, xq[(m + j) * nb + b].q + 4 * c, 4);                                                             \
-                    memcpy(&xh, xq[(m + j) * nb + b].q + 16 + 4 * c, 4);                                                        \
-                    pl[j] = _mm512_dpbusd_epi32(pl[j], wl, _mm512_set1_epi32(xl));                                              \
-                    ph[j] = _mm512_dpbusd_epi32(ph[j], wh, _mm512_set1_epi32(xh));                                              \
-                }                                                                                                               \
-            }                                                                                                                   \
-            const __m512 d16 = _mm512_load_ps(D[b]);                                                                            \
-            _Pragma("GCC unroll 8")                                                                                             \
-            for (int j = 0; j < NA; j++) {                                                                                      \
-                const attn__q8blk *xb = xq + (m + j) * nb + b;                                                                  \
-                const __m512 sc = _mm512_mul_ps(d16, _mm512_set1_ps(xb->d));                                                    \
-                lo[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pl[j]), sc, lo[j]);                                                  \
-                hi[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ph[j]), sc, hi[j]);                                                  \
-                if (!q8) mac[j] = _mm512_fmadd_ps(_mm512_load_ps(O[b]), _mm512_set1_ps(xb->s), mac[j]);                         \
-            }                                                                                                                   \
-        }                                                                                                                       \
-        for (int j = 0; j < NA; j++)                                                                                            \
-            _mm512_mask_storeu_ps(y + (m + j) * ldy + r, keep, _mm512_add_ps(_mm512_add_ps(lo[j], hi[j]), mac[j]));           \
-    }
-        STRIP_ROWS(4)
-        STRIP_ROWS(2)
-        STRIP_ROWS(1)
-#undef STRIP_ROWS
+        STRIP_ROWS(4, 0)
+        STRIP_ROWS(2, 0)
+        STRIP_ROWS(1, 0)
     }
     if (sums && sums != sums_small) free(sums);
     return 1;
+}
+
+/* The products from a packed strip copy S of W (attn__qpack_strips: strip s, rows 16s..16s+15,
+ * at S + 16s·rb, the same offset as in W; Q8_0, Q4_0, Q4_1): rows [r0, r1) with r0 a multiple
+ * of 16 and r1 one or W's last row, every M >= 1. Nothing to unpack: a block's 16 rows are
+ * 4 (Q4) or 8 (Q8_0) aligned vectors and two 256-bit loads of f16 scales, so a decode batch
+ * reads each weight byte once from memory and does no gather or transpose (which were ~40% of
+ * the Q4_1 strip time at 8 rows, Zen 5). While the first activation rows pass a block, the
+ * same block of the next strip is fetched into L2. Same float operations, so the same bits, as
+ * the tiles and the unpacking strips. */
+static inline __attribute__((always_inline)) void attn__q_vnni_pstrip(float *y, int64_t ldy, const attn__q8blk *xq, const int32_t *sums,
+                                                                      int64_t nb, int64_t M, const uint8_t *S, size_t rb, int64_t r0, int64_t r1,
+                                                                      const attn_qtype t) {
+    const int q8 = t == ATTN_QT_Q8_0, has_m = t == ATTN_QT_Q4_1;
+    const size_t RB = 16 * attn__qtype_block_bytes(t), QO = has_m ? 64 : 32;
+    const __m512i lo4z = _mm512_set1_epi8(0x0F);
+    const uint8_t (*T)[8][64] = NULL; /* the unpacking path's buffers: not used */
+    const float (*D)[16] = NULL, (*O)[16] = NULL;
+    (void)T, (void)D, (void)O;
+    for (int64_t r = r0; r < r1; r += 16) {
+        const int nr = r1 - r < 16 ? (int)(r1 - r) : 16;
+        const __mmask16 keep = (__mmask16)((1u << nr) - 1);
+        const uint8_t *P = S + (size_t)r * rb;
+        const size_t pf = r + 16 < r1 ? 16 * rb : 0; /* the next strip, same block */
+        int64_t m = 0;
+        STRIP_ROWS(4, 1)
+        STRIP_ROWS(2, 1)
+        STRIP_ROWS(1, 1)
+    }
+}
+/* Q8_0's sums for up to ATTN__PSUMS activation blocks at a time (packed strips take at most
+ * 4096 blocks a row, attn__qpack_strips_ok): more rows go in groups, no allocation */
+#define ATTN__PSUMS 4096
+static void attn__q_vnni_pdot_q8_0(float *y, int64_t ldy, const attn__q8blk *xq, int64_t nb, int64_t M, const uint8_t *S, size_t rb, int64_t r0, int64_t r1) {
+    int32_t sums[2 * ATTN__PSUMS];
+    const int64_t mc = nb <= ATTN__PSUMS ? ATTN__PSUMS / nb : 1;
+    for (int64_t i = 0; i < M; i += mc) {
+        const int64_t n = M - i < mc ? M - i : mc;
+        attn__q_vnni_sums(sums, xq + i * nb, n * nb);
+        attn__q_vnni_pstrip(y + i * ldy, ldy, xq + i * nb, sums, nb, n, S, rb, r0, r1, ATTN_QT_Q8_0);
+    }
+}
+static void attn__q_vnni_pdot_q4_0(float *y, int64_t ldy, const attn__q8blk *xq, int64_t nb, int64_t M, const uint8_t *S, size_t rb, int64_t r0, int64_t r1) {
+    attn__q_vnni_pstrip(y, ldy, xq, NULL, nb, M, S, rb, r0, r1, ATTN_QT_Q4_0);
+}
+static void attn__q_vnni_pdot_q4_1(float *y, int64_t ldy, const attn__q8blk *xq, int64_t nb, int64_t M, const uint8_t *S, size_t rb, int64_t r0, int64_t r1) {
+    attn__q_vnni_pstrip(y, ldy, xq, NULL, nb, M, S, rb, r0, r1, ATTN_QT_Q4_1);
+}
+static void attn__q_vnni_pdot(float *y, int64_t ldy, const attn__q8blk *xq, int64_t nb, int64_t M, const uint8_t *S, size_t rb, int64_t r0,
+                              int64_t r1, attn_qtype t) {
+    if (t == ATTN_QT_Q8_0) attn__q_vnni_pdot_q8_0(y, ldy, xq, nb, M, S, rb, r0, r1);
+    else if (t == ATTN_QT_Q4_0) attn__q_vnni_pdot_q4_0(y, ldy, xq, nb, M, S, rb, r0, r1);
+    else attn__q_vnni_pdot_q4_1(y, ldy, xq, nb, M, S, rb, r0, r1);
 }
 #define QSTRIP attn__q_vnni_strip
 #include "ops/quant_simd_tmpl.h"
@@ -271,8 +361,10 @@ static void attn__q_vnni_quantize(attn__q8blk *q, const float *x, int64_t nb) {
 
 #include "core/target_avx512_end.h"
 attn__qdot_fn attn__qdot_avx512vnni(void) { return attn__q_vnni_qdot; }
+attn__qdot_fn attn__pdot_avx512vnni(void) { return attn__q_vnni_pdot; }
 attn__quantize_fn attn__quantize_avx512(void) { return attn__q_vnni_quantize; }
 #else
 attn__qdot_fn attn__qdot_avx512vnni(void) { return NULL; }
+attn__qdot_fn attn__pdot_avx512vnni(void) { return NULL; }
 attn__quantize_fn attn__quantize_avx512(void) { return NULL; }
 #endif

@@ -33,6 +33,28 @@ attn__quantize_fn attn__quantize_avx512(void);
 attn__quantize_fn attn__quantize_avx2(void); /* bit-identical to the portable one; NULL off x86 */       /* NULL when not compiled for x86 */
 attn__qdot_fn attn__qdot_avx512vnni(void); /* NULL when not compiled for x86 */
 
+/* ---- packed strips: Q8_0 / Q4_0 / Q4_1 rows in the AVX-512 VNNI kernel's own order ---- */
+
+/* 1 when W [rows, cols] of type t can be packed (attn__qpack_strips): Q8_0, Q4_0 or Q4_1, rows a
+ * positive multiple of 16, cols a positive multiple of 32 and at most 4096 blocks a row */
+int attn__qpack_strips_ok(attn_qtype t, int64_t rows, int64_t cols);
+/* dst = W repacked in strips of 16 rows, rows · attn_qtype_row_bytes(t, cols) bytes as W (strip s
+ * at the byte offset of row 16s). Per strip and block b one record: the 16 rows' float16 d
+ * (32 bytes), Q4_1's float16 m (32 bytes), then the 16 rows' quantized bytes as 64-byte vectors
+ * (Q4: 4, the packed nibble bytes; Q8_0: 8, each byte q + 128), byte 4i + k of vector c being
+ * byte 4c + k of row i's values. t, rows and cols as attn__qpack_strips_ok accepts. */
+void attn__qpack_strips(uint8_t *dst, const uint8_t *W, attn_qtype t, int64_t rows, int64_t cols);
+/* the AVX-512 VNNI products from packed strips: as attn__qdot_fn with W the packed copy, r0 a
+ * multiple of 16 and r1 one or the last row (quant_avx512.c); NULL when not compiled for x86 */
+attn__qdot_fn attn__pdot_avx512vnni(void);
+/* 1 when the kernel in use (attn_qmatmul's AUTO choice) reads packed strips */
+int attn__qpack_strips_used(void);
+/* y[i] = x[M, K] · w[i]ᵀ for count (1..8) matrices with the same cols, where P[i] is w[i]'s packed
+ * copy (attn__qpack_strips) or NULL. When every P[i] is set and attn__qpack_strips_used(), the
+ * products read the packed copies (the same bits as from w); else attn_qmatmul / attn_qmatmul_n.
+ * Errors as attn_qmatmul_n. */
+int attn__qmatmul_packed(float *const *y, const float *x, const attn_qmatrix *w, const void *const *P, int count, int64_t M, int n_threads);
+
 /* ---- Q5_0 / Q5_1 and the K-quants (quant_kq.c, quant_kq_avx2.c) ---- */
 
 /* One 256-value activation block as ggml's block_q8_K: x[j] ~ d·q[j]; bsums[g] = Σ q[16g .. 16g+15]. */
@@ -113,6 +135,7 @@ typedef struct {
     int64_t nb, M;
     attn__qdot_fn fn;
     attn__kdot_fn kfn;
+    const void *const *packed; /* NULL, or each matrix's packed strips (attn__qpack_strips), read by fn */
 } attn__rows_job;
 void attn__rows_run(const attn__rows_job *j, int nt);
 /* attn_qmatmul_n for K-quant matrices (validated; x finite): x quantized to Q8_K once */

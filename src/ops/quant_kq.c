@@ -319,7 +319,7 @@ int attn__qmatmul_n_k(float *const *y, const float *x, const attn_qmatrix *w, in
     if (!xq) return attn_set_error(ATTN_E_NOMEM, "qmatmul: out of memory");
     const int rc = attn__quantize_acts(xq, x, M, K, ATTN_QK_AUTO, 1, nt);
     if (rc == 0) {
-        const attn__rows_job j = {count, y, w, xq, nb, M, NULL, attn__kdot_for(ATTN_QK_AUTO)};
+        const attn__rows_job j = {count, y, w, xq, nb, M, NULL, attn__kdot_for(ATTN_QK_AUTO), NULL};
         attn__rows_run(&j, nt);
     }
     if ((void *)xq != (void *)small) free(xq);
@@ -341,7 +341,7 @@ int attn__qmatmul_ext(float *y, const float *x, const attn_qmatrix *w, int64_t M
     if (rc == 0) {
         attn_qmatrix w1 = *w;
         float *const ys[1] = {y};
-        const attn__rows_job j = {1, ys, &w1, xq, nb, M, NULL, fn};
+        const attn__rows_job j = {1, ys, &w1, xq, nb, M, NULL, fn, NULL};
         attn__rows_run(&j, nt);
     }
     if (xq != (void *)small) free(xq);

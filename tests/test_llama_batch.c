@@ -249,6 +249,46 @@ int main(void) {
                 double d12 = attn_test_max_abs_diff(l1, l2, (size_t)QV);
                 CHECK(d12 == 0, "SmolLM2 decode at position 120: 1 vs 2 threads identical (%.3g)", d12);
             }
+            /* the prompt cache (attn serve): a slot that ran prompt A (and decoded after it) keeps
+             * the positions A shares with prompt B, and B's rest runs as one more piece: B's
+             * logits and its greedy continuation equal B fed whole to a fresh slot, bit for bit,
+             * when every piece has more than 4 rows (the attention's tile path) */
+            {
+                int32_t A[40], B[45], ra[8], rb[8];
+                for (int i = 0; i < 45; i++) B[i] = 100 + (i * 37) % 5000;
+                for (int i = 0; i < 40; i++) A[i] = i < 30 ? B[i] : 7000 + i;
+                const int64_t keeps[3] = {5, 17, 30};
+                int same = 1;
+                for (int ki = 0; ki < 3; ki++) {
+                    const int64_t keep = keeps[ki];
+                    int64_t sl[64], lrow = 44;
+                    CHECK_OK(attn_llama_batch_clear_slot(qb, 0));
+                    CHECK_OK(attn_llama_batch_clear_slot(qb, 1));
+                    for (int i = 0; i < 64; i++) sl[i] = 0;
+                    CHECK_OK(attn_llama_batch_forward(qb, B, sl, 45, &lrow, 1, l1, 2));
+                    for (int st_ = 0; st_ < 4; st_++) { /* B alone: 4 greedy steps */
+                        ra[st_] = (int32_t)attn_logits_argmax(l1, QV);
+                        CHECK_OK(attn_llama_batch_forward(qb, &ra[st_], sl, 1, &z, 1, l1, 2));
+                    }
+                    for (int i = 0; i < 64; i++) sl[i] = 1;
+                    lrow = 39;
+                    CHECK_OK(attn_llama_batch_forward(qb, A, sl, 40, &lrow, 1, l2, 2));
+                    int32_t g = (int32_t)attn_logits_argmax(l2, QV);
+                    CHECK_OK(attn_llama_batch_forward(qb, &g, sl, 1, &z, 1, l2, 2)); /* A's request decoded a token */
+                    CHECK_OK(attn_llama_batch_keep_slot(qb, 1, keep));
+                    lrow = 45 - keep - 1;
+                    CHECK_OK(attn_llama_batch_forward(qb, B + keep, sl, 45 - keep, &lrow, 1, l2, 2));
+                    for (int st_ = 0; st_ < 4; st_++) {
+                        rb[st_] = (int32_t)attn_logits_argmax(l2, QV);
+                        CHECK_OK(attn_llama_batch_forward(qb, &rb[st_], sl, 1, &z, 1, l2, 2));
+                    }
+                    same &= memcmp(ra, rb, sizeof ra[0] * 4) == 0 && memcmp(l1, l2, sizeof(float) * (size_t)QV) == 0;
+                }
+                CHECK(same, "SmolLM2: B's rest after 5 / 17 / 30 positions kept from prompt A == B fed whole, logits and 4 greedy tokens bit for bit");
+                CHECK_ERR(attn_llama_batch_keep_slot(qb, 1, 10000), ATTN_E_INVALID);
+                CHECK_ERR(attn_llama_batch_keep_slot(qb, 2, 0), ATTN_E_INVALID);
+                CHECK_ERR(attn_llama_batch_keep_slot(qb, 1, -1), ATTN_E_INVALID);
+            }
             attn_llama_batch_free(qb);
             attn_llama_state_free(st);
             free(l1);

@@ -143,9 +143,51 @@ static void test_peaked(void) {
     free(lg), free(l);
 }
 
+/* attn_logits_argmax (two vectorized passes) against the one-pass definition: the first index
+ * of the largest non-NaN logit, -1 when all are NaN; ties, NaN, -inf and signed zeros at every
+ * length 1..40 and long rows (the 16-lane and 256-value blocks and their tails) */
+static uint64_t xs64(uint64_t *s) {
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    return *s;
+}
+
+static int64_t ref_argmax(const float *l, int64_t V) {
+    int64_t b = -1;
+    for (int64_t i = 0; i < V; i++) {
+        if (isnan(l[i])) continue;
+        if (b < 0 || l[i] > l[b]) b = i;
+    }
+    return b;
+}
+
+static void test_argmax(void) {
+    float *l = (float *)malloc(sizeof(float) * 50000);
+    uint64_t st = 5;
+    int bad = 0, n = 0;
+    for (int t = 0; t < 6000; t++) {
+        const int64_t V = t < 3000 ? 1 + t % 40 : 1 + (int64_t)(xs64(&st) % 50000);
+        const int mode = t % 6;
+        for (int64_t i = 0; i < V; i++) {
+            const uint64_t r = xs64(&st);
+            float x = (float)(r % 7) - 3.0f; /* many ties */
+            if (mode == 1 && (r >> 8) % 3 == 0) x = NAN;
+            if (mode == 2) x = (r >> 8) % 2 ? -INFINITY : NAN;
+            if (mode == 3) x = (r >> 8) % 2 ? -0.0f : 0.0f;
+            if (mode == 4) x = NAN;
+            if (mode == 5 && (r >> 8) % 5 == 0) x = -INFINITY;
+            l[i] = x;
+        }
+        bad += attn_logits_argmax(l, V) != ref_argmax(l, V);
+        n++;
+    }
+    CHECK(bad == 0, "attn_logits_argmax == the first largest non-NaN index on %d rows with ties, NaN, -inf, +-0 (%d differ)", n, bad);
+    free(l);
+}
+
 int main(void) {
     attn_test_name = "sampling_sorted";
     test_against_full_sort();
     test_peaked();
+    test_argmax();
     return attn_test_finish();
 }

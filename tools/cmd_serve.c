@@ -131,6 +131,9 @@ char *serve_metrics_text(serve_server *s) {
     P("attn_requests_total{endpoint=\"other\",status=\"4xx\"} %llu\n", (unsigned long long)m.other_requests);
     P("# HELP attn_prompt_tokens_total Prompt tokens processed.\n# TYPE attn_prompt_tokens_total counter\nattn_prompt_tokens_total %llu\n",
       (unsigned long long)m.prompt_tokens);
+    P("# HELP attn_prompt_cached_tokens_total Prompt tokens a slot already held from an earlier request (not recomputed).\n# TYPE "
+      "attn_prompt_cached_tokens_total counter\nattn_prompt_cached_tokens_total %llu\n",
+      (unsigned long long)m.prompt_cached_tokens);
     P("# HELP attn_generated_tokens_total Tokens generated.\n# TYPE attn_generated_tokens_total counter\nattn_generated_tokens_total %llu\n",
       (unsigned long long)m.gen_tokens);
     P("# HELP attn_embedding_inputs_total Texts or token arrays embedded.\n# TYPE attn_embedding_inputs_total counter\nattn_embedding_inputs_total %llu\n",

@@ -132,6 +132,7 @@ typedef struct {
     uint64_t requests[SERVE_NKINDS][6]; /* [kind][status class: 2xx 4xx 5xx 401 413 503] */
     uint64_t other_requests;
     uint64_t prompt_tokens, gen_tokens, embed_inputs, audio_seconds_x1000;
+    uint64_t prompt_cached_tokens; /* prompt tokens a slot already held (the prompt cache): not recomputed */
     uint64_t lat_count[SERVE_NKINDS], lat_bucket[SERVE_NKINDS][SERVE_NBUCKETS];
     double lat_sum[SERVE_NKINDS];
     uint64_t cancelled;

@@ -29,6 +29,15 @@
 #define PROMPT_SEGMENT 256
 #define PREFILL_BUDGET 256 /* prompt rows per step, all sequences together */
 
+/* The prompt cache: a slot keeps its last prompt's positions after the request ends, and a new
+ * request goes to the free slot whose kept prompt shares the longest prefix with its own (the
+ * chat template's system turn, a conversation's earlier turns): only the rest is fed. Bits stay
+ * those of the request alone when every position ran in a piece of more than ATTN__ROW_LQ rows
+ * (attn_llama_batch_keep_slot): so prompts of one piece only (<= PROMPT_SEGMENT tokens), a kept
+ * prompt of more than ATTN__ROW_LQ tokens, and at least ATTN__ROW_LQ + 1 new rows after the kept
+ * prefix (fewer: the prefix is shortened). Generated tokens are never kept: they ran one a step. */
+#define ATTN__ROW_LQ 4
+
 double serve_now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -86,6 +95,8 @@ struct serve_sched {
     double stop_at; /* in-flight tasks are cancelled after this time */
     attn_llama_batch *b;
     serve_task **slots; /* [parallel] */
+    int32_t *kept;      /* [parallel, PROMPT_SEGMENT]: the prompt each slot's first n_kept positions hold */
+    int64_t *n_kept;    /* [parallel] */
     int64_t parallel, max_rows;
     float *logits;      /* [max_rows, V] */
     int32_t *tok;
@@ -138,7 +149,7 @@ static void task_finish(serve_task *t, int status, const char *msg) {
 static void slot_free(serve_sched *q, int64_t i) {
     serve_task *t = q->slots[i];
     q->slots[i] = NULL;
-    attn_llama_batch_clear_slot(q->b, i);
+    if (q->n_kept[i] == 0) attn_llama_batch_clear_slot(q->b, i); /* else the kept prompt stays for the next request */
     pthread_mutex_lock(&q->mu);
     q->busy--;
     pthread_mutex_unlock(&q->mu);
@@ -198,17 +209,33 @@ static void *sched_main(void *arg) {
                 break;
             }
         }
-        for (int64_t i = 0; i < q->parallel && q->qhead; i++)
-            if (!q->slots[i]) {
-                serve_task *t = q->qhead;
-                q->qhead = t->next;
-                if (!q->qhead) q->qtail = NULL;
-                q->queued--;
-                q->busy++;
-                t->slot = i;
-                t->fed = 0;
-                q->slots[i] = t;
-            }
+        while (q->qhead) {
+            serve_task *t = q->qhead;
+            int64_t at = -1, keep = -1;
+            for (int64_t i = 0; i < q->parallel; i++) /* the free slot keeping the longest prefix of t's prompt */
+                if (!q->slots[i]) {
+                    const int32_t *k = q->kept + i * PROMPT_SEGMENT;
+                    int64_t c = 0;
+                    while (c < q->n_kept[i] && c < t->n_prompt && k[c] == t->prompt[c]) c++;
+                    if (c > keep) at = i, keep = c;
+                }
+            if (at < 0) break;
+            q->qhead = t->next;
+            if (!q->qhead) q->qtail = NULL;
+            q->queued--;
+            q->busy++;
+            if (t->n_prompt > PROMPT_SEGMENT) keep = 0;
+            if (keep > t->n_prompt - (ATTN__ROW_LQ + 1)) keep = t->n_prompt - (ATTN__ROW_LQ + 1);
+            if (keep < 0) keep = 0;
+            if (attn_llama_batch_keep_slot(q->b, at, keep) < 0) keep = 0, attn_llama_batch_clear_slot(q->b, at);
+            q->n_kept[at] = keep; /* what stays valid while t's prompt is fed */
+            pthread_mutex_lock(&q->s->metrics.mu);
+            q->s->metrics.prompt_cached_tokens += (uint64_t)keep;
+            pthread_mutex_unlock(&q->s->metrics.mu);
+            t->slot = at;
+            t->fed = keep;
+            q->slots[at] = t;
+        }
         const int late = q->stop && serve_now() > q->stop_at;
         pthread_mutex_unlock(&q->mu);
         /* cancelled tasks leave at once */
@@ -243,6 +270,10 @@ static void *sched_main(void *arg) {
             t->fed += k;
             budget -= k;
             if (t->fed == t->n_prompt) {
+                /* one piece of more than ATTN__ROW_LQ rows after a kept prefix of such pieces */
+                const int keepable = t->n_prompt <= PROMPT_SEGMENT && t->n_prompt > ATTN__ROW_LQ && k > ATTN__ROW_LQ;
+                if (keepable) memcpy(q->kept + i * PROMPT_SEGMENT, t->prompt, sizeof(int32_t) * (size_t)t->n_prompt);
+                q->n_kept[i] = keepable ? t->n_prompt : 0;
                 q->lrow[nl] = n - 1;
                 q->lwho[nl] = t;
                 q->lkind[nl++] = 1;
@@ -258,6 +289,7 @@ static void *sched_main(void *arg) {
                 for (int64_t r = 0; r < n && !in; r++) in = q->row_slot[r] == i;
                 if (in && q->slots[i]) {
                     task_finish(q->slots[i], 500, msg);
+                    q->n_kept[i] = 0;
                     slot_free(q, i);
                 }
             }
@@ -303,14 +335,16 @@ int serve_sched_start(serve_model *m, serve_server *s) {
     q->lrow = (int64_t *)malloc(sizeof(int64_t) * (size_t)q->parallel);
     q->lwho = (serve_task **)malloc(sizeof(serve_task *) * (size_t)q->parallel);
     q->lkind = (int *)malloc(sizeof(int) * (size_t)q->parallel);
-    if (rc == 0 && (!q->slots || !q->logits || !q->tok || !q->row_slot || !q->lrow || !q->lwho || !q->lkind))
+    q->kept = (int32_t *)malloc(sizeof(int32_t) * (size_t)(q->parallel * PROMPT_SEGMENT));
+    q->n_kept = (int64_t *)calloc((size_t)q->parallel, sizeof(int64_t));
+    if (rc == 0 && (!q->slots || !q->logits || !q->tok || !q->row_slot || !q->lrow || !q->lwho || !q->lkind || !q->kept || !q->n_kept))
         rc = attn_set_error(ATTN_E_NOMEM, "out of memory for the scheduler");
     if (rc == 0 && pthread_create(&q->th, NULL, sched_main, q) != 0) rc = attn_set_error(ATTN_E_NOMEM, "cannot start the scheduler thread");
     m->sched = q;
     if (rc < 0) {
         m->sched = NULL;
         attn_llama_batch_free(q->b);
-        free(q->slots), free(q->logits), free(q->tok), free(q->row_slot), free(q->lrow), free(q->lwho), free(q->lkind);
+        free(q->slots), free(q->logits), free(q->tok), free(q->row_slot), free(q->lrow), free(q->lwho), free(q->lkind), free(q->kept), free(q->n_kept);
         free(q);
     }
     return rc;
@@ -326,7 +360,7 @@ void serve_sched_stop(serve_model *m) {
     pthread_mutex_unlock(&q->mu);
     pthread_join(q->th, NULL);
     attn_llama_batch_free(q->b);
-    free(q->slots), free(q->logits), free(q->tok), free(q->row_slot), free(q->lrow), free(q->lwho), free(q->lkind);
+    free(q->slots), free(q->logits), free(q->tok), free(q->row_slot), free(q->lrow), free(q->lwho), free(q->lkind), free(q->kept), free(q->n_kept);
     pthread_mutex_destroy(&q->mu);
     pthread_cond_destroy(&q->cv);
     free(q);

@@ -157,6 +157,32 @@ def test_embeddings_concurrent(srv):
     np.testing.assert_allclose(np.array(got, dtype=np.float32), ref, atol=1e-6, rtol=0)
 
 
+def _metric(srv, name):
+    st, _, body = srv.raw("GET", "/metrics")
+    assert st == 200
+    return int(float(re.search(r"^" + name + r" (\S+)$", body.decode(), re.M).group(1)))
+
+
+def test_prompt_cache(srv):
+    # a slot keeps its last prompt: a request sharing its start (the chat template's system turn,
+    # here the whole earlier conversation) feeds only the rest, and replies as alone (CLI)
+    c = srv.client()
+    msgs = [{"role": "user", "content": "Name a fruit that is yellow."}]
+    c.chat.completions.create(model=SMOL_NAME, messages=[{"role": "user", "content": "Hi."}], temperature=0, max_tokens=2)
+    before = _metric(srv, "attn_prompt_cached_tokens_total")
+    r1 = c.chat.completions.create(model=SMOL_NAME, messages=msgs, temperature=0, max_tokens=8)
+    mid = _metric(srv, "attn_prompt_cached_tokens_total")
+    msgs2 = msgs + [{"role": "assistant", "content": r1.choices[0].message.content}, {"role": "user", "content": "And a red one?"}]
+    r2 = c.chat.completions.create(model=SMOL_NAME, messages=msgs2, temperature=0, max_tokens=8)
+    after = _metric(srv, "attn_prompt_cached_tokens_total")
+    assert mid > before  # the system turn of an earlier request
+    assert after - mid > 20  # the first turn, on top
+    ref1 = cli("chat", "--model", SMOL, "--temp", "0", "-n", "8", "--threads", "2", msgs[0]["content"]).rstrip("\n")
+    assert r1.choices[0].message.content == ref1
+    r3 = c.chat.completions.create(model=SMOL_NAME, messages=msgs, temperature=0, max_tokens=8)
+    assert r3.choices[0].message.content == ref1  # the whole prompt held: its last rows are fed again
+
+
 def test_chat_equals_cli(srv):
     msg = "What is the capital of France?"
     ref = cli("chat", "--model", SMOL, "--temp", "0", "-n", "16", "--threads", "2", msg).rstrip("\n")

@@ -653,6 +653,11 @@ int attn_llama_batch_clear_slot(attn_llama_batch *b, int64_t slot) {
     return attn_kv_set_len(b->kv, slot, 0);
 }
 
+int attn_llama_batch_keep_slot(attn_llama_batch *b, int64_t slot, int64_t n) {
+    if (!b || slot < 0 || slot >= b->n_slots) return attn_set_error(ATTN_E_INVALID, "llama batch: no slot %lld", (long long)slot);
+    return attn_kv_set_len(b->kv, slot, n);
+}
+
 /* max |w| of a tensor (0 when it cannot be read) */
 static double max_abs(const attn_qmatrix *q, const float *v, int64_t n, float *row) {
     double mx = 0;

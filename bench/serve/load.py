@@ -7,6 +7,8 @@ failed request). Reports per phase: aggregate generated tokens/s (all tokens / t
 time), time to first token and request latency p50 / p99, failed requests. With --embed-model,
 the same for embeddings (one text per request): embeddings/s and latency. --json FILE keeps the numbers;
 --compare A.json [B.json] prints each one's scaling (8 clients / 1) and A's ratios to B.
+--rounds N repeats the chat phases N times in turn (1, 8, 1, 8, ...: each pair in the same
+minute of a host whose speed drifts) and --compare then gives every round's 8/1 and their median.
 --server-pid PID (a server on this machine) adds the server process's CPU time (user + system,
 /proc/PID/stat) per generated token of each phase: a signal that a busy machine disturbs little."""
 import argparse
@@ -122,7 +124,24 @@ def show(label, r):
 def compare(pa, pb=None):
     a = json.load(open(pa))
     b = json.load(open(pb)) if pb else {"label": "-", "results": []}
-    ca = {r["concurrency"]: r for r in a["results"] if r["phase"] == "chat"}
+    rounds = sorted({r.get("round", 0) for r in a["results"] if r["phase"] == "chat"})
+    if len(rounds) > 1:
+        rs = []
+        for k in rounds:
+            d = {r["concurrency"]: r for r in a["results"] if r["phase"] == "chat" and r.get("round", 0) == k}
+            if 1 in d and 8 in d:
+                rs.append(d[8]["tokens_per_s"] / d[1]["tokens_per_s"])
+                print(f"{a['label']}: round {k + 1}: {d[1]['tokens_per_s']:.1f} tokens/s at 1 client, {d[8]['tokens_per_s']:.1f} at 8 = {rs[-1]:.2f}x")
+        if rs:
+            m = sorted(rs)
+            med = m[len(m) // 2] if len(m) % 2 else (m[len(m) // 2 - 1] + m[len(m) // 2]) / 2
+            b1 = max(r["tokens_per_s"] for r in a["results"] if r["phase"] == "chat" and r["concurrency"] == 1)
+            b8 = max(r["tokens_per_s"] for r in a["results"] if r["phase"] == "chat" and r["concurrency"] == 8)
+            print(f"{a['label']}: 8/1 over {len(rs)} rounds: median {med:.2f}x, min {m[0]:.2f}x, max {m[-1]:.2f}x, "
+                  f"{sum(x >= 3 for x in rs)} of {len(rs)} rounds >= 3x; best 8 / best 1 = {b8:.1f} / {b1:.1f} = {b8 / b1:.2f}x "
+                  f"(target >= 3x for attn)")
+    last = rounds[-1] if rounds else 0
+    ca = {r["concurrency"]: r for r in a["results"] if r["phase"] == "chat" and r.get("round", 0) == last}
     cb = {r["concurrency"]: r for r in b["results"] if r["phase"] == "chat"}
     for label, d in ((a["label"], ca), (b["label"], cb)):
         if 1 in d and 8 in d:
@@ -140,6 +159,7 @@ def main():
     p.add_argument("--api-key")
     p.add_argument("--concurrency", default="1,4,8,16")
     p.add_argument("--requests", type=int, default=4, help="chat requests per client (embeddings: 4x as many)")
+    p.add_argument("--rounds", type=int, default=1, help="the chat phases this many times in turn (each round's 8/1 in --compare)")
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--temperature", type=float, default=0.0, help="0: greedy (the benchmark); > 0 samples (seeded per request)")
     p.add_argument("--label", default="server")
@@ -152,10 +172,12 @@ def main():
         return
     a.headers = {"Authorization": "Bearer " + a.api_key} if a.api_key else {}
     out = []
-    for c in [int(x) for x in a.concurrency.split(",")]:
-        r = asyncio.run(chat_phase(a, c))
-        show(a.label, r)
-        out.append(r)
+    for k in range(max(1, a.rounds)):
+        for c in [int(x) for x in a.concurrency.split(",")]:
+            r = asyncio.run(chat_phase(a, c))
+            r["round"] = k
+            show(a.label, r)
+            out.append(r)
     if a.embed_model:
         for c in [int(x) for x in a.concurrency.split(",")]:
             r = asyncio.run(embed_phase(a, c))

@@ -6,6 +6,7 @@
 # serve (all-MiniLM-L6-v2). Then the ratios the issue targets: attn at 8 clients / at 1 client
 # (>= 3x) and attn / llama-cpp-python at 8 clients (>= 1.5x).
 #   THREADS=2 PARALLEL=16 REQUESTS=4 MAX_TOKENS=128 sh bench/serve/run.sh
+#   ROUNDS=6 CONC=1,8 LLAMA_PY=/nonexistent sh bench/serve/run.sh   (8/1 of six rounds in turn)
 # llama-cpp-python's server is taken from LLAMA_PY (a python with `llama-cpp-python[server]`;
 # `python3 -m venv /work/llama-venv && /work/llama-venv/bin/pip install 'llama-cpp-python[server]'`
 # builds llama.cpp, about 10 minutes); without it only attn is measured. Its server runs with
@@ -21,6 +22,7 @@ PARALLEL=${PARALLEL:-16}
 REQUESTS=${REQUESTS:-4}
 MAX_TOKENS=${MAX_TOKENS:-128}
 CONC=${CONC:-1,4,8,16}
+ROUNDS=${ROUNDS:-1} # attn's chat phases this many times in turn, each round's 8/1 and their median
 GGUF=models/SmolLM2-135M-Instruct.Q4_1.gguf
 NAME=SmolLM2-135M-Instruct.Q4_1
 OUT=${OUT:-build/bench/serve}
@@ -46,7 +48,7 @@ SPID=$!
 trap 'kill $SPID 2>/dev/null || true; [ -n "${LPID:-}" ] && kill $LPID 2>/dev/null || true' EXIT
 wait_up "http://127.0.0.1:$P/health" 120
 $PY bench/serve/load.py --base "http://127.0.0.1:$P" --model "$NAME" --embed-model all-MiniLM-L6-v2 --concurrency "$CONC" \
-  --requests "$REQUESTS" --max-tokens "$MAX_TOKENS" --label attn --json "$OUT/attn.json" --server-pid $SPID || echo "attn: some requests failed"
+  --requests "$REQUESTS" --max-tokens "$MAX_TOKENS" --rounds "$ROUNDS" --label attn --json "$OUT/attn.json" --server-pid $SPID || echo "attn: some requests failed"
 echo "attn serve peak RSS: $(sed -n 's/^VmHWM:[[:space:]]*//p' /proc/$SPID/status)"
 kill -TERM $SPID; wait $SPID || true
 

@@ -58,8 +58,10 @@ static struct {
     int64_t skip;      /* jobs still to run serially */
     int64_t backoff;   /* the next serial stretch */
     int64_t calm;      /* judged jobs since the last fallback that did not fall back */
+    int assume_busy;   /* -1: ask the kernel (attn__machine_busy); 0 / 1: tests say so */
+    int busy_seen;     /* judgements in a row that found the machine busy */
     _Atomic uint64_t n_parallel, n_serial, n_fallback;
-} attn__P = {.lock = PTHREAD_MUTEX_INITIALIZER, .spin_ns = -1};
+} attn__P = {.lock = PTHREAD_MUTEX_INITIALIZER, .spin_ns = -1, .assume_busy = -1};
 
 static _Thread_local int attn__tls_in_job;
 
@@ -208,6 +210,39 @@ static int attn__grow(int want) {
     return attn__P.nworkers;
 }
 
+/* 1 when the calling thread (the one that hands out the jobs) spent at least a tenth of the wall
+ * time since the last look waiting on a run queue: runnable, but a CPU was running another
+ * thread (the kernel's schedstat of this thread, /proc/thread-self/schedstat: time on a CPU,
+ * time waiting, slices). A competitor that keeps a core busy makes the job's threads share the
+ * CPUs with it, and the caller waits a third of the time and more; this process's own short-lived
+ * threads (attn serve's HTTP threads, its clients) cost it a few percent. Looks at most every
+ * 2 ms (the last verdict in between); 1 when the file cannot be read (the rule without it). */
+static int attn__machine_busy(void) {
+    if (attn__P.assume_busy >= 0) return attn__P.assume_busy;
+    static _Thread_local long last_t, last_wait;
+    static _Thread_local int last_busy = 1;
+    const long now = attn__now_ns();
+    if (last_t && now - last_t < 2000000L) return last_busy;
+    char buf[128];
+    FILE *f = fopen("/proc/thread-self/schedstat", "r");
+    if (!f) return 1;
+    const size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    unsigned long long run = 0, wait = 0;
+    if (sscanf(buf, "%llu %llu", &run, &wait) != 2) return 1;
+    const int seen = last_t != 0;
+    last_busy = seen ? (double)((long)wait - last_wait) >= 0.1 * (double)(now - last_t) : 1;
+    last_t = now, last_wait = (long)wait;
+    return seen ? last_busy : 1;
+}
+
+void attn__pool_assume_busy(int busy) {
+    pthread_mutex_lock(&attn__P.lock);
+    attn__P.assume_busy = busy < 0 ? -1 : busy > 0;
+    pthread_mutex_unlock(&attn__P.lock);
+}
+
 /* After each parallel job (under the lock): fold the job's time against its estimated time on
  * the caller alone (the caller's own rate over all chunks) into a running mean. On a busy
  * machine a worker that loses its core mid-chunk makes the caller wait a scheduler time slice;
@@ -221,20 +256,30 @@ static void attn__judge(long t0, long t1, long t2, int64_t own, uint32_t nch) {
     if (!attn__P.adapt || own <= 0) return; /* the workers took every chunk: they help */
     const double alone = (double)(t1 - t0) * (double)nch / (double)own, r = alone > 0 ? (double)(t2 - t0) / alone : 0.0;
     attn__P.ratio += (r - attn__P.ratio) / 8.0;
-    /* a job is late when it took over 1.05x its time alone: a job whose helpers were still
-     * waking up (asleep after a serial stretch) sees the caller take every chunk and ends at
-     * ~1.00x — nothing lost, and no sign of a busy core; counted as late, such jobs made each
-     * probe after a fallback fall back again (the stretch doubling to 16384 jobs: a quiet 2-vCPU
-     * Zen 5 ran SmolLM2's 8-sequence decode on one thread, 610-700 against ~1000 tokens/s) */
-    attn__P.slow = (attn__P.slow << 1 | (r > 1.05)) & 0xffffu;
+    attn__P.slow = (attn__P.slow << 1 | (r > 1.0)) & 0xffffu;
     if (attn__P.probe > 0) {
         attn__P.probe--;
         return;
     }
     /* one late wake-up on a quiet machine (a worker preempted once for a few hundred
      * microseconds) can alone lift the mean past 0.9 for a dozen jobs: fall back only when
-     * helpers were late in at least 3 of the last 16 jobs as well */
+     * helpers were late in at least 3 of the last 16 jobs as well, and only while the caller
+     * itself waits for a CPU (attn__machine_busy: other threads want the cores) */
     if (attn__P.ratio >= 0.9 && __builtin_popcount(attn__P.slow) >= 3) {
+        /* busy at 3 judgements in a row (one look can catch a burst of this process's other
+         * threads, as attn serve's HTTP threads writing the chunks of a step) */
+        attn__P.busy_seen = attn__machine_busy() ? attn__P.busy_seen + 1 : 0;
+        if (attn__P.busy_seen < 3) {
+            /* late helpers on a machine with a CPU for each runnable thread: they were waking up
+             * (a vCPU halted while idle takes its time), not losing their cores to others. Not a
+             * reason to run alone — on a quiet 2-vCPU Zen 5 the fallbacks it made (each probe
+             * finding the helper asleep again) ran SmolLM2's 8-sequence decode on one thread,
+             * 510-770 against ~1000 tokens/s. Judged again after another probe. */
+            attn__P.ratio = 0.5;
+            attn__P.slow = 0;
+            attn__P.probe = 8;
+            return;
+        }
         attn__P.skip = attn__P.backoff;
         attn__P.backoff = attn__P.backoff < 16384 ? 2 * attn__P.backoff : 16384;
         attn__P.ratio = 0.5;

@@ -46,12 +46,17 @@ int attn__pool_in_job(void);
 
 /* Graceful degradation: after each parallel job the caller compares the job's time with its
  * estimated time on the caller alone; when helpers stop paying for themselves (a busy machine:
- * a worker that loses its core holds the caller up for a scheduler time slice), the pool runs
+ * a worker that loses its core holds the caller up for a scheduler time slice) while the caller
+ * itself waits for a CPU (other threads want the cores: a quiet VM's slow wake-ups are not that), the pool runs
  * the following jobs serially for a stretch (256 jobs, doubling while it keeps happening, at
  * most 16384), then tries threads again. Results do not change, as long as fn gives the same
  * bits for any split of its range (every fn in attn does). On by default; ATTN_POOL_ADAPT=0 in the environment or
  * attn__pool_set_adapt(0) turns it off (tests that count parallel jobs). */
 void attn__pool_set_adapt(int on);
+/* the busy-machine check of the fallback (the calling thread waiting on a run queue for >= 10%
+ * of the time, /proc/thread-self/schedstat): busy 1 / 0 makes the pool take the machine as busy /
+ * quiet (tests), -1 asks the kernel again */
+void attn__pool_assume_busy(int busy);
 
 /* counts since the process started: jobs handed to workers (each one hand-off and one wait:
  * the synchronisation points) and jobs run serially. With ATTN_POOL_STATS=1 in the

@@ -312,8 +312,8 @@ static void pack_strips(attn_llama *m) {
         const size_t bytes = attn_weight_strips_bytes(&w[i]);
         if (!bytes || attn_weight_pack_strips(&w[i], (char *)buf + off) < 0) continue;
         off += (bytes + 63) / 64 * 64;
-        /* the tied output matrix is also the embedding table: its rows are still read */
-        if (!(i == n - 1 && m->output.data == m->tok_embd.data)) attn__map_release(w[i].data, bytes);
+        /* a tied output matrix is also the embedding table: the few rows a step reads map in again */
+        attn__map_release(w[i].data, bytes);
     }
     for (int64_t l = 0; l < L; l++) {
         llama_layer *y = &m->layers[l];

@@ -454,6 +454,27 @@ int attn_qmatmul_kernel(float *y, const float *x, const attn_qmatrix *w, int64_t
     return ATTN_OK;
 }
 
+/* y[i] = x · w[i]ᵀ for count matrices of 32-value blocks (validated, same cols K): x quantized
+ * once (on the stack for a few rows), then one job for all matrices whose threads take 16-row
+ * units of their concatenation, through fn (the K-quant kernel of the AUTO choice for ext
+ * types), reading packed[i] instead of w[i]'s blocks when packed is given */
+static int attn__rows_of(float *const *y, const float *x, const attn_qmatrix *w, const void *const *packed, int count, int64_t M, int64_t K,
+                         int nt, attn__qdot_fn fn) {
+    const int64_t nb = K / 32;
+    attn__q8blk xq_small[XQ_STACK_BLOCKS];
+    attn__q8blk *xq = M * nb <= XQ_STACK_BLOCKS ? xq_small : (attn__q8blk *)malloc(sizeof(attn__q8blk) * (size_t)(M * nb));
+    if (!xq) return attn_set_error(ATTN_E_NOMEM, "qmatmul: out of memory");
+    const int rc = attn__quantize_acts(xq, x, M, K, ATTN_QK_AUTO, 0, nt);
+    if (rc < 0) {
+        if (xq != xq_small) free(xq);
+        return rc;
+    }
+    const attn__rows_job j = {count, y, w, xq, nb, M, fn, packed ? NULL : attn__kdot_for(ATTN_QK_AUTO), packed};
+    attn__rows_run(&j, nt);
+    if (xq != xq_small) free(xq);
+    return ATTN_OK;
+}
+
 int attn_qmatmul_n(float *const *y, const float *x, const attn_qmatrix *w, int count, int64_t M, int n_threads) {
     if (count < 1 || !y || !w) return attn_set_error(ATTN_E_INVALID, "qmatmul_n: bad arguments");
     int same = 1;
@@ -468,23 +489,10 @@ int attn_qmatmul_n(float *const *y, const float *x, const attn_qmatrix *w, int c
         return ATTN_OK;
     }
     if (!x) return attn_set_error(ATTN_E_INVALID, "qmatmul_n: x is NULL");
-    const int64_t K = w[0].cols, nb = K / 32;
+    const int64_t K = w[0].cols;
     int nt = n_threads > 0 ? n_threads : attn_get_num_threads();
     if (attn_qtype_block(w[0].type) == 256) return attn__qmatmul_n_k(y, x, w, count, M, nt);
-    attn__q8blk xq_small[XQ_STACK_BLOCKS];
-    attn__q8blk *xq = M * nb <= XQ_STACK_BLOCKS ? xq_small : (attn__q8blk *)malloc(sizeof(attn__q8blk) * (size_t)(M * nb));
-    if (!xq) return attn_set_error(ATTN_E_NOMEM, "qmatmul: out of memory");
-    const int rc = attn__quantize_acts(xq, x, M, K, ATTN_QK_AUTO, 0, nt);
-    if (rc < 0) {
-        if (xq != xq_small) free(xq);
-        return rc;
-    }
-    attn__qdot_fn fn = kernel_fn(ATTN_QK_AUTO);
-    /* one job for all matrices: the threads take 16-row units of their concatenation */
-    const attn__rows_job j = {count, y, w, xq, nb, M, fn, attn__kdot_for(ATTN_QK_AUTO), NULL};
-    attn__rows_run(&j, nt);
-    if (xq != xq_small) free(xq);
-    return ATTN_OK;
+    return attn__rows_of(y, x, w, NULL, count, M, K, nt, kernel_fn(ATTN_QK_AUTO));
 }
 
 int attn_qmatmul(float *y, const float *x, const attn_qmatrix *w, int64_t M, int n_threads) {
@@ -527,18 +535,5 @@ int attn__qmatmul_packed(float *const *y, const float *x, const attn_qmatrix *w,
     if (!x) return attn_set_error(ATTN_E_INVALID, "qmatmul: x is NULL");
     for (int i = 0; i < count; i++)
         if (!y[i]) return attn_set_error(ATTN_E_INVALID, "qmatmul: y is NULL");
-    const int64_t K = w[0].cols, nb = K / 32;
-    const int nt = n_threads > 0 ? n_threads : attn_get_num_threads();
-    attn__q8blk xq_small[XQ_STACK_BLOCKS];
-    attn__q8blk *xq = M * nb <= XQ_STACK_BLOCKS ? xq_small : (attn__q8blk *)malloc(sizeof(attn__q8blk) * (size_t)(M * nb));
-    if (!xq) return attn_set_error(ATTN_E_NOMEM, "qmatmul: out of memory");
-    const int rc = attn__quantize_acts(xq, x, M, K, ATTN_QK_AUTO, 0, nt);
-    if (rc < 0) {
-        if (xq != xq_small) free(xq);
-        return rc;
-    }
-    const attn__rows_job j = {count, y, w, xq, nb, M, attn__pdot_avx512vnni(), NULL, P};
-    attn__rows_run(&j, nt);
-    if (xq != xq_small) free(xq);
-    return ATTN_OK;
+    return attn__rows_of(y, x, w, P, count, M, w[0].cols, n_threads > 0 ? n_threads : attn_get_num_threads(), attn__pdot_avx512vnni());
 }

@@ -105,9 +105,10 @@ static int get_int(const cJSON *v, const char *param, int64_t lo, int64_t hi, in
 
 static int get_num(const cJSON *v, const char *param, double lo, double hi, int lo_open, double *out, serve_err *e) {
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) return serve_fail(e, 400, NULL, param, "invalid_type", "'%s' must be a number", param);
-    if (v->valuedouble > hi || v->valuedouble < lo || (lo_open && v->valuedouble == lo))
-        return serve_fail(e, 400, NULL, param, "invalid_value", "'%s' must be in %c%g, %g], got %.17g", param, lo_open ? '(' : '[', lo, hi,
-                          v->valuedouble);
+    /* an open bound holds for the float32 the sampler gets, too (top_p 1e-300 became 0: a 500) */
+    if (v->valuedouble > hi || v->valuedouble < lo || (lo_open && (v->valuedouble == lo || (float)v->valuedouble == (float)lo)))
+        return serve_fail(e, 400, NULL, param, "invalid_value", "'%s' must be in %c%g, %g], got %.17g%s", param, lo_open ? '(' : '[', lo, hi,
+                          v->valuedouble, v->valuedouble != lo ? " (the bound as a float32)" : "");
     *out = v->valuedouble;
     return 0;
 }

@@ -273,6 +273,11 @@ def test_bad_requests(srv):
     with pytest.raises(openai.BadRequestError) as ei:
         c.completions.create(model="stories260K", prompt="a", temperature=1e308)
     assert "temperature" in str(ei.value)
+    # a top_p above 0 that is 0 as the sampler's float32: a 400 (was a 500 from the sampler; new-user finding)
+    for tp in (1e-300, 1e-46):
+        with pytest.raises(openai.BadRequestError) as ei:
+            c.completions.create(model="stories260K", prompt="a", top_p=tp)
+        assert "top_p" in str(ei.value) and "float32" in str(ei.value)
     with pytest.raises(openai.BadRequestError) as ei:
         c.chat.completions.create(model=SMOL_NAME, messages=[{"role": "user", "content": "hi"}], n=1000)
     assert "'n'" in str(ei.value)

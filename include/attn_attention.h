@@ -76,6 +76,12 @@ typedef struct {
  * threads, default implementation, no log-sum-exp output. */
 attn_sdpa_params attn_sdpa_params_default(void);
 
+/* ATTN_SDPA_ROW_PATH_MAX_LQ: up to this many query rows an SDPA call takes the fused kernel's row
+ * (decode) path, more rows its tile path; the two sum a row's scores in different orders, so a
+ * row's bits depend on which one ran (a prompt fed in pieces of <= 4 rows differs from one fed
+ * whole; pieces of more rows agree: attn_llama_batch_keep_slot). */
+#define ATTN_SDPA_ROW_PATH_MAX_LQ 4
+
 /* attn_sdpa: scaled dot-product attention with the semantics above, dispatching on
  * p->impl (p may be NULL for the defaults).
  * Errors: ATTN_E_INVALID (NULL q/k/v/out, window < 0, non-finite scale, key_lengths out of

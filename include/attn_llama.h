@@ -141,8 +141,9 @@ int attn_llama_batch_clear_slot(attn_llama_batch *b, int64_t slot);
 /* attn_llama_batch_keep_slot: keep only the first n positions a slot holds (0 <= n <= its
  * length): a new sequence that starts with the same n tokens goes on from there (a server's
  * prompt cache: positions are not recomputed). Its next rows give the bits a fresh slot fed the
- * whole prefix would give when every position ran in prompt pieces of more than 4 rows (the
- * attention's tile path; pieces of 1-4 rows take the row path, whose sums differ;
+ * whole prefix would give when every position ran in prompt pieces of more than
+ * ATTN_SDPA_ROW_PATH_MAX_LQ (4) rows (the attention's tile path; smaller pieces take its row path,
+ * whose sums differ;
  * tests/test_llama_batch.c). Errors: ATTN_E_INVALID (no such slot, n outside [0, length]). */
 int attn_llama_batch_keep_slot(attn_llama_batch *b, int64_t slot, int64_t n);
 /* attn_llama_batch_forward: one step of n rows (n <= max_rows): row i runs tokens[i] as the next

@@ -94,7 +94,7 @@ size_t attn_weight_strips_bytes(const attn_weight *w);
  * 64-byte aligned, owned by the caller and kept while w is used) in the VNNI kernel's strip
  * order — per 16 rows and 32-column block: the 16 float16 scales (and Q4_1's 16 minimums), then
  * the 16 rows' quantized bytes interleaved 4 at a time — and sets w->strips = dst. Products with
- * w then give the same bits as without (tests/test_quant_rows.c). The layout follows the
+ * w then give the same bits as without (tests/test_quant_strips.c). The layout follows the
  * repacking llama.cpp's CPU back end does at load time for its AVX-512 / NEON kernels.
  * Errors: ATTN_E_INVALID (NULL, dst not 64-byte aligned, attn_weight_strips_bytes(w) == 0). */
 int attn_weight_pack_strips(attn_weight *w, void *dst);

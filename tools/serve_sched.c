@@ -14,6 +14,8 @@
  * texts as one attn_bert_embed_n call (dynamic batching, as text-embeddings-inference). */
 #include "serve.h"
 
+#include "attn_attention.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,11 +34,11 @@
 /* The prompt cache: a slot keeps its last prompt's positions after the request ends, and a new
  * request goes to the free slot whose kept prompt shares the longest prefix with its own (the
  * chat template's system turn, a conversation's earlier turns): only the rest is fed. Bits stay
- * those of the request alone when every position ran in a piece of more than ATTN__ROW_LQ rows
- * (attn_llama_batch_keep_slot): so prompts of one piece only (<= PROMPT_SEGMENT tokens), a kept
- * prompt of more than ATTN__ROW_LQ tokens, and at least ATTN__ROW_LQ + 1 new rows after the kept
- * prefix (fewer: the prefix is shortened). Generated tokens are never kept: they ran one a step. */
-#define ATTN__ROW_LQ 4
+ * those of the request alone when every position ran in a piece of more than
+ * ATTN_SDPA_ROW_PATH_MAX_LQ rows (attn_llama_batch_keep_slot): so prompts of one piece only
+ * (<= PROMPT_SEGMENT tokens), a kept prompt of more than that many tokens, and more than that
+ * many new rows after the kept prefix (fewer: the prefix is shortened). Generated tokens are
+ * never kept: they ran one a step. */
 
 double serve_now(void) {
     struct timespec t;
@@ -225,7 +227,7 @@ static void *sched_main(void *arg) {
             q->queued--;
             q->busy++;
             if (t->n_prompt > PROMPT_SEGMENT) keep = 0;
-            if (keep > t->n_prompt - (ATTN__ROW_LQ + 1)) keep = t->n_prompt - (ATTN__ROW_LQ + 1);
+            if (keep > t->n_prompt - (ATTN_SDPA_ROW_PATH_MAX_LQ + 1)) keep = t->n_prompt - (ATTN_SDPA_ROW_PATH_MAX_LQ + 1);
             if (keep < 0) keep = 0;
             if (attn_llama_batch_keep_slot(q->b, at, keep) < 0) keep = 0, attn_llama_batch_clear_slot(q->b, at);
             q->n_kept[at] = keep; /* what stays valid while t's prompt is fed */
@@ -270,8 +272,8 @@ static void *sched_main(void *arg) {
             t->fed += k;
             budget -= k;
             if (t->fed == t->n_prompt) {
-                /* one piece of more than ATTN__ROW_LQ rows after a kept prefix of such pieces */
-                const int keepable = t->n_prompt <= PROMPT_SEGMENT && t->n_prompt > ATTN__ROW_LQ && k > ATTN__ROW_LQ;
+                /* one piece of more than ATTN_SDPA_ROW_PATH_MAX_LQ rows after a kept prefix of such pieces */
+                const int keepable = t->n_prompt <= PROMPT_SEGMENT && t->n_prompt > ATTN_SDPA_ROW_PATH_MAX_LQ && k > ATTN_SDPA_ROW_PATH_MAX_LQ;
                 if (keepable) memcpy(q->kept + i * PROMPT_SEGMENT, t->prompt, sizeof(int32_t) * (size_t)t->n_prompt);
                 q->n_kept[i] = keepable ? t->n_prompt : 0;
                 q->lrow[nl] = n - 1;

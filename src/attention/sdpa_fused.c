@@ -85,7 +85,7 @@
 
 #define FUSED_BQ 64          /* default query rows per tile */
 #define FUSED_ROW_CHUNK 256  /* keys per chunk in the row (decode) path */
-#define FUSED_ROW_MAX_LQ 4   /* default: Lq <= 4 uses the row path */
+#define FUSED_ROW_MAX_LQ ATTN_SDPA_ROW_PATH_MAX_LQ /* default: Lq <= 4 uses the row path (attn_attention.h) */
 #define FUSED_SPLIT_MIN_ROW 512
 #define FUSED_ALIGN 64
 #define FUSED_MAX_GROUPS 64 /* boundary blocks are split per 16 query rows up to block_q = 1024 */

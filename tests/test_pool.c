@@ -11,6 +11,8 @@
 #include "ops/quant_internal.h"
 #include "testutil.h"
 
+#include <cblas.h>
+#include <dirent.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -536,8 +538,42 @@ static void test_adapt(void) {
     attn__pool_set_adapt(0);
 }
 
+/* OpenBLAS's call that stops its worker threads (the CLI makes it at start, tools/main.c) */
+extern int blas_thread_shutdown_(void) __attribute__((weak));
+
+static int task_count(void) {
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* The library's first call puts OpenBLAS on one thread; after the CLI stopped OpenBLAS's worker
+ * threads, that call must not start them again (OpenBLAS 0.3.21's openblas_set_num_threads does
+ * when its server is down: a thread that spun in sched_yield for ~0.1 s beside attn's workers at
+ * the first forward pass, and took a core from them under contention). Runs first: nothing of
+ * attn has called OpenBLAS yet. */
+static void test_blas_threads(void) {
+    if (!blas_thread_shutdown_) {
+        printf("  (this OpenBLAS has no blas_thread_shutdown_: the CLI re-executes instead; not checked)\n");
+        return;
+    }
+    const int started = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+    blas_thread_shutdown_();
+    const int before = task_count();
+    const int nt = attn_get_num_threads();
+    const int after = task_count();
+    CHECK(before > 0 && after == before && openblas_get_num_threads() == 1,
+          "OpenBLAS (started with %d threads) stopped: attn's first call starts no thread (%d -> %d threads; attn threads %d)", started,
+          before, after, nt);
+}
+
 int main(void) {
     attn_test_name = "pool";
+    test_blas_threads();
     attn__pool_set_adapt(0); /* the counts below must not depend on this machine's load */
     test_cover();
     test_serial();

@@ -1,6 +1,6 @@
 # bench/contention/lib.sh: what run.sh (attn) and peers.sh (its peers) share — the inputs (in
 # $OUT, sized by SMALL) and the competing busy loops. Sourced from the repository root.
-if [ "$SMALL" = 1 ]; then NTOK=8; NSENT=16; NIMG=128; NWORD=20; else NTOK=128; NSENT=1000; NIMG=3000; NWORD=1100; fi
+if [ "$SMALL" = 1 ]; then NTOK=8; NSENT=16; NIMG=128; NWORD=20; else NTOK=128; NSENT=1000; NIMG=3000; NWORD=4400; fi
 # inputs
 head -c 2000 bench/llama/prompt.txt > "$OUT/prompt.txt"
 NP=$(grep -c "" tests/fixtures/parity_sentences.txt); i=0; : > "$OUT/sentences.txt"

@@ -55,31 +55,42 @@ echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //
 echo "kernel paths: quantised products $qpath, f32/f16 skinny products $(case " $flags " in *" avx2 "*) echo avx2+fma+f16c ;; *) echo portable ;; esac), OpenBLAS core $blas"
 echo "$(date -u '+%F %H:%M UTC'); load before: $(cut -d' ' -f1-3 /proc/loadavg); REPEAT=$REPEAT SMALL=$SMALL"
 echo
-echo "| verb | competitors | threads | wall s (best of $REPEAT) | verb's rate | default / 1 thread | pool (parallel/serial/fallbacks) |"
-echo "|---|---:|---|---:|---|---:|---|"
+echo "| verb | competitors | threads | wall s (best of $REPEAT) | verb's rate | default / 1 thread | median of the $REPEAT pairs | pool (parallel/serial/fallbacks) |"
+echo "|---|---:|---|---:|---|---:|---:|---|"
 for c in $COMPETE; do
   start_busy "$c"
   sleep 0.5
   for v in $VERBS; do
-    t1=""
-    for th in "--threads 1" ""; do
-      best=""
-      r=0
-      while [ $r -lt "$REPEAT" ]; do
+    # the two rows' runs alternate (1 thread, default, 1 thread, ...): the host's speed drifts
+    # +-20% within a minute, and runs taken in turn see the same drift (REPEAT runs of one row
+    # and then of the other measured the drift as much as the threads)
+    best1=""; bestd=""; pairs=""
+    r=0
+    while [ $r -lt "$REPEAT" ]; do
+      # and which goes first alternates too (with the same options in both places, the first run
+      # of a round came out ~1% faster than the second: medians of 12 rounds, chat, 1 competitor)
+      if [ $((r % 2)) = 0 ]; then order="1 default"; else order="default 1"; fi
+      for o in $order; do
+        if [ "$o" = 1 ]; then th="--threads 1"; else th=""; fi
         s=$(now)
         ATTN_POOL_STATS=1 run_verb "$v" "$th" > "$OUT/out.txt" 2> "$OUT/err.txt" || { echo "$v failed:" >&2; tail -n 3 "$OUT/err.txt" >&2; exit 1; }
         e=$(now)
         w=$(echo "$e - $s" | bc -l)
+        if [ -n "$th" ]; then best=$best1; w1=$w; else best=$bestd; wd=$w; fi
         if [ -z "$best" ] || [ "$(echo "$w < $best" | bc -l)" = 1 ]; then
-          best=$w
           rate=$(rate_of "$OUT/err.txt")
           pool=$(sed -n 's/^attn pool: \([0-9]*\) parallel jobs, \([0-9]*\) serial, \([0-9]*\) fallbacks.*/\1\/\2\/\3/p' "$OUT/err.txt")
+          if [ -n "$th" ]; then best1=$w; rate1=$rate; pool1=$pool; else bestd=$w; rated=$rate; poold=$pool; fi
         fi
-        r=$((r + 1))
       done
-      if [ -n "$th" ]; then t1=$best; label=1; ratio=""; else label=default; ratio=$(printf '%.2fx' "$(echo "$t1 / $best" | bc -l)"); fi
-      printf '| %s | %s | %s | %.3f | %s | %s | %s |\n' "$v" "$c" "$label" "$best" "${rate:-}" "$ratio" "${pool:-}"
+      pairs="$pairs $(echo "$w1 / $wd" | bc -l)"
+      r=$((r + 1))
     done
+    # the median of the rounds' own ratios (a round: one run of each, taken one after the other)
+    med=$(echo $pairs | tr ' ' '\n' | sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}')
+    printf '| %s | %s | %s | %.3f | %s | %s | %s | %s |\n' "$v" "$c" 1 "$best1" "${rate1:-}" "" "" "${pool1:-}"
+    printf '| %s | %s | %s | %.3f | %s | %s | %s | %s |\n' "$v" "$c" default "$bestd" "${rated:-}" "$(printf '%.2fx' "$(echo "$best1 / $bestd" | bc -l)")" \
+      "$(printf '%.2fx' "$med")" "${poold:-}"
   done
   stop_busy
 done

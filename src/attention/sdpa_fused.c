@@ -57,18 +57,17 @@
  * and AVX2 paths (FMA), 1.1e-7 for the portable path (no FMA).
  *
  * ---- Threads and OpenBLAS ---------------------------------------------------------------------
- * One OpenMP parallel region per call with p->n_threads threads (<= 0: attn_get_num_threads()),
- * capped at the number of work items; items are handed out dynamically, heaviest (last causal
- * query block) first. Scratch is allocated once per call, one slice per thread, before the region
- * (so allocation failures are reported on the calling thread). Oversubscription policy: this
+ * One job of attn's thread pool (core/pool.h) per call with p->n_threads threads (<= 0:
+ * attn_get_num_threads()), capped at the number of work items; items are taken one at a time,
+ * heaviest (last causal query block) first. Scratch is allocated once per call, one slice per
+ * thread, before the job (so allocation failures are reported on the calling thread). Oversubscription policy: this
  * kernel never calls BLAS. The tile products are done by register-blocked kernels: measured on
  * a 64 x 96 x 64 tile on one core, cblas_sgemm (OpenBLAS 0.3.21, one thread) ran at 27-30 GFLOP/s
  * for Q·K^T and P·V while the two kernels here run at ~170 GFLOP/s together (at this size the
  * per-call operand packing and dispatch dominate), and they also fuse the column max and the
  * alpha rescale.
- * Should a BLAS call ever be added inside the parallel region, it must run single-threaded
- * (openblas_set_num_threads(1) around the region, restoring attn_get_num_threads() after), as
- * the library-wide policy in core/threads.c states: attn threads x OpenBLAS threads must never
+ * Should a BLAS call ever be added inside the job, OpenBLAS runs it on the calling thread (the
+ * library keeps OpenBLAS on one thread, core/threads.c): attn threads x OpenBLAS threads never
  * exceed the thread count.
  */
 #include "attention/fused_internal.h"

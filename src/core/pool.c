@@ -61,6 +61,7 @@ static struct {
     int assume_busy;   /* -1: ask the kernel (attn__machine_busy); 0 / 1: tests say so */
     int busy_seen;     /* judgements in a row that found the machine busy */
     _Atomic uint64_t n_parallel, n_serial, n_fallback;
+    double par_ns, alone_ns; /* judged parallel jobs: their time, and their estimated time on the caller alone */
 } attn__P = {.lock = PTHREAD_MUTEX_INITIALIZER, .spin_ns = -1, .assume_busy = -1};
 
 static _Thread_local int attn__tls_in_job;
@@ -255,6 +256,7 @@ void attn__pool_assume_busy(int busy) {
 static void attn__judge(long t0, long t1, long t2, int64_t own, uint32_t nch) {
     if (!attn__P.adapt || own <= 0) return; /* the workers took every chunk: they help */
     const double alone = (double)(t1 - t0) * (double)nch / (double)own, r = alone > 0 ? (double)(t2 - t0) / alone : 0.0;
+    attn__P.par_ns += (double)(t2 - t0), attn__P.alone_ns += alone;
     attn__P.ratio += (r - attn__P.ratio) / 8.0;
     attn__P.slow = (attn__P.slow << 1 | (r > 1.0)) & 0xffffu;
     if (attn__P.probe > 0) {
@@ -371,9 +373,9 @@ void attn__pool_for(int64_t n, int64_t chunk, int nt, attn__pool_fn fn, void *ct
 __attribute__((destructor)) static void attn__pool_fini(void) {
     const char *e = getenv("ATTN_POOL_STATS");
     if (e && *e == '1')
-        fprintf(stderr, "attn pool: %llu parallel jobs, %llu serial, %llu fallbacks to one thread\n",
+        fprintf(stderr, "attn pool: %llu parallel jobs, %llu serial, %llu fallbacks to one thread; judged jobs %.1f ms, %.1f ms alone\n",
                 (unsigned long long)atomic_load(&attn__P.n_parallel), (unsigned long long)atomic_load(&attn__P.n_serial),
-                (unsigned long long)atomic_load(&attn__P.n_fallback));
+                (unsigned long long)atomic_load(&attn__P.n_fallback), attn__P.par_ns * 1e-6, attn__P.alone_ns * 1e-6);
     if (pthread_mutex_trylock(&attn__P.lock) != 0) return; /* a job is in flight on another thread: leave the workers */
     atomic_store(&attn__P.shutdown, 1);
     atomic_fetch_add(&attn__P.gen, 1);

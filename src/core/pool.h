@@ -60,7 +60,9 @@ void attn__pool_assume_busy(int busy);
 
 /* counts since the process started: jobs handed to workers (each one hand-off and one wait:
  * the synchronisation points) and jobs run serially. With ATTN_POOL_STATS=1 in the
- * environment they are printed to stderr when the library is unloaded (process exit). */
+ * environment they are printed to stderr when the library is unloaded (process exit), with the
+ * fallbacks and, for the parallel jobs in which the caller ran chunks itself, their wall time
+ * against their estimated time on the caller alone (its own rate over all chunks; ms). */
 void attn__pool_stats(uint64_t *parallel_jobs, uint64_t *serial_jobs);
 /* times the pool fell back to one thread (see attn__pool_set_adapt) */
 uint64_t attn__pool_fallbacks(void);

@@ -19,7 +19,13 @@
 static int attn__nthreads = 0;
 static pthread_once_t attn__blas_once = PTHREAD_ONCE_INIT;
 
-static void attn__blas_single(void) { openblas_set_num_threads(1); }
+/* only when OpenBLAS is not on one thread already: its openblas_set_num_threads, called after the
+ * CLI stopped OpenBLAS's worker threads (tools/main.c), starts them again (0.3.21: a thread that
+ * spins in sched_yield for ~0.1 s beside attn's workers at the first forward pass, a competitor
+ * of attn's own making) */
+static void attn__blas_single(void) {
+    if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+}
 
 void attn__blas_init(void) { pthread_once(&attn__blas_once, attn__blas_single); }
 

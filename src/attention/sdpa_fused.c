@@ -60,12 +60,12 @@
  * One job of attn's thread pool (core/pool.h) per call with p->n_threads threads (<= 0:
  * attn_get_num_threads()), capped at the number of work items; items are taken one at a time,
  * heaviest (last causal query block) first. Scratch is allocated once per call, one slice per
- * thread, before the job (so allocation failures are reported on the calling thread). Oversubscription policy: this
- * kernel never calls BLAS. The tile products are done by register-blocked kernels: measured on
- * a 64 x 96 x 64 tile on one core, cblas_sgemm (OpenBLAS 0.3.21, one thread) ran at 27-30 GFLOP/s
- * for Q·K^T and P·V while the two kernels here run at ~170 GFLOP/s together (at this size the
- * per-call operand packing and dispatch dominate), and they also fuse the column max and the
- * alpha rescale.
+ * thread, before the job (so allocation failures are reported on the calling thread).
+ * Oversubscription policy: this kernel never calls BLAS. The tile products are done by
+ * register-blocked kernels: measured on a 64 x 96 x 64 tile on one core, cblas_sgemm (OpenBLAS
+ * 0.3.21, one thread) ran at 27-30 GFLOP/s for Q·K^T and P·V while the two kernels here run at ~170
+ * GFLOP/s together (at this size the per-call operand packing and dispatch dominate), and they also
+ * fuse the column max and the alpha rescale.
  * Should a BLAS call ever be added inside the job, OpenBLAS runs it on the calling thread (the
  * library keeps OpenBLAS on one thread, core/threads.c): attn threads x OpenBLAS threads never
  * exceed the thread count.

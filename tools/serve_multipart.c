@@ -220,6 +220,8 @@ int serve_parse_multipart(serve_req *r, const char *content_type, const char *bo
         } else if (strcmp(p->name, "temperature") == 0) {
             char *end = NULL;
             double t = v[0] && !isspace((unsigned char)v[0]) ? strtod(v, &end) : NAN;
+            if (end && !*end && isinf(t)) /* 1e309: beyond a double's range, a value out of range */
+                return serve_fail(e, 400, NULL, "temperature", "invalid_value", "'temperature' must be in [0, 1], got %.40s", v);
             if (!end || *end || !isfinite(t)) return serve_fail(e, 400, NULL, "temperature", "invalid_type", "'temperature' must be a number");
             if (t < 0 || t > 1) return serve_fail(e, 400, NULL, "temperature", "invalid_value", "'temperature' must be in [0, 1], got %.17g", t);
             r->temperature = t;

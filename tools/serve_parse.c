@@ -93,7 +93,31 @@ static int get_text(const cJSON *v, const char *param, char **out, serve_err *e)
     return *out ? 0 : serve_fail(e, 500, "server_error", NULL, NULL, "out of memory");
 }
 
+/* the byte offset where '[' / '{' outside strings first opens level limit + 1 (cJSON refuses
+ * values nested deeper than CJSON_NESTING_LIMIT), or -1 */
+static long too_deep(const char *s, size_t len, int limit) {
+    int depth = 0, in_str = 0;
+    for (size_t i = 0; i < len; i++) {
+        const char c = s[i];
+        if (in_str) {
+            if (c == '\\') i++;
+            else if (c == '"') in_str = 0;
+        } else if (c == '"') in_str = 1;
+        else if (c == '[' || c == '{') {
+            if (++depth > limit) return (long)i;
+        } else if ((c == ']' || c == '}') && depth > 0) depth--;
+    }
+    return -1;
+}
+
+/* a JSON number beyond a double's range (1e309) parses as +-inf: a value out of range, not a type error */
+static int overflowed(const cJSON *v, const char *param, double lo, int lo_open, double hi, serve_err *e) {
+    return serve_fail(e, 400, NULL, param, "invalid_value", "'%s' must be in %c%g, %g], got a number beyond a double's range (%s)", param,
+                      lo_open ? '(' : '[', lo, hi, v->valuedouble > 0 ? "+inf" : "-inf");
+}
+
 static int get_int(const cJSON *v, const char *param, int64_t lo, int64_t hi, int64_t *out, serve_err *e) {
+    if (cJSON_IsNumber(v) && isinf(v->valuedouble)) return overflowed(v, param, (double)lo, 0, (double)hi, e);
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble != floor(v->valuedouble))
         return serve_fail(e, 400, NULL, param, "invalid_type", "'%s' must be an integer", param);
     if (v->valuedouble < (double)lo || v->valuedouble > (double)hi)
@@ -104,6 +128,7 @@ static int get_int(const cJSON *v, const char *param, int64_t lo, int64_t hi, in
 }
 
 static int get_num(const cJSON *v, const char *param, double lo, double hi, int lo_open, double *out, serve_err *e) {
+    if (cJSON_IsNumber(v) && isinf(v->valuedouble)) return overflowed(v, param, lo, lo_open, hi, e);
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) return serve_fail(e, 400, NULL, param, "invalid_type", "'%s' must be a number", param);
     /* an open bound holds for the float32 the sampler gets, too (top_p 1e-300 became 0: a 500) */
     if (v->valuedouble > hi || v->valuedouble < lo || (lo_open && (v->valuedouble == lo || (float)v->valuedouble == (float)lo)))
@@ -436,6 +461,10 @@ int serve_parse(serve_req *r, serve_kind kind, const char *body, size_t len, ser
         if (esc >= 0)
             return serve_fail(e, 400, NULL, NULL, "invalid_json", "the body is not valid JSON: the escape %.6s at byte %ld is a lone UTF-16 surrogate "
                               "(half of a pair: not a character a string can hold)", body + esc, esc);
+        const long deep = too_deep(body, len, CJSON_NESTING_LIMIT);
+        if (deep >= 0 && (size_t)deep <= at)
+            return serve_fail(e, 400, NULL, NULL, "invalid_json", "the body's JSON nests arrays / objects deeper than %d levels (at byte %ld)",
+                              CJSON_NESTING_LIMIT, deep);
         return serve_fail(e, 400, NULL, NULL, "invalid_json", "the body is not valid JSON (error near byte %zu of %zu)", at, len);
     }
     /* one JSON value and nothing after it but white space (cJSON stops at the value's end) */

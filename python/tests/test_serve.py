@@ -296,8 +296,23 @@ def test_bad_requests(srv):
         c.completions.create(model="all-MiniLM-L6-v2", prompt="hi")
     st, _, body = srv.raw("POST", "/v1/completions", b'{"model": "stories260K", "prompt": "\xff\xfe"}')
     assert st == 400 and "UTF-8" in json.loads(body)["error"]["message"]
+    # deeper than cJSON's 1000 levels: says so (was only "not valid JSON"); 1000 levels parse (and fail as a
+    # body that is not an object); a syntax error before the deep part is still a syntax error
     st, _, body = srv.raw("POST", "/v1/completions", b"[" * 5000 + b"]" * 5000)
-    assert st == 400
+    e = json.loads(body)["error"]
+    assert st == 400 and "deeper than 1000 levels (at byte 1000)" in e["message"], e
+    st, _, body = srv.raw("POST", "/v1/completions", b"[" * 1000 + b"]" * 1000)
+    assert st == 400 and "deeper" not in json.loads(body)["error"]["message"], body
+    st, _, body = srv.raw("POST", "/v1/completions", b'{"a": x, "b": ' + b"[" * 2000 + b"]" * 2000 + b"}")
+    e = json.loads(body)["error"]
+    assert st == 400 and "not valid JSON" in e["message"] and "deeper" not in e["message"], e
+    # a number beyond a double's range (cJSON: +-inf) is a value out of range, not a type error (was
+    # "must be a number"; new-user finding)
+    for param, num in (("temperature", b"1e309"), ("top_p", b"-1e400"), ("max_tokens", b"1e999")):
+        st, _, body = srv.raw("POST", "/v1/completions", b'{"model": "stories260K", "prompt": "a", "' + param.encode() + b'": ' + num + b"}")
+        e = json.loads(body)["error"]
+        assert st == 400 and e["param"] == param and e["code"] == "invalid_value" and "beyond a double's range" in e["message"], e
+        assert ("(0, 1]" if param == "top_p" else "[") in e["message"], e
     # oversized body: 413 before it is read
     st, _, body = srv.raw("POST", "/v1/embeddings", {"model": "all-MiniLM-L6-v2", "input": "x" * 100000})
     assert st == 413 and json.loads(body)["error"]["code"] == "request_too_large"
@@ -653,6 +668,9 @@ def test_transcription_concurrent_and_bad_input(ct2, tmp_path):
     with pytest.raises(openai.BadRequestError) as ei, open(ESPEAK_WAV, "rb") as f:
         c.audio.transcriptions.create(model="whisper-tiny.en", file=f, temperature=3)
     assert ei.value.body["param"] == "temperature"
+    with pytest.raises(openai.BadRequestError) as ei, open(ESPEAK_WAV, "rb") as f:  # beyond a double's range
+        c.audio.transcriptions.create(model="whisper-tiny.en", file=f, extra_body={"temperature": "1e309"})
+    assert ei.value.body["code"] == "invalid_value" and "got 1e309" in ei.value.body["message"], ei.value.body
     # no file part; a JSON body; a truncated multipart body; an empty file
     b = b"--b0\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nwhisper-tiny.en\r\n--b0--\r\n"
     st, _, body = ct2.raw("POST", "/v1/audio/transcriptions", b, {"Content-Type": "multipart/form-data; boundary=b0"})

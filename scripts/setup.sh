@@ -41,6 +41,9 @@ make -j2 all tests
 # Debian numpy / pytest / cffi; tests/run_python_tests.sh prefers it
 if [ ! -x .venv/bin/python ]; then /usr/bin/python3 -m venv --system-site-packages .venv; fi
 .venv/bin/python -c "import openai" 2>/dev/null || .venv/bin/pip install -q openai
+# ml_dtypes for the bfloat16 test of python/tests/test_sdpa.py; 0.4.1 keeps Debian's numpy 1.24
+# (newer ones install numpy 2 into .venv, over the one the other tests use)
+.venv/bin/python -c "import ml_dtypes" 2>/dev/null || .venv/bin/pip install -q "ml_dtypes==0.4.1"
 sh scripts/fetch_minilm.sh
 sh scripts/fetch_whisper.sh
 sh scripts/fetch_smollm2.sh

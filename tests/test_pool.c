@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static uint64_t seed = 4242;
 
@@ -571,6 +572,32 @@ static void test_blas_threads(void) {
           before, after, nt);
 }
 
+typedef struct {
+    _Atomic int64_t sum;
+    _Atomic int max_tid;
+} cap_ctx;
+
+static void cap_fn(void *p, int64_t lo, int64_t hi, int tid) {
+    cap_ctx *c = (cap_ctx *)p;
+    for (int64_t i = lo; i < hi; i++) atomic_fetch_add(&c->sum, i);
+    for (int m = atomic_load(&c->max_tid); tid > m && !atomic_compare_exchange_weak(&c->max_tid, &m, tid);) {
+    }
+}
+
+/* a job asked for ATTN_MAX_THREADS threads runs on at most 4 a CPU (attn__pool_max_threads): with
+ * 4096 on 2 CPUs every job woke 4095 workers and `attn chat` took 190 s for 4 tokens */
+static void test_thread_cap(void) {
+    const int cap = attn__pool_max_threads();
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    CHECK(cap >= 4 && cap <= 4 * (cpus > 0 ? cpus : 1) && cap <= ATTN_MAX_THREADS, "cap %d threads for %ld CPUs", cap, cpus);
+    CHECK(attn__pool_threads(1e12, ATTN_MAX_THREADS) == cap, "attn__pool_threads caps %d threads to %d", ATTN_MAX_THREADS, cap);
+    cap_ctx c = {0, 0};
+    const int64_t n = 200000;
+    attn__pool_for(n, 1, ATTN_MAX_THREADS, cap_fn, &c);
+    CHECK(atomic_load(&c.sum) == n * (n - 1) / 2 && atomic_load(&c.max_tid) < cap,
+          "%d threads asked: every index ran once, participants 0..%d (< %d)", ATTN_MAX_THREADS, atomic_load(&c.max_tid), cap);
+}
+
 int main(void) {
     attn_test_name = "pool";
     test_blas_threads();
@@ -579,6 +606,7 @@ int main(void) {
     test_serial();
     test_nested();
     test_concurrent();
+    test_thread_cap();
     test_skinny();
     test_skinny_order();
     test_weight_half();

@@ -18,6 +18,14 @@ REPEAT=${REPEAT:-3}
 SMALL=${SMALL:-0}
 VERBS=${VERBS:-"generate chat embed classify translate transcribe"}
 COMPETE=${COMPETE:-"0 1 2"}
+case $REPEAT in '' | *[!0-9]*) REPEAT_OK=0 ;; *) [ "$REPEAT" -ge 1 ] && REPEAT_OK=1 || REPEAT_OK=0 ;; esac
+[ "$REPEAT_OK" = 1 ] || { echo "REPEAT must be a positive integer, got '$REPEAT'" >&2; exit 2; }
+for v in $VERBS; do
+  case $v in generate | chat | embed | classify | translate | transcribe) ;; *) echo "unknown verb '$v' (generate chat embed classify translate transcribe)" >&2; exit 2 ;; esac
+done
+for c in $COMPETE; do
+  case $c in '' | *[!0-9]*) echo "COMPETE takes counts of busy loops (0 1 2), got '$c'" >&2; exit 2 ;; esac
+done
 A=${ATTN:-./build/attn}  # ATTN=PATH: another build of attn (an A/B)
 OUT=${OUT:-build/contention}
 make -s -j2 build/attn >/dev/null
@@ -44,7 +52,12 @@ rate_of() { grep -E 'tokens/s|images/s|sentences/s|words/s|real-time|/s' "$1" | 
 
 now() { date +%s.%N; }
 
-trap 'stop_busy' EXIT INT TERM
+# the busy loops end with the script, and a signal ends the script (a trap that only stopped the
+# loops let a killed run go on, measuring "1 competitor" rows with none)
+trap 'stop_busy' EXIT
+trap 'stop_busy; exit 130' INT
+trap 'stop_busy; exit 143' TERM
+trap 'stop_busy; exit 129' HUP
 
 flags=$(grep -m1 '^flags' /proc/cpuinfo | grep -o -w 'avx512f\|avx512_vnni\|avx512bw\|avx2\|fma\|f16c\|amx_tile' | sort -u | tr '\n' ' ')
 case " $flags " in

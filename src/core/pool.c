@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +78,7 @@ uint64_t attn__pool_fallbacks(void) { return atomic_load(&attn__P.n_fallback); }
 
 int attn__pool_threads(double cost, int nt) {
     if (nt <= 0) nt = attn_get_num_threads();
+    if (nt > attn__pool_max_threads()) nt = attn__pool_max_threads();
     return cost < ATTN__POOL_MIN_COST ? 1 : nt;
 }
 
@@ -314,11 +316,35 @@ static void attn__serial(int64_t n, attn__pool_fn fn, void *ctx) {
     attn__tls_in_job = was;
 }
 
+/* the most threads a job runs on: 4 per CPU this process may run on (sched_getaffinity, read
+ * once). More only add thread switches to compute-bound chunks; far more starved the caller
+ * itself — `attn chat --threads 4096` on 2 CPUs took 190 s for 4 tokens, every worker woken for
+ * every job, the caller never running a chunk, so the fallback never judged a job (new-user
+ * finding). Results do not depend on the split. */
+int attn__pool_max_threads(void) {
+    static _Atomic int cap;
+    int c = atomic_load_explicit(&cap, memory_order_relaxed);
+    if (c > 0) return c;
+    int cpus = 0;
+#ifdef __linux__
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) cpus = CPU_COUNT(&set);
+#endif
+    if (cpus <= 0) {
+        const long n = sysconf(_SC_NPROCESSORS_ONLN);
+        cpus = n > 0 ? (int)n : 1;
+    }
+    c = 4 * cpus < ATTN_MAX_THREADS ? 4 * cpus : ATTN_MAX_THREADS;
+    atomic_store_explicit(&cap, c, memory_order_relaxed);
+    return c;
+}
+
 void attn__pool_for(int64_t n, int64_t chunk, int nt, attn__pool_fn fn, void *ctx) {
     if (n <= 0 || !fn) return;
     if (chunk < 1) chunk = 1;
     if (chunk < n / 0x40000000) chunk = n / 0x40000000 + 1; /* the chunk count fits the ticket's 32 bits */
     if (nt <= 0) nt = attn_get_num_threads();
+    if (nt > attn__pool_max_threads()) nt = attn__pool_max_threads();
     const int64_t nch64 = (n + chunk - 1) / chunk;
     if (nt > nch64) nt = (int)nch64;
     if (nt <= 1 || attn__tls_in_job || pthread_mutex_trylock(&attn__P.lock) != 0) {

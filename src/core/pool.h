@@ -58,6 +58,10 @@ void attn__pool_set_adapt(int on);
  * quiet (tests), -1 asks the kernel again */
 void attn__pool_assume_busy(int busy);
 
+/* the most threads one job runs on: 4 per CPU the process may run on (its affinity mask, read
+ * once), at most ATTN_MAX_THREADS; attn__pool_for and attn__pool_threads cap larger counts to it */
+int attn__pool_max_threads(void);
+
 /* counts since the process started: jobs handed to workers (each one hand-off and one wait:
  * the synchronisation points) and jobs run serially. With ATTN_POOL_STATS=1 in the
  * environment they are printed to stderr when the library is unloaded (process exit), with the

@@ -175,6 +175,8 @@ struct serve_task {
     /* output, under mu */
     char *text;
     size_t len, cap;
+    size_t *ends;      /* [n_pieces]: where each appended piece (one token's text) ends in text */
+    size_t n_pieces, pieces_cap;
     int done;       /* 1: finished (finish / error below) */
     int err_status; /* != 0: failed with err_msg */
     char err_msg[256];

@@ -106,7 +106,7 @@ typedef struct {
     char id[64], model[128];
     long created;
     int include_usage, phase; /* 0 role chunk, 1 text, 2 usage, 3 [DONE], 4 end */
-    size_t sent;
+    size_t sent, piece; /* bytes of the task's text sent, in whole pieces */
     char *buf;
     size_t blen, boff;
     struct MHD_Connection *conn;
@@ -183,8 +183,11 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *out, size_t max) {
                 }
             }
             if (t->len > s->sent) {
-                cJSON *j = chunk(s, t->text + s->sent, t->len - s->sent, NULL, 0);
-                s->sent = t->len;
+                /* one event a piece (a token's text), as OpenAI's stream: the deltas a client sees do not
+                 * depend on how fast it reads */
+                size_t end = t->ends[s->piece++];
+                cJSON *j = chunk(s, t->text + s->sent, end - s->sent, NULL, 0);
+                s->sent = end;
                 pthread_mutex_unlock(&t->mu);
                 sse_set(s, j);
                 continue;

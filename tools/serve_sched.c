@@ -80,6 +80,7 @@ void serve_task_release(serve_task *t) {
     free(t->stop);
     free(t->prompt);
     free(t->text);
+    free(t->ends);
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->cv);
     free(t);
@@ -122,9 +123,22 @@ static void task_append(serve_task *t, const char *text, size_t len) {
         t->text = p;
         t->cap = nc;
     }
+    if (t->n_pieces == t->pieces_cap) {
+        size_t nc = t->pieces_cap ? t->pieces_cap * 2 : 64;
+        size_t *p = (size_t *)realloc(t->ends, nc * sizeof *p);
+        if (!p) {
+            t->err_status = 500;
+            snprintf(t->err_msg, sizeof t->err_msg, "out of memory");
+            pthread_mutex_unlock(&t->mu);
+            return;
+        }
+        t->ends = p;
+        t->pieces_cap = nc;
+    }
     memcpy(t->text + t->len, text, len);
     t->len += len;
     t->text[t->len] = 0;
+    t->ends[t->n_pieces++] = t->len;
     if (t->t_first == 0) t->t_first = serve_now();
     pthread_cond_broadcast(&t->cv);
     pthread_mutex_unlock(&t->mu);

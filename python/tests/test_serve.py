@@ -202,6 +202,8 @@ def test_chat_equals_cli(srv):
         if ch.usage:
             usage = ch.usage
     assert "".join(parts) == ref and finish == "length" and usage.completion_tokens == 16
+    # one delta a token, however fast the client reads (16 ASCII tokens, no stop string holding text back)
+    assert len([p for p in parts if p]) == 16, parts
 
 
 def test_completion_equals_generate_and_stream(srv):
@@ -212,7 +214,9 @@ def test_completion_equals_generate_and_stream(srv):
     r = c.completions.create(model="stories260K", prompt=prompt, temperature=0, max_tokens=40)
     assert prompt + r.choices[0].text == ref.rstrip("\n")
     s = c.completions.create(model="stories260K", prompt=prompt, temperature=0, max_tokens=40, stream=True)
-    assert "".join(ch.choices[0].text for ch in s if ch.choices) == r.choices[0].text
+    texts = [ch.choices[0].text for ch in s if ch.choices]
+    assert "".join(texts) == r.choices[0].text
+    assert len([x for x in texts if x]) == r.usage.completion_tokens, texts  # one event a token
     # seeded sampling is reproducible; a stop string ends the text before it
     a = c.completions.create(model="stories260K", prompt=prompt, temperature=0.9, top_p=0.9, seed=7, max_tokens=30).choices[0].text
     b = c.completions.create(model="stories260K", prompt=prompt, temperature=0.9, top_p=0.9, seed=7, max_tokens=30).choices[0].text
@@ -806,7 +810,11 @@ def test_chat_page_in_chromium(srv, tmp_path):
             ref = r.choices[0].message.content
             got = js("[...document.querySelectorAll('.assistant')].pop().textContent")
             assert got == ref and ref  # the page sends the whole conversation and joins the streamed deltas
-            assert int(js("document.body.dataset.chunks")) > 1 and js("document.body.dataset.finish") == r.choices[0].finish_reason
+            # the page counted one delta a token: as many as the same request streamed to the openai client
+            deltas = [ch.choices[0].delta.content for ch in c.chat.completions.create(
+                model=SMOL_NAME, messages=history, temperature=0, max_tokens=16, stream=True) if ch.choices]
+            assert int(js("document.body.dataset.chunks")) == len([d for d in deltas if d]) > 1, deltas
+            assert js("document.body.dataset.finish") == r.choices[0].finish_reason
             history.append({"role": "assistant", "content": ref})
         # text is shown as text, never parsed as HTML
         assert js("document.querySelectorAll('#log b').length") == 0

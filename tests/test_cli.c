@@ -1012,6 +1012,12 @@ static void test_llm_verbs(void) {
     EXPECT_FAIL(2, "the message is empty", "chat with an empty message (a usage error, as generate's empty prompt)", "chat", "--model", smol, "");
     EXPECT_FAIL(1, "byte offset 0", "chat with invalid UTF-8: the offset is the message's", "chat", "--model", smol,
                 "\xff" "abc");
+    /* the message is checked before the model is read: a missing model file is not what is reported */
+    EXPECT_FAIL(2, "the message is empty", "chat's empty message refused before the model loads", "chat", "--model", tmp_path("no_model.gguf"), " ");
+    /* a file where a model directory belongs: said so (was "FILE/config.json: Not a directory") */
+    EXPECT_FAIL(1, "is not a directory: the model is a directory holding config.json", "embed given a GGUF file", "embed", "--model", smol, "hi");
+    EXPECT_FAIL(1, "is not a directory: a CTranslate2 model is a directory holding model.bin", "translate given a GGUF file", "translate",
+                "--model", smol, "hi");
     {
         /* a NUL in chat's input is removed, as README says (chat took the text up to it) */
         char p1[700], p2[700], c1[2000], c2[2000], o1[4096], o2[4096];

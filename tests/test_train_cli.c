@@ -105,6 +105,12 @@ int main(void) {
     CHECK(strstr(out, "epoch 2/2:") && !strstr(out, "epoch 1/2"), "resumed at epoch 2: %s", out);
     CHECK(same_file(P("A/model.safetensors"), P("C/model.safetensors")), "resumed weights == uninterrupted weights");
     CHECK(same_file(P("A/optimizer.safetensors"), P("C/optimizer.safetensors")), "resumed AdamW state == uninterrupted");
+    CHECK(!strstr(err, "without --eval"), "a resume with --eval: no note: %s", err);
+    /* the same resume without --eval: trains on, and says that it no longer evaluates (was silent) */
+    const char *rn[] = {"train", "vit", TRAIN, "--resume", P("B"), "--threads", "1", "-o", P("CN"), NULL};
+    CHECK(run(rn) == 0 && strstr(err, "was evaluated after every epoch; without --eval") && !strstr(out, "eval accuracy"),
+          "resume without --eval: a note: %s / %s", err, out);
+    CHECK(same_file(P("A/model.safetensors"), P("CN/model.safetensors")), "resumed without --eval: the same weights");
     /* a setting that contradicts the resumed run is a usage error (exit 2, README) naming the run's value */
     const char *rs[] = {"train", "vit", TRAIN, EVAL, "--resume", P("B"), "--seed", "12345", "--threads", "1", "-o", P("RS"), NULL};
     CHECK(run(rs) == 2 && strstr(err, "--seed") && strstr(err, "the resumed run's"), "resume with another --seed: exit 2: %s", err);
@@ -119,7 +125,8 @@ int main(void) {
     const char *lb[] = {"train", "vit", TRAIN, TINY, "--limit", "100", "--epochs", "2", "--stop-after", "1", "-o", P("LB"), NULL};
     CHECK(run(lb) == 0, "train LB: %s", err);
     const char *lr[] = {"train", "vit", TRAIN, "--resume", P("LB"), "--limit", "100", "--threads", "1", "-o", P("LC"), NULL};
-    CHECK(run(lr) == 0 && strstr(out, "epoch 2/2:"), "resume a --limit run with its --limit: %s", err);
+    CHECK(run(lr) == 0 && strstr(out, "epoch 2/2:") && !strstr(err, "without --eval"), "resume a --limit run with its --limit "
+          "(never evaluated: no note): %s", err);
     CHECK(same_file(P("LA/model.safetensors"), P("LC/model.safetensors")), "resumed --limit weights == uninterrupted");
     const char *ln[] = {"train", "vit", TRAIN, "--resume", P("LB"), "--threads", "1", "-o", P("LD"), NULL};
     CHECK(run(ln) == 2 && strstr(err, "--limit"), "resume a --limit run without it: a usage error naming --limit: %s", err);

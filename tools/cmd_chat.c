@@ -120,10 +120,27 @@ int cmd_chat(int argc, char **argv) {
     const char *model = co.model, *system = co.system, *tmpl = co.tmpl, *message = co.message;
     if (!model) return cli_usage_error("chat", "--model FILE is required");
     if (tmpl && strcmp(tmpl, "chatml") != 0) return cli_usage_error("chat", "unknown --template '%s' (known: chatml)", tmpl);
+    /* the message (argument or standard input) is read and checked before the model loads; it is
+     * checked itself, so that an error points into it, not into the template */
+    char *input = NULL;
+    int rc0, interactive = !message && isatty(0);
+    if (!message && !interactive) {
+        size_t len;
+        if (llm_read_all(stdin, &input, &len) < 0) return cli_error("reading standard input failed: %s", strerror(errno));
+        while (len && (input[len - 1] == '\n' || input[len - 1] == '\r')) input[--len] = 0;
+        message = input;
+    }
+    if (!interactive && (rc0 = check_message(message, strlen(message), 1)) != CLI_OK) {
+        free(input);
+        return rc0;
+    }
     llm_ctx c;
     int rc = llm_load(&c, "chat", model, NULL);
-    if (rc != CLI_OK) return rc;
-    char *dflt_sys = NULL, *text = NULL, *input = NULL;
+    if (rc != CLI_OK) {
+        free(input);
+        return rc;
+    }
+    char *dflt_sys = NULL, *text = NULL;
     attn_llama_state *st = NULL;
     int32_t *hist = NULL;
     int64_t nh = 0, ch = 0;
@@ -139,19 +156,7 @@ int cmd_chat(int argc, char **argv) {
         rc = cli_lib_error("KV cache");
         goto done;
     }
-    int interactive = !message && isatty(0);
-    if (!message && !interactive) {
-        size_t len;
-        if (llm_read_all(stdin, &input, &len) < 0) {
-            rc = cli_error("reading standard input failed: %s", strerror(errno));
-            goto done;
-        }
-        while (len && (input[len - 1] == '\n' || input[len - 1] == '\r')) input[--len] = 0;
-        message = input;
-    }
     if (!interactive) {
-        /* the message itself is checked, so that an error points into it, not into the template */
-        if ((rc = check_message(message, strlen(message), 1)) != CLI_OK) goto done;
         text = llm_chatml(system, message, 1);
         rc = text ? turn(&c, st, text, &o, &hist, &nh, &ch, 0) : cli_error("out of memory");
         goto done;

@@ -432,6 +432,10 @@ static int run(train_opts *o) {
                                (long long)st.epoch);
             goto out;
         }
+        /* the run evaluated after its epochs; this one will not: said, not silent (its history shows NaN there) */
+        if (me == 0 && !o->eval_img && st.epoch > 0 && st.history && isfinite(st.history[st.epoch - 1].eval_loss))
+            fprintf(stderr, "attn: note: --resume %s was evaluated after every epoch; without --eval IMAGES LABELS this run is not\n",
+                    o->resume);
         attn_train_epoch *h = (attn_train_epoch *)realloc(st.history, sizeof *h * (size_t)(st.epochs + 1));
         if (!h) {
             rc = cli_error("out of memory");

@@ -14,6 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* the largest seed: 2^53 - 1, the largest integer a JSON double carries exactly (RFC 7493) */
+#define SEED_MAX ((int64_t)9007199254740991)
+
 int serve_fail(serve_err *e, int status, const char *type, const char *param, const char *code, const char *fmt, ...) {
     e->status = status;
     e->type = type ? type : "invalid_request_error";
@@ -110,31 +113,38 @@ static long too_deep(const char *s, size_t len, int limit) {
     return -1;
 }
 
-/* a JSON number beyond a double's range (1e309) parses as +-inf: a value out of range, not a type error */
-static int overflowed(const cJSON *v, const char *param, double lo, int lo_open, double hi, serve_err *e) {
-    return serve_fail(e, 400, NULL, param, "invalid_value", "'%s' must be in %c%g, %g], got a number beyond a double's range (%s)", param,
-                      lo_open ? '(' : '[', lo, hi, v->valuedouble > 0 ? "+inf" : "-inf");
+/* a JSON number beyond a double's range (1e309) parses as +-inf: a value out of range, not a type error.
+ * range: the bounds as the message shows them ("[1, 16777216]", "(0, 1]"). */
+static int overflowed(const cJSON *v, const char *param, const char *range, serve_err *e) {
+    return serve_fail(e, 400, NULL, param, "invalid_value", "'%s' must be in %s, got a number beyond a double's range (%s)", param, range,
+                      v->valuedouble > 0 ? "+inf" : "-inf");
 }
 
+/* lo, hi within +-(2^53 - 1) (I-JSON, RFC 7493: the integers a double holds exactly), so the compare is exact */
 static int get_int(const cJSON *v, const char *param, int64_t lo, int64_t hi, int64_t *out, serve_err *e) {
-    if (cJSON_IsNumber(v) && isinf(v->valuedouble)) return overflowed(v, param, (double)lo, 0, (double)hi, e);
+    char range[64];
+    snprintf(range, sizeof range, "[%lld, %lld]", (long long)lo, (long long)hi);
+    if (cJSON_IsNumber(v) && isinf(v->valuedouble)) return overflowed(v, param, range, e);
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble != floor(v->valuedouble))
         return serve_fail(e, 400, NULL, param, "invalid_type", "'%s' must be an integer", param);
     if (v->valuedouble < (double)lo || v->valuedouble > (double)hi)
-        return serve_fail(e, 400, NULL, param, "invalid_value", "'%s' must be in [%lld, %lld], got %.17g", param, (long long)lo, (long long)hi,
-                          v->valuedouble);
+        return serve_fail(e, 400, NULL, param, "invalid_value", "'%s' must be in %s, got %.17g", param, range, v->valuedouble);
     *out = (int64_t)v->valuedouble;
     return 0;
 }
 
 static int get_num(const cJSON *v, const char *param, double lo, double hi, int lo_open, double *out, serve_err *e) {
-    if (cJSON_IsNumber(v) && isinf(v->valuedouble)) return overflowed(v, param, lo, lo_open, hi, e);
+    char range[80];
+    snprintf(range, sizeof range, "%c%.17g, %.17g]", lo_open ? '(' : '[', lo, hi);
+    if (cJSON_IsNumber(v) && isinf(v->valuedouble)) return overflowed(v, param, range, e);
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) return serve_fail(e, 400, NULL, param, "invalid_type", "'%s' must be a number", param);
+    const double x = v->valuedouble;
+    if (x > hi || x < lo || (lo_open && x == lo))
+        return serve_fail(e, 400, NULL, param, "invalid_value", "'%s' must be in %s, got %.17g", param, range, x);
     /* an open bound holds for the float32 the sampler gets, too (top_p 1e-300 became 0: a 500) */
-    if (v->valuedouble > hi || v->valuedouble < lo || (lo_open && (v->valuedouble == lo || (float)v->valuedouble == (float)lo)))
-        return serve_fail(e, 400, NULL, param, "invalid_value", "'%s' must be in %c%g, %g], got %.17g%s", param, lo_open ? '(' : '[', lo, hi,
-                          v->valuedouble, v->valuedouble != lo ? " (the bound as a float32)" : "");
-    *out = v->valuedouble;
+    if (lo_open && (float)x == (float)lo)
+        return serve_fail(e, 400, NULL, param, "invalid_value", "'%s' must be in %s, got %.17g (%.9g as a float32)", param, range, x, (double)(float)x);
+    *out = x;
     return 0;
 }
 
@@ -203,7 +213,7 @@ static int parse_generation(serve_req *r, const cJSON *root, serve_err *e) {
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "top_p")) && !cJSON_IsNull(v) && get_num(v, "top_p", 0, 1, 1, &r->top_p, e) < 0) return -1;
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "seed")) && !cJSON_IsNull(v)) {
         int64_t s;
-        if (get_int(v, "seed", INT64_MIN / 2, INT64_MAX / 2, &s, e) < 0) return -1;
+        if (get_int(v, "seed", -SEED_MAX, SEED_MAX, &s, e) < 0) return -1;
         r->has_seed = 1;
         r->seed = (uint64_t)s;
     }

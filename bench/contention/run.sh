@@ -25,6 +25,8 @@ for v in $VERBS; do
 done
 for c in $COMPETE; do
   case $c in '' | *[!0-9]*) echo "COMPETE takes counts of busy loops (0 1 2), got '$c'" >&2; exit 2 ;; esac
+  # more busy loops than 4 a CPU measure nothing new and can leave the machine unusable
+  [ "${#c}" -le 4 ] && [ "$c" -le $((4 * $(nproc))) ] || { echo "COMPETE: at most $((4 * $(nproc))) busy loops (4 a CPU), got $c" >&2; exit 2; }
 done
 A=${ATTN:-./build/attn}  # ATTN=PATH: another build of attn (an A/B)
 OUT=${OUT:-build/contention}

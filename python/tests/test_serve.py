@@ -317,6 +317,19 @@ def test_bad_requests(srv):
         e = json.loads(body)["error"]
         assert st == 400 and e["param"] == param and e["code"] == "invalid_value" and "beyond a double's range" in e["message"], e
         assert ("(0, 1]" if param == "top_p" else "[") in e["message"], e
+    # integer bounds printed as integers; the float32 note only where the float32 rounding refused it;
+    # seeds beyond 2^53 - 1 (a double rounds them: 2^62 - 1 arrives as 2^62) are refused, 2^53 - 1 is kept
+    st, _, body = srv.raw("POST", "/v1/completions", b'{"model": "stories260K", "prompt": "a", "max_tokens": 1e999}')
+    assert st == 400 and "must be in [1, 16777216], got a number beyond" in json.loads(body)["error"]["message"], body
+    st, _, body = srv.raw("POST", "/v1/completions", b'{"model": "stories260K", "prompt": "a", "top_p": 1.5}')
+    assert st == 400 and json.loads(body)["error"]["message"] == "'top_p' must be in (0, 1], got 1.5", body
+    for seed in (2 ** 53, 2 ** 62 - 1, -(2 ** 53)):
+        st, _, body = srv.raw("POST", "/v1/completions", {"model": "stories260K", "prompt": "a", "seed": seed})
+        e = json.loads(body)["error"]
+        assert st == 400 and e["param"] == "seed" and "[-9007199254740991, 9007199254740991]" in e["message"], (seed, e)
+    for seed in (2 ** 53 - 1, -(2 ** 53 - 1)):
+        r = c.completions.create(model="stories260K", prompt="a", seed=seed, temperature=1, max_tokens=2)
+        assert r.usage.completion_tokens == 2
     # oversized body: 413 before it is read
     st, _, body = srv.raw("POST", "/v1/embeddings", {"model": "all-MiniLM-L6-v2", "input": "x" * 100000})
     assert st == 413 and json.loads(body)["error"]["code"] == "request_too_large"

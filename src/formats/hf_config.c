@@ -29,6 +29,8 @@ int attn__hf_json_load(attn__hf_json *c, const char *who, const char *dir, const
     if (stat(c->path, &st) != 0) {
         int e = errno;
         if ((flags & ATTN__HF_OPTIONAL) && e == ENOENT) return ATTN_OK; /* absent is fine; unreadable is an error */
+        if (e == ENOTDIR) /* a file given where the model's directory belongs (a .gguf to embed) */
+            return attn_set_error(ATTN_E_INVALID, "%s%s%s is not a directory: the model is a directory holding %s", WHO(c), dir, file);
         return attn_set_error(ATTN_E_IO, "%s%scannot read %s: %s%s", WHO(c), c->path, strerror(e),
                               e == ENOENT && hint ? hint : "");
     }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static float *attn__alloc_f32(size_t n) {
     void *p = NULL;
@@ -185,6 +186,9 @@ void attn__ct2_ln_free(attn__ct2_ln *ln) {
 int attn__ct2_load_model(const char *dir, int (*body)(void *ctx, const attn_ct2_file *f), void *ctx) {
     char path[4096];
     snprintf(path, sizeof path, "%s/model.bin", dir);
+    struct stat st;
+    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
+        return attn_set_error(ATTN_E_INVALID, "%s is not a directory: a CTranslate2 model is a directory holding model.bin", dir);
     attn_ct2_file *f = NULL;
     int rc = attn_ct2_open(&f, path);
     if (rc == 0) {

@@ -113,6 +113,35 @@ static long too_deep(const char *s, size_t len, int limit) {
     return -1;
 }
 
+static int cmp_name(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* a name that an object of v (v itself, or one nested in it) holds twice, or NULL; *oom set when
+ * the check could not allocate. RFC 8259 leaves the value of a repeated name open (cJSON finds the
+ * first, Python and JavaScript keep the last): a request that repeats one is refused, not guessed. */
+static const char *dup_name(const cJSON *v, int *oom) {
+    if (!cJSON_IsObject(v) && !cJSON_IsArray(v)) return NULL;
+    size_t n = 0;
+    for (const cJSON *c = v->child; c; c = c->next) {
+        const char *d = dup_name(c, oom);
+        if (d || *oom) return d;
+        n++;
+    }
+    if (!cJSON_IsObject(v) || n < 2) return NULL;
+    const char **names = (const char **)malloc(n * sizeof *names);
+    if (!names) {
+        *oom = 1;
+        return NULL;
+    }
+    size_t k = 0;
+    for (const cJSON *c = v->child; c; c = c->next) names[k++] = c->string ? c->string : "";
+    qsort(names, n, sizeof *names, cmp_name);
+    const char *d = NULL;
+    for (size_t i = 1; i < n && !d; i++)
+        if (strcmp(names[i - 1], names[i]) == 0) d = names[i];
+    free(names);
+    return d;
+}
+
 /* a JSON number beyond a double's range (1e309) parses as +-inf: a value out of range, not a type error.
  * range: the bounds as the message shows them ("[1, 16777216]", "(0, 1]"). */
 static int overflowed(const cJSON *v, const char *param, const char *range, serve_err *e) {
@@ -495,6 +524,13 @@ int serve_parse(serve_req *r, serve_kind kind, const char *body, size_t len, ser
     const cJSON *v;
     if (!cJSON_IsObject(root)) {
         rc = serve_fail(e, 400, NULL, NULL, "invalid_json", "the body must be a JSON object");
+        goto done;
+    }
+    int oom = 0;
+    const char *dup = dup_name(root, &oom);
+    if (dup || oom) {
+        rc = oom ? serve_fail(e, 500, "server_error", NULL, NULL, "out of memory")
+                 : serve_fail(e, 400, NULL, dup, "invalid_json", "the body names '%s' twice in one object (which value holds would be a guess)", dup);
         goto done;
     }
     /* every field must be known: an unsupported option is named, never ignored */

@@ -330,6 +330,13 @@ def test_bad_requests(srv):
     for seed in (2 ** 53 - 1, -(2 ** 53 - 1)):
         r = c.completions.create(model="stories260K", prompt="a", seed=seed, temperature=1, max_tokens=2)
         assert r.usage.completion_tokens == 2
+    # a name given twice in one object (top level or nested): refused, naming it (the first value won, silently)
+    for body, name in ((b'{"model": "stories260K", "prompt": "a", "max_tokens": 1, "max_tokens": 5}', "max_tokens"),
+                       (b'{"model": "stories260K", "prompt": "a", "stream": true, "stream_options": {"include_usage": true, "include_usage": false}}',
+                        "include_usage")):
+        st, _, raw = srv.raw("POST", "/v1/completions", body)
+        e = json.loads(raw)["error"]
+        assert st == 400 and e["param"] == name and f"names '{name}' twice" in e["message"], e
     # oversized body: 413 before it is read
     st, _, body = srv.raw("POST", "/v1/embeddings", {"model": "all-MiniLM-L6-v2", "input": "x" * 100000})
     assert st == 413 and json.loads(body)["error"]["code"] == "request_too_large"

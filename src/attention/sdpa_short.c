@@ -40,7 +40,8 @@ typedef int32_t attn__sa_i8 __attribute__((vector_size(32)));
 
 /* the portable template's helpers take and return 8-float vectors; they are static and called only
  * from code of the same compilation, so GCC's note that such a return "changes the ABI" without AVX
- * concerns no caller (the AVX2 copies are compiled, and called, inside the AVX2 target region) */
+ * concerns no caller (the AVX2 copies are compiled, and called, inside the AVX2 target region);
+ * GCC 12 prints that note despite the pragma, so the Makefile adds -Wno-psabi for this file */
 #if defined(__clang__)
 #pragma clang diagnostic ignored "-Wpsabi"
 #elif defined(__GNUC__)

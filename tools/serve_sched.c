@@ -108,32 +108,26 @@ struct serve_sched {
     int *lkind;         /* 1: the prompt ended in this step, 0: a decode row */
 };
 
+/* p grown to hold need elements of elem bytes (*cap of them now; doubled past need), or NULL (p kept) */
+static void *grow(void *p, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return p;
+    void *q = realloc(p, 2 * need * elem);
+    if (q) *cap = 2 * need;
+    return q;
+}
+
 static void task_append(serve_task *t, const char *text, size_t len) {
     if (len == 0) return;
     pthread_mutex_lock(&t->mu);
-    if (t->len + len + 1 > t->cap) {
-        size_t nc = (t->len + len + 1) * 2;
-        char *p = (char *)realloc(t->text, nc);
-        if (!p) {
-            t->err_status = 500;
-            snprintf(t->err_msg, sizeof t->err_msg, "out of memory");
-            pthread_mutex_unlock(&t->mu);
-            return;
-        }
-        t->text = p;
-        t->cap = nc;
-    }
-    if (t->n_pieces == t->pieces_cap) {
-        size_t nc = t->pieces_cap ? t->pieces_cap * 2 : 64;
-        size_t *p = (size_t *)realloc(t->ends, nc * sizeof *p);
-        if (!p) {
-            t->err_status = 500;
-            snprintf(t->err_msg, sizeof t->err_msg, "out of memory");
-            pthread_mutex_unlock(&t->mu);
-            return;
-        }
-        t->ends = p;
-        t->pieces_cap = nc;
+    char *tx = (char *)grow(t->text, &t->cap, t->len + len + 1, 1);
+    if (tx) t->text = tx;
+    size_t *ends = tx ? (size_t *)grow(t->ends, &t->pieces_cap, t->n_pieces + 1, sizeof *ends) : NULL;
+    if (ends) t->ends = ends;
+    if (!tx || !ends) {
+        t->err_status = 500;
+        snprintf(t->err_msg, sizeof t->err_msg, "out of memory");
+        pthread_mutex_unlock(&t->mu);
+        return;
     }
     memcpy(t->text + t->len, text, len);
     t->len += len;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -73,7 +74,7 @@ static int auth_ok(struct MHD_Connection *c) {
     const char *key = serve_g->api_key;
     if (!key) return 1;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    if (!h || strncmp(h, "Bearer ", 7) != 0) return 0;
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return 0; /* the scheme is case-insensitive (RFC 9110) */
     h += 7;
     /* constant time in the key's contents: every byte is compared, lengths folded in */
     size_t kl = strlen(key), hl = strlen(h);

@@ -113,6 +113,15 @@ static long too_deep(const char *s, size_t len, int limit) {
     return -1;
 }
 
+/* x as the shortest decimal that reads back as the same double (0.1, not 0.10000000000000001) */
+static const char *num_text(char *buf, size_t n, double x) {
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, n, "%.*g", prec, x);
+        if (strtod(buf, NULL) == x) break;
+    }
+    return buf;
+}
+
 static int cmp_name(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
 /* a name that an object of v (v itself, or one nested in it) holds twice, or NULL; *oom set when
@@ -156,23 +165,29 @@ static int get_int(const cJSON *v, const char *param, int64_t lo, int64_t hi, in
     if (cJSON_IsNumber(v) && isinf(v->valuedouble)) return overflowed(v, param, range, e);
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble != floor(v->valuedouble))
         return serve_fail(e, 400, NULL, param, "invalid_type", "'%s' must be an integer", param);
-    if (v->valuedouble < (double)lo || v->valuedouble > (double)hi)
-        return serve_fail(e, 400, NULL, param, "invalid_value", "'%s' must be in %s, got %.17g", param, range, v->valuedouble);
+    if (v->valuedouble < (double)lo || v->valuedouble > (double)hi) {
+        char got[32]; /* an integer as one (4611686018427387904, not 4.6116860184273879e+18) up to 1e21 */
+        if (fabs(v->valuedouble) < 1e21) snprintf(got, sizeof got, "%.0f", v->valuedouble);
+        else num_text(got, sizeof got, v->valuedouble);
+        return serve_fail(e, 400, NULL, param, "invalid_value", "'%s' must be in %s, got %s", param, range, got);
+    }
     *out = (int64_t)v->valuedouble;
     return 0;
 }
 
 static int get_num(const cJSON *v, const char *param, double lo, double hi, int lo_open, double *out, serve_err *e) {
     char range[80];
-    snprintf(range, sizeof range, "%c%.17g, %.17g]", lo_open ? '(' : '[', lo, hi);
+    char lt[32], ht[32];
+    snprintf(range, sizeof range, "%c%s, %s]", lo_open ? '(' : '[', num_text(lt, sizeof lt, lo), num_text(ht, sizeof ht, hi));
     if (cJSON_IsNumber(v) && isinf(v->valuedouble)) return overflowed(v, param, range, e);
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) return serve_fail(e, 400, NULL, param, "invalid_type", "'%s' must be a number", param);
     const double x = v->valuedouble;
     if (x > hi || x < lo || (lo_open && x == lo))
-        return serve_fail(e, 400, NULL, param, "invalid_value", "'%s' must be in %s, got %.17g", param, range, x);
+        return serve_fail(e, 400, NULL, param, "invalid_value", "'%s' must be in %s, got %s", param, range, num_text((char[32]){0}, 32, x));
     /* an open bound holds for the float32 the sampler gets, too (top_p 1e-300 became 0: a 500) */
     if (lo_open && (float)x == (float)lo)
-        return serve_fail(e, 400, NULL, param, "invalid_value", "'%s' must be in %s, got %.17g (%.9g as a float32)", param, range, x, (double)(float)x);
+        return serve_fail(e, 400, NULL, param, "invalid_value", "'%s' must be in %s, got %s (%.9g as a float32)", param, range,
+                          num_text((char[32]){0}, 32, x), (double)(float)x);
     *out = x;
     return 0;
 }
@@ -235,9 +250,15 @@ static int known(const char *key, const char *const *list) {
 static int parse_generation(serve_req *r, const cJSON *root, serve_err *e) {
     const cJSON *v;
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "max_tokens")) && !cJSON_IsNull(v) && get_int(v, "max_tokens", 1, 1 << 24, &r->max_tokens, e) < 0) return -1;
-    if ((v = cJSON_GetObjectItemCaseSensitive(root, "max_completion_tokens")) && !cJSON_IsNull(v) &&
-        get_int(v, "max_completion_tokens", 1, 1 << 24, &r->max_tokens, e) < 0)
-        return -1;
+    const int64_t given = r->max_tokens;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "max_completion_tokens")) && !cJSON_IsNull(v)) {
+        if (get_int(v, "max_completion_tokens", 1, 1 << 24, &r->max_tokens, e) < 0) return -1;
+        /* the same limit under its two names: two different values would leave one a guess */
+        if (given > 0 && given != r->max_tokens)
+            return serve_fail(e, 400, NULL, "max_completion_tokens", "invalid_value",
+                              "'max_tokens' (%lld) and 'max_completion_tokens' (%lld) name the same limit; give one", (long long)given,
+                              (long long)r->max_tokens);
+    }
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "temperature")) && !cJSON_IsNull(v) && get_num(v, "temperature", 0, 2, 0, &r->temperature, e) < 0) return -1;
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "top_p")) && !cJSON_IsNull(v) && get_num(v, "top_p", 0, 1, 1, &r->top_p, e) < 0) return -1;
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "seed")) && !cJSON_IsNull(v)) {

@@ -323,6 +323,16 @@ def test_bad_requests(srv):
     assert st == 400 and "must be in [1, 16777216], got a number beyond" in json.loads(body)["error"]["message"], body
     st, _, body = srv.raw("POST", "/v1/completions", b'{"model": "stories260K", "prompt": "a", "top_p": 1.5}')
     assert st == 400 and json.loads(body)["error"]["message"] == "'top_p' must be in (0, 1], got 1.5", body
+    # numbers in messages: the shortest text that reads back (-0.1, not -0.10000000000000001); integers as integers
+    st, _, body = srv.raw("POST", "/v1/completions", b'{"model": "stories260K", "prompt": "a", "top_p": -0.1}')
+    assert st == 400 and json.loads(body)["error"]["message"] == "'top_p' must be in (0, 1], got -0.1", body
+    st, _, body = srv.raw("POST", "/v1/completions", b'{"model": "stories260K", "prompt": "a", "seed": 4611686018427387903}')
+    assert st == 400 and json.loads(body)["error"]["message"].endswith("got 4611686018427387904"), body
+    # max_tokens and max_completion_tokens name one limit: two different values are refused, equal ones kept
+    st, _, body = srv.raw("POST", "/v1/completions", b'{"model": "stories260K", "prompt": "a", "max_tokens": 2, "max_completion_tokens": 3}')
+    assert st == 400 and "name the same limit" in json.loads(body)["error"]["message"], body
+    st, _, body = srv.raw("POST", "/v1/completions", b'{"model": "stories260K", "prompt": "a", "max_tokens": 2, "max_completion_tokens": 2}')
+    assert st == 200 and json.loads(body)["usage"]["completion_tokens"] == 2, body
     for seed in (2 ** 53, 2 ** 62 - 1, -(2 ** 53)):
         st, _, body = srv.raw("POST", "/v1/completions", {"model": "stories260K", "prompt": "a", "seed": seed})
         e = json.loads(body)["error"]
@@ -419,6 +429,9 @@ def test_key_queue_and_sigterm():
         st, _, body = s.raw("GET", "/v1/models")
         assert st == 401 and json.loads(body)["error"]["code"] == "invalid_api_key"
         assert [m.id for m in s.client("sekret").models.list()] == [SMOL_NAME]
+        # the scheme is case-insensitive (RFC 9110): "bearer" is accepted with the right key, not with a wrong one
+        assert s.raw("GET", "/v1/models", headers={"Authorization": "bearer sekret"})[0] == 200
+        assert s.raw("GET", "/v1/models", headers={"Authorization": "BEARER wrong"})[0] == 401
         # one slot, no queue: a second request while the first runs is refused at once with Retry-After
         sock = socket.create_connection(("127.0.0.1", s.port), timeout=60)
         data = json.dumps({"model": SMOL_NAME, "prompt": "1, 2, 3, 4, 5, 6, 7, 8, 9, 10,", "max_tokens": 3000, "stream": True}).encode()

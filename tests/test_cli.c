@@ -1018,6 +1018,11 @@ static void test_llm_verbs(void) {
     EXPECT_FAIL(1, "is not a directory: the model is a directory holding config.json", "embed given a GGUF file", "embed", "--model", smol, "hi");
     EXPECT_FAIL(1, "is not a directory: a CTranslate2 model is a directory holding model.bin", "translate given a GGUF file", "translate",
                 "--model", smol, "hi");
+    /* tokenize takes a file as the tokenizer itself (was "FILE/tokenizer.json: Not a directory") */
+    EXPECT_FAIL(1, "JSON syntax error near byte 0", "tokenize given a non-JSON file", "tokenize", "--model", smol, "hi");
+    if (access("models/whisper-tiny.en/model.bin", R_OK) == 0) /* a device libsndfile cannot read: the friendly message too */
+        EXPECT_FAIL(1, "/dev/null: cannot read as audio: not a recognised audio file", "transcribe /dev/null", "transcribe", "--model",
+                    "models/whisper-tiny.en", "/dev/null");
     {
         /* a NUL in chat's input is removed, as README says (chat took the text up to it) */
         char p1[700], p2[700], c1[2000], c2[2000], o1[4096], o2[4096];

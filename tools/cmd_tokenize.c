@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct {
     const char *model, *text;
@@ -50,7 +51,9 @@ int cmd_tokenize(int argc, char **argv) {
     if (!model || !*model) return cli_usage_error("tokenize", "--model DIR is required");
     if (!text) return cli_usage_error("tokenize", "TEXT is required");
     char path[4096];
-    if (cli_ends_with(model, ".json")) snprintf(path, sizeof path, "%s", model);
+    struct stat st;
+    /* a file (tokenizer.json under any name) is the tokenizer itself; a directory holds it */
+    if (cli_ends_with(model, ".json") || (stat(model, &st) == 0 && !S_ISDIR(st.st_mode))) snprintf(path, sizeof path, "%s", model);
     else snprintf(path, sizeof path, "%s/tokenizer.json", model);
     attn_tokenizer *tok = NULL;
     if (attn_tokenizer_load_json(&tok, path) < 0) return cli_lib_error(NULL);

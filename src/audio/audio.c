@@ -335,7 +335,7 @@ int attn_audio_load(float **samples, int64_t *n, const char *path, int rate) {
         if (regular || std_in)
             return attn_set_error(ATTN_E_IO, "%s: cannot read as audio: not a recognised audio file (libsndfile reads WAV, FLAC, "
                                              "OGG/Vorbis/Opus, MP3, AIFF, ...)", path);
-        return attn_set_error(ATTN_E_IO, "%s: cannot read as audio: %s", path, why);
+        return attn_set_error(ATTN_E_IO, "%s: cannot read as audio: not a recognised audio file (libsndfile: %s)", path, why);
     }
     if (info.channels <= 0 || info.samplerate <= 0) {
         audio_close(sf, in_fd);

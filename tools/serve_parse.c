@@ -151,43 +151,43 @@ static const char *dup_name(const cJSON *v, int *oom) {
     return d;
 }
 
-/* a JSON number beyond a double's range (1e309) parses as +-inf: a value out of range, not a type error.
- * range: the bounds as the message shows them ("[1, 16777216]", "(0, 1]"). */
-static int overflowed(const cJSON *v, const char *param, const char *range, serve_err *e) {
-    return serve_fail(e, 400, NULL, param, "invalid_value", "'%s' must be in %s, got a number beyond a double's range (%s)", param, range,
-                      v->valuedouble > 0 ? "+inf" : "-inf");
+/* a 400 invalid_value: v is outside range ("[1, 16777216]", "(0, 1]"); v shown as an integer when
+ * integral (4611686018427387904, not 4.6116860184273879e+18) or else as the shortest decimal that
+ * reads back; +-inf (a JSON number beyond a double's range, 1e309, to cJSON) said so; note appended */
+static int out_of_range(const cJSON *v, const char *param, const char *range, int integral, const char *note, serve_err *e) {
+    const double x = v->valuedouble;
+    char got[64];
+    if (isinf(x)) snprintf(got, sizeof got, "a number beyond a double's range (%s)", x > 0 ? "+inf" : "-inf");
+    else if (integral && fabs(x) < 1e21) snprintf(got, sizeof got, "%.0f", x);
+    else num_text(got, sizeof got, x);
+    return serve_fail(e, 400, NULL, param, "invalid_value", "'%s' must be in %s, got %s%s", param, range, got, note);
 }
 
 /* lo, hi within +-(2^53 - 1) (I-JSON, RFC 7493: the integers a double holds exactly), so the compare is exact */
 static int get_int(const cJSON *v, const char *param, int64_t lo, int64_t hi, int64_t *out, serve_err *e) {
-    char range[64];
-    snprintf(range, sizeof range, "[%lld, %lld]", (long long)lo, (long long)hi);
-    if (cJSON_IsNumber(v) && isinf(v->valuedouble)) return overflowed(v, param, range, e);
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble != floor(v->valuedouble))
+    const int inf = cJSON_IsNumber(v) && isinf(v->valuedouble);
+    if (!inf && (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble != floor(v->valuedouble)))
         return serve_fail(e, 400, NULL, param, "invalid_type", "'%s' must be an integer", param);
-    if (v->valuedouble < (double)lo || v->valuedouble > (double)hi) {
-        char got[32]; /* an integer as one (4611686018427387904, not 4.6116860184273879e+18) up to 1e21 */
-        if (fabs(v->valuedouble) < 1e21) snprintf(got, sizeof got, "%.0f", v->valuedouble);
-        else num_text(got, sizeof got, v->valuedouble);
-        return serve_fail(e, 400, NULL, param, "invalid_value", "'%s' must be in %s, got %s", param, range, got);
+    if (inf || v->valuedouble < (double)lo || v->valuedouble > (double)hi) {
+        char range[64];
+        snprintf(range, sizeof range, "[%lld, %lld]", (long long)lo, (long long)hi);
+        return out_of_range(v, param, range, 1, "", e);
     }
     *out = (int64_t)v->valuedouble;
     return 0;
 }
 
 static int get_num(const cJSON *v, const char *param, double lo, double hi, int lo_open, double *out, serve_err *e) {
-    char range[80];
-    char lt[32], ht[32];
-    snprintf(range, sizeof range, "%c%s, %s]", lo_open ? '(' : '[', num_text(lt, sizeof lt, lo), num_text(ht, sizeof ht, hi));
-    if (cJSON_IsNumber(v) && isinf(v->valuedouble)) return overflowed(v, param, range, e);
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) return serve_fail(e, 400, NULL, param, "invalid_type", "'%s' must be a number", param);
+    if (!cJSON_IsNumber(v) || isnan(v->valuedouble)) return serve_fail(e, 400, NULL, param, "invalid_type", "'%s' must be a number", param);
     const double x = v->valuedouble;
-    if (x > hi || x < lo || (lo_open && x == lo))
-        return serve_fail(e, 400, NULL, param, "invalid_value", "'%s' must be in %s, got %s", param, range, num_text((char[32]){0}, 32, x));
     /* an open bound holds for the float32 the sampler gets, too (top_p 1e-300 became 0: a 500) */
-    if (lo_open && (float)x == (float)lo)
-        return serve_fail(e, 400, NULL, param, "invalid_value", "'%s' must be in %s, got %s (%.9g as a float32)", param, range,
-                          num_text((char[32]){0}, 32, x), (double)(float)x);
+    const int as_f32 = lo_open && x != lo && (float)x == (float)lo;
+    if (x > hi || x < lo || (lo_open && x == lo) || as_f32) {
+        char range[80], lt[32], ht[32], note[48] = "";
+        snprintf(range, sizeof range, "%c%s, %s]", lo_open ? '(' : '[', num_text(lt, sizeof lt, lo), num_text(ht, sizeof ht, hi));
+        if (as_f32 && x >= lo && x <= hi) snprintf(note, sizeof note, " (%.9g as a float32)", (double)(float)x);
+        return out_of_range(v, param, range, 0, note, e);
+    }
     *out = x;
     return 0;
 }
